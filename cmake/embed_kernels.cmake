@@ -1,0 +1,17 @@
+# Writes every kernels/*.cl file into one C++ source as raw string literals, keyed by file name.
+file(GLOB kernel_files ${KERNEL_DIR}/*.cl)
+list(SORT kernel_files)
+# common.cl holds the helpers every other file uses, so it must come first in the program.
+list(FILTER kernel_files EXCLUDE REGEX "/common\\.cl$")
+list(PREPEND kernel_files ${KERNEL_DIR}/common.cl)
+set(body "// Generated from kernels/*.cl by cmake/embed_kernels.cmake. Do not edit.\n")
+string(APPEND body "#include \"llamacl/embedded_kernels.hpp\"\n\nnamespace llamacl {\n\n")
+string(APPEND body "const std::vector<EmbeddedKernel>& embedded_kernels() {\n  static const std::vector<EmbeddedKernel> kernels = {\n")
+foreach(path IN LISTS kernel_files)
+  get_filename_component(name ${path} NAME)
+  file(READ ${path} source)
+  string(APPEND body "    {\"${name}\", R\"LLAMACL_CL(${source})LLAMACL_CL\"},\n")
+endforeach()
+string(APPEND body "  };\n  return kernels;\n}\n\n}  // namespace llamacl\n")
+file(WRITE ${OUTPUT}.tmp "${body}")
+file(COPY_FILE ${OUTPUT}.tmp ${OUTPUT} ONLY_IF_DIFFERENT)

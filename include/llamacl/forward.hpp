@@ -1,0 +1,42 @@
+#pragma once
+// What a backend must provide for generation, and the named points inside a forward pass where two
+// backends can be compared (--compare-cpu).
+#include <functional>
+#include <span>
+#include <string_view>
+
+namespace llamacl {
+
+// The boundaries of one forward pass, in the order they are produced. Per-layer ops come first;
+// final_norm and logits belong to no layer.
+enum class Op {
+    attn_norm,      // RMSNorm of the residual stream before attention (dim)
+    q,              // query after RoPE (dim)
+    k,              // key after RoPE, as written to the KV cache (kv_dim)
+    v,              // value, as written to the KV cache (kv_dim)
+    attention,      // attention output before the output projection (dim)
+    attn_residual,  // residual stream after x += wo * attention (dim)
+    ffn_norm,       // RMSNorm of the residual stream before the FFN (dim)
+    ffn_hidden,     // SwiGLU output silu(w1 x) * (w3 x) (hidden_dim)
+    ffn_residual,   // residual stream after x += w2 * ffn_hidden (dim)
+    final_norm,     // final RMSNorm of the residual stream (dim)
+    logits,         // classifier output (vocab)
+};
+inline constexpr int kOpCount = static_cast<int>(Op::logits) + 1;
+inline constexpr bool is_layer_op(Op op) { return op < Op::final_norm; }
+const char* op_name(Op op);
+// Parses an op name as op_name() prints it; returns false when unknown.
+bool parse_op(std::string_view name, Op& op);
+
+// Called with each boundary's values as a forward pass produces them; layer is -1 for final ops.
+using BoundaryObserver = std::function<void(int layer, Op op, std::span<const float> values)>;
+
+class Forward {
+public:
+    virtual ~Forward() = default;
+    // Runs the model on `token` at position `pos` (0-based, < seq_len) and returns the logits. The span
+    // stays valid until the next call; the caller may modify it (the sampler does, as run.c's does).
+    virtual std::span<float> forward(int token, int pos) = 0;
+};
+
+}  // namespace llamacl

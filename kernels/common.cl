@@ -1,0 +1,117 @@
+// Helpers shared by every kernel file (embedded first). Build-time shape, chosen per device by the host:
+//   ROW_THREADS  work-items that cooperate on one output row (a power of two). 1 on CPUs: each
+//                work-item then runs run.c's sequential loops, in run.c's order, with no local-memory
+//                reductions (slow on PoCL). GPUs use many, with float4 loads and a tree reduction.
+//   LOCAL        work-group size (a power of two, a multiple of ROW_THREADS).
+
+// run.c is compiled without FMA contraction; so are these kernels, so that the CPU shape reproduces its
+// arithmetic exactly.
+#pragma OPENCL FP_CONTRACT OFF
+
+// The host always defines both (KernelSet); the defaults only keep the program buildable on its own.
+#ifndef ROW_THREADS
+#define ROW_THREADS 1
+#endif
+#ifndef LOCAL
+#define LOCAL 8
+#endif
+#define ROWS_PER_GROUP (LOCAL / ROW_THREADS)
+
+// Sum of `value` over the ROW_THREADS consecutive work-items that share a row; every work-item of the
+// group must call it (it contains barriers when ROW_THREADS > 1).
+inline float row_sum(float value, __local float* scratch) {
+#if ROW_THREADS == 1
+    return value;
+#else
+    const int lid = get_local_id(0);
+    const int lane = lid % ROW_THREADS;
+    scratch[lid] = value;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = ROW_THREADS / 2; s > 0; s >>= 1) {
+        if (lane < s) scratch[lid] += scratch[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = scratch[lid - lane];
+    barrier(CLK_LOCAL_MEM_FENCE);  // the scratch is reused by the next call
+    return total;
+#endif
+}
+
+// Sum (is_max == 0) or maximum (is_max != 0) of `value` over the whole work-group.
+inline float group_reduce(float value, int is_max, __local float* scratch) {
+    const int lid = get_local_id(0);
+    scratch[lid] = value;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = LOCAL / 2; s > 0; s >>= 1) {
+        if (lid < s) scratch[lid] = is_max ? fmax(scratch[lid], scratch[lid + s]) : scratch[lid] + scratch[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return total;
+}
+
+// RMSNorm's scale 1/sqrt(mean(x^2) + eps), as run.c computes it. With ROW_THREADS == 1 every
+// work-item computes it alone, sequentially (bit-identical to run.c, no barrier); otherwise the
+// work-group computes it together.
+inline float rms_scale(__global const float* x, int n, __local float* scratch) {
+    float ss = 0.0f;
+#if ROW_THREADS == 1
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+#else
+    for (int j = get_local_id(0); j < n; j += LOCAL) ss += x[j] * x[j];
+    ss = group_reduce(ss, 0, scratch);
+#endif
+    ss /= (float)n;
+    ss += 1e-5f;
+    return 1.0f / sqrt(ss);
+}
+
+// Writes rmsnorm(x) * weight to out; called by one work-group so the normalized vector can be
+// inspected (--compare-cpu) without another kernel.
+inline void write_norm(__global float* out, __global const float* x, __global const float* weight, float ss, int n) {
+    for (int j = get_local_id(0); j < n; j += LOCAL) out[j] = weight[j] * (ss * x[j]);
+}
+
+// This lane's part of dot(w, in) over n elements. With ROW_THREADS == 1 this is run.c's matmul loop.
+inline float partial_dot(__global const float* w, __global const float* in, int n, int lane) {
+    float sum = 0.0f;
+#if ROW_THREADS == 1
+    for (int j = 0; j < n; j++) sum += w[j] * in[j];
+#else
+    const int n4 = n / 4;
+    for (int j = lane; j < n4; j += ROW_THREADS) {
+        const float4 a = vload4(j, w), b = vload4(j, in);
+        sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += w[j] * in[j];
+#endif
+    return sum;
+}
+
+// As partial_dot, with the input normalized on the fly: in[j] = weight[j] * (ss * x[j]), the exact
+// expression run.c's rmsnorm stores, so fusing the norm changes no bit.
+inline float partial_dot_normed(__global const float* w, __global const float* x, __global const float* weight,
+                                float ss, int n, int lane) {
+    float sum = 0.0f;
+#if ROW_THREADS == 1
+    for (int j = 0; j < n; j++) sum += w[j] * (weight[j] * (ss * x[j]));
+#else
+    const int n4 = n / 4;
+    for (int j = lane; j < n4; j += ROW_THREADS) {
+        const float4 a = vload4(j, w), g = vload4(j, weight), v = vload4(j, x);
+        const float4 b = g * (ss * v);
+        sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += w[j] * (weight[j] * (ss * x[j]));
+#endif
+    return sum;
+}
+
+// The row this work-item works on and its lane within the row. Rows past `rows` are clamped to the last
+// one so that every work-item still reaches the barriers; the caller writes only when row_valid.
+#define ROW_SETUP(rows)                                                   \
+    const int lane = get_local_id(0) % ROW_THREADS;                       \
+    const int row_unclamped = get_group_id(0) * ROWS_PER_GROUP + get_local_id(0) / ROW_THREADS; \
+    const int row_valid = row_unclamped < (rows);                         \
+    const int row = row_valid ? row_unclamped : (rows) - 1

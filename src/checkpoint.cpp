@@ -1,0 +1,275 @@
+#include "llamacl/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+
+constexpr std::uint32_t kMagicAk42 = 0x616b3432;  // "ak42" read as a little-endian uint32
+constexpr std::uint64_t kV1HeaderBytes = 256;
+constexpr std::uint64_t kV0HeaderBytes = 7 * sizeof(std::int32_t);
+
+// Header fields are untrusted: every size is computed with overflow checks so that a hostile header
+// can neither wrap around to a small size nor make us allocate or read from its numbers.
+std::uint64_t mul(std::uint64_t a, std::uint64_t b, bool& overflow) {
+    std::uint64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) overflow = true;
+    return r;
+}
+std::uint64_t add(std::uint64_t a, std::uint64_t b, bool& overflow) {
+    std::uint64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) overflow = true;
+    return r;
+}
+
+// Number of floats in each tensor family (all layers together), in file order for each version.
+struct TensorCounts {
+    std::uint64_t rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, embedding, freq_cis, classifier;
+    bool overflow = false;
+};
+
+TensorCounts tensor_counts(const Config& c) {
+    TensorCounts t{};
+    bool& o = t.overflow;
+    const std::uint64_t L = c.n_layers, dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim();
+    t.rms_att = mul(L, dim, o);
+    t.wq = mul(mul(L, dim, o), dim, o);
+    t.wk = mul(mul(L, dim, o), kv, o);
+    t.wv = t.wk;
+    t.wo = t.wq;
+    t.rms_ffn = t.rms_att;
+    t.w1 = mul(mul(L, dim, o), hidden, o);
+    t.w2 = t.w1;
+    t.w3 = t.w1;
+    t.rms_final = dim;
+    t.embedding = mul(static_cast<std::uint64_t>(c.vocab_size), dim, o);
+    // The legacy format stores two unused RoPE tables (real, imaginary), seq_len x head_size/2 each.
+    t.freq_cis = mul(static_cast<std::uint64_t>(c.seq_len), static_cast<std::uint64_t>(c.head_size()), o);
+    t.classifier = c.shared_classifier ? 0 : t.embedding;
+    return t;
+}
+
+std::uint64_t expected_file_bytes(const Config& c, int version, bool& overflow) {
+    const TensorCounts t = tensor_counts(c);
+    overflow = t.overflow;
+    std::uint64_t floats = 0;
+    for (std::uint64_t n : {t.rms_att, t.wq, t.wk, t.wv, t.wo, t.rms_ffn, t.w1, t.w2, t.w3, t.rms_final,
+                            t.embedding, t.classifier})
+        floats = add(floats, n, overflow);
+    if (version == 0) floats = add(floats, t.freq_cis, overflow);
+    const std::uint64_t header = version == 0 ? kV0HeaderBytes : kV1HeaderBytes;
+    return add(header, mul(floats, sizeof(float), overflow), overflow);
+}
+
+std::string describe(const Config& c) {
+    return "dim=" + std::to_string(c.dim) + " hidden_dim=" + std::to_string(c.hidden_dim) +
+           " n_layers=" + std::to_string(c.n_layers) + " n_heads=" + std::to_string(c.n_heads) +
+           " n_kv_heads=" + std::to_string(c.n_kv_heads) + " vocab_size=" + std::to_string(c.vocab_size) +
+           " seq_len=" + std::to_string(c.seq_len);
+}
+
+// The seven int32 header fields shared by both versions. Returns the config with vocab_size made positive.
+Config parse_config(const std::string& path, const std::int32_t h[7], bool legacy_sign_convention) {
+    Config c;
+    c.dim = h[0];
+    c.hidden_dim = h[1];
+    c.n_layers = h[2];
+    c.n_heads = h[3];
+    c.n_kv_heads = h[4];
+    c.seq_len = h[6];
+    const std::int32_t vocab = h[5];
+    // v0 marks an unshared classifier with a negative vocab_size; INT32_MIN has no positive twin.
+    if (legacy_sign_convention && vocab < 0 && vocab != std::numeric_limits<std::int32_t>::min()) {
+        c.vocab_size = -vocab;
+        c.shared_classifier = false;
+    } else {
+        c.vocab_size = vocab;
+    }
+    const auto bad = [&](const std::string& why) {
+        return Error(path + ": not a valid llama2.c checkpoint: " + why + " (header: " + describe(c) + ")");
+    };
+    if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
+        c.vocab_size <= 0 || c.seq_len <= 0)
+        throw bad("every dimension must be positive");
+    if (c.dim % c.n_heads != 0) throw bad("dim is not divisible by n_heads");
+    if (c.n_kv_heads > c.n_heads || c.n_heads % c.n_kv_heads != 0)
+        throw bad("n_heads is not a multiple of n_kv_heads");
+    if (c.head_size() % 2 != 0) throw bad("head size dim/n_heads is odd, RoPE needs pairs");
+    return c;
+}
+
+}  // namespace
+
+ModelSize::ModelSize(const Config& c) {
+    const TensorCounts t = tensor_counts(c);
+    const std::uint64_t L = c.n_layers;
+    layer_params = (t.rms_att + t.wq + t.wk + t.wv + t.wo + t.rms_ffn + t.w1 + t.w2 + t.w3) / L;
+    embedding_params = t.embedding;
+    classifier_params = t.classifier;
+    total_params = layer_params * L + embedding_params + classifier_params + t.rms_final;
+    kv_cache_bytes = 2 * L * static_cast<std::uint64_t>(c.seq_len) * c.kv_dim() * sizeof(float);
+    // run.c's RunState without the cache: x, xb, xb2, q (dim each), k, v (kv_dim), hb, hb2 (hidden_dim),
+    // att (n_heads x seq_len) and logits (vocab).
+    const std::uint64_t floats = 4ull * c.dim + 2ull * c.kv_dim() + 2ull * c.hidden_dim +
+                                 static_cast<std::uint64_t>(c.n_heads) * c.seq_len + c.vocab_size;
+    working_bytes = floats * sizeof(float);
+}
+
+struct Checkpoint::Storage {
+    void* map = nullptr;  // mmap'd file, or
+    std::size_t map_bytes = 0;
+    std::vector<std::byte> image;  // an in-memory file image
+    ~Storage() {
+        if (map) ::munmap(map, map_bytes);
+    }
+    const std::byte* data() const { return map ? static_cast<const std::byte*>(map) : image.data(); }
+    std::uint64_t size() const { return map ? map_bytes : image.size(); }
+};
+
+Checkpoint Checkpoint::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(path + ": cannot open checkpoint: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": not a regular file; pass a llama2.c checkpoint (.bin)");
+    }
+    auto storage = std::make_shared<Storage>();
+    storage->map_bytes = static_cast<std::size_t>(st.st_size);
+    if (storage->map_bytes > 0) {
+        void* map = ::mmap(nullptr, storage->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            const int err = errno;
+            ::close(fd);
+            throw Error(path + ": cannot memory-map checkpoint: " + std::strerror(err));
+        }
+        storage->map = map;
+    }
+    ::close(fd);  // the mapping keeps the file alive
+
+    Checkpoint ck;
+    ck.storage_ = std::move(storage);
+    ck.path_ = path;
+    ck.map_tensors(ck.storage_->data(), ck.storage_->size());
+    return ck;
+}
+
+Checkpoint Checkpoint::from_image(std::vector<std::byte> image, const std::string& name) {
+    Checkpoint ck;
+    ck.storage_ = std::make_shared<Storage>();
+    ck.storage_->image = std::move(image);
+    ck.path_ = name;
+    ck.map_tensors(ck.storage_->data(), ck.storage_->size());
+    return ck;
+}
+
+void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
+    const std::string& path = path_;
+    if (size < kV0HeaderBytes)
+        throw Error(path + ": truncated checkpoint: " + std::to_string(size) +
+                    " bytes is smaller than the 28-byte llama2.c header");
+    std::uint32_t magic = 0;
+    std::memcpy(&magic, base, sizeof magic);
+    std::int32_t header[7];
+    bool legacy = true;
+    if (magic == kMagicAk42) {
+        std::int32_t version = 0;
+        if (size < kV1HeaderBytes)
+            throw Error(path + ": truncated checkpoint: the versioned header needs 256 bytes, the file has " +
+                        std::to_string(size));
+        std::memcpy(&version, base + 4, sizeof version);
+        if (version == 2)
+            throw Error(path + ": llama2.c version 2 (int8 quantized) checkpoints are not supported yet; "
+                        "export fp32 weights (version 0 or 1)");
+        if (version != 1)
+            throw Error(path + ": unknown llama2.c checkpoint version " + std::to_string(version) +
+                        " (supported: legacy 0 and 1)");
+        std::memcpy(header, base + 8, sizeof header);
+        legacy = false;
+        version_ = 1;
+    } else {
+        std::memcpy(header, base, sizeof header);
+        version_ = 0;
+    }
+    config_ = parse_config(path, header, legacy);
+    if (!legacy) {
+        const std::uint8_t shared = static_cast<std::uint8_t>(base[8 + sizeof header]);
+        if (shared > 1)
+            throw Error(path + ": not a valid llama2.c checkpoint: shared-classifier flag is " +
+                        std::to_string(shared) + ", expected 0 or 1");
+        config_.shared_classifier = shared == 1;
+    }
+
+    bool overflow = false;
+    const std::uint64_t expected = expected_file_bytes(config_, version_, overflow);
+    if (overflow)
+        throw Error(path + ": not a valid llama2.c checkpoint: the header's dimensions overflow 64-bit sizes (" +
+                    describe(config_) + ")");
+    if (expected != size)
+        throw Error(path + ": checkpoint size mismatch: the header (" + describe(config_) + ", version " +
+                    std::to_string(version_) + ") needs " + std::to_string(expected) + " bytes but the file has " +
+                    std::to_string(size) + (size < expected ? " (truncated download?)" : ""));
+
+    // Tensors are laid out back to back; walk them in file order.
+    const TensorCounts t = tensor_counts(config_);
+    const float* p = reinterpret_cast<const float*>(base + (legacy ? kV0HeaderBytes : kV1HeaderBytes));
+    const auto take = [&p](std::uint64_t n) {
+        const float* tensor = p;
+        p += n;
+        return tensor;
+    };
+    if (legacy) {
+        token_embedding_ = take(t.embedding);
+        rms_att_ = take(t.rms_att);
+        wq_ = take(t.wq);
+        wk_ = take(t.wk);
+        wv_ = take(t.wv);
+        wo_ = take(t.wo);
+        rms_ffn_ = take(t.rms_ffn);
+        w1_ = take(t.w1);
+        w2_ = take(t.w2);
+        w3_ = take(t.w3);
+        rms_final_ = take(t.rms_final);
+        take(t.freq_cis);  // real and imaginary halves: seq_len x head_size/2 each
+    } else {
+        rms_att_ = take(t.rms_att);
+        rms_ffn_ = take(t.rms_ffn);
+        rms_final_ = take(t.rms_final);
+        token_embedding_ = take(t.embedding);
+        wq_ = take(t.wq);
+        wk_ = take(t.wk);
+        wv_ = take(t.wv);
+        wo_ = take(t.wo);
+        w1_ = take(t.w1);
+        w2_ = take(t.w2);
+        w3_ = take(t.w3);
+    }
+    classifier_ = config_.shared_classifier ? token_embedding_ : take(t.classifier);
+}
+
+LayerWeights Checkpoint::layer(int l) const {
+    const std::size_t dim = config_.dim, hidden = config_.hidden_dim, kv = config_.kv_dim(), i = l;
+    return {
+        rms_att_ + i * dim,
+        wq_ + i * dim * dim,
+        wk_ + i * kv * dim,
+        wv_ + i * kv * dim,
+        wo_ + i * dim * dim,
+        rms_ffn_ + i * dim,
+        w1_ + i * hidden * dim,
+        w2_ + i * dim * hidden,
+        w3_ + i * hidden * dim,
+    };
+}
+
+}  // namespace llamacl

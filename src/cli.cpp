@@ -1,0 +1,152 @@
+#include "llamacl/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+
+#include "llamacl/checkpoint.hpp"
+#include "llamacl/error.hpp"
+#include "llamacl/generate.hpp"
+#include "llamacl/reference.hpp"
+#include "llamacl/sampler.hpp"
+#include "llamacl/tokenizer.hpp"
+
+namespace llamacl {
+
+namespace {
+
+struct GenerateArgs {
+    std::string checkpoint;
+    std::string tokenizer = "tokenizer.bin";
+    double temperature = 1.0;  // run.c parses with atof and stores a float; so do we
+    double topp = 0.9;
+    long long seed = 0;        // 0: seed from the clock
+    int steps = 256;
+    std::string prompt;
+    std::string backend = "auto";
+};
+
+void add_generate(CLI::App& app, GenerateArgs& a) {
+    CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (run.c-compatible flags and output)");
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0 or 1)")->required();
+    cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")->capture_default_str();
+    cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")->capture_default_str();
+    cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
+        ->capture_default_str();
+    cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")->capture_default_str();
+    cmd->add_option("-n", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
+        ->capture_default_str();
+    cmd->add_option("-i", a.prompt, "input prompt");
+    cmd->add_option("--backend", a.backend, "where the forward pass runs")
+        ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
+        ->capture_default_str();
+}
+
+void check_generate_args(const GenerateArgs& a) {
+    if (!(a.temperature >= 0.0)) throw usage_error("-t: temperature must be >= 0 (got " + std::to_string(a.temperature) + ")");
+    if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
+    if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
+}
+
+int run_generate(const GenerateArgs& a) {
+    check_generate_args(a);
+    const Checkpoint ck = Checkpoint::open(a.checkpoint);
+    const Config& c = ck.config();
+    const Tokenizer tokenizer = Tokenizer::load(a.tokenizer, c.vocab_size);
+    const int steps = effective_steps(a.steps, c.seq_len);
+    const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
+    // run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
+    std::uint64_t seed = static_cast<std::uint64_t>(a.seed);
+    if (seed == 0) seed = static_cast<unsigned int>(std::time(nullptr));
+    Sampler sampler(c.vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
+
+    std::unique_ptr<Forward> model = std::make_unique<ReferenceForward>(ck);
+    const GenerateStats stats = generate(*model, tokenizer, sampler, prompt, steps, stdout);
+    if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
+    return 0;
+}
+
+struct TokenizeArgs {
+    std::string tokenizer, text;
+};
+
+int run_tokenize(const TokenizeArgs& a) {
+    const Tokenizer tokenizer = Tokenizer::load(a.tokenizer, 0);
+    const std::vector<int> ids = tokenizer.encode(a.text, /*bos=*/true, /*eos=*/false);
+    std::string line;
+    for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+    std::printf("%s\n", line.c_str());
+    return 0;
+}
+
+std::string bytes_str(std::uint64_t bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%llu (%.2f MiB)", static_cast<unsigned long long>(bytes),
+                  static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return buf;
+}
+
+int run_info(const std::string& path) {
+    const Checkpoint ck = Checkpoint::open(path);
+    const Config& c = ck.config();
+    const ModelSize size(c);
+    std::printf("checkpoint: %s\n", path.c_str());
+    std::printf("format: llama2.c version %d%s\n", ck.version(), ck.version() == 0 ? " (legacy)" : " (ak42 export)");
+    std::printf("dim: %d\nhidden_dim: %d\nn_layers: %d\nn_heads: %d\nn_kv_heads: %d\nvocab_size: %d\nseq_len: %d\n",
+                c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
+    std::printf("head_size: %d\nshared_classifier: %s\n", c.head_size(), c.shared_classifier ? "yes" : "no");
+    std::printf("parameters: %llu\n", static_cast<unsigned long long>(size.total_params));
+    std::printf("weight bytes: %s\n", bytes_str(size.weight_bytes()).c_str());
+    std::printf("bytes per layer: %s\n", bytes_str(size.layer_bytes()).c_str());
+    std::printf("kv cache bytes (full context): %s\n", bytes_str(size.kv_cache_bytes).c_str());
+    std::printf("working buffer bytes: %s\n", bytes_str(size.working_bytes).c_str());
+    return 0;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+    CLI::App app{"llama-cl: run llama2.c checkpoints on any OpenCL device", "llama-cl"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "llama-cl 0.1.0");
+
+    GenerateArgs gen;
+    add_generate(app, gen);
+    TokenizeArgs tok;
+    CLI::App* tokenize = app.add_subcommand("tokenize", "Print run.c's encode(text, bos=1, eos=0) token ids");
+    tokenize->add_option("tokenizer", tok.tokenizer, "tokenizer file")->required();
+    tokenize->add_option("text", tok.text, "text to encode")->required();
+    std::string info_path;
+    CLI::App* info = app.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
+    info->add_option("checkpoint", info_path, "llama2.c checkpoint")->required();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "llama-cl: %s (see llama-cl --help)\n", e.what());
+        return 2;
+    }
+
+    try {
+        if (app.got_subcommand("generate")) return run_generate(gen);
+        if (app.got_subcommand("tokenize")) return run_tokenize(tok);
+        if (app.got_subcommand("info")) return run_info(info_path);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "llama-cl: %s\n", e.what());
+        return e.exit_code();
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "llama-cl: out of host memory\n");
+        return 1;
+    }
+    return 2;
+}
+
+}  // namespace llamacl

@@ -1,0 +1,364 @@
+#include "llamacl/device.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <utility>
+
+#include "llamacl/embedded_kernels.hpp"
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+std::string cl_error_name(cl_int code) {
+    switch (code) {
+        case CL_SUCCESS: return "CL_SUCCESS";
+        case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+        case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+        case CL_COMPILER_NOT_AVAILABLE: return "CL_COMPILER_NOT_AVAILABLE";
+        case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+        case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+        case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+        case CL_PROFILING_INFO_NOT_AVAILABLE: return "CL_PROFILING_INFO_NOT_AVAILABLE";
+        case CL_MEM_COPY_OVERLAP: return "CL_MEM_COPY_OVERLAP";
+        case CL_IMAGE_FORMAT_MISMATCH: return "CL_IMAGE_FORMAT_MISMATCH";
+        case CL_IMAGE_FORMAT_NOT_SUPPORTED: return "CL_IMAGE_FORMAT_NOT_SUPPORTED";
+        case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+        case CL_MAP_FAILURE: return "CL_MAP_FAILURE";
+        case CL_MISALIGNED_SUB_BUFFER_OFFSET: return "CL_MISALIGNED_SUB_BUFFER_OFFSET";
+        case CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: return "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST";
+        case CL_COMPILE_PROGRAM_FAILURE: return "CL_COMPILE_PROGRAM_FAILURE";
+        case CL_LINKER_NOT_AVAILABLE: return "CL_LINKER_NOT_AVAILABLE";
+        case CL_LINK_PROGRAM_FAILURE: return "CL_LINK_PROGRAM_FAILURE";
+        case CL_DEVICE_PARTITION_FAILED: return "CL_DEVICE_PARTITION_FAILED";
+        case CL_KERNEL_ARG_INFO_NOT_AVAILABLE: return "CL_KERNEL_ARG_INFO_NOT_AVAILABLE";
+        case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+        case CL_INVALID_DEVICE_TYPE: return "CL_INVALID_DEVICE_TYPE";
+        case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+        case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
+        case CL_INVALID_CONTEXT: return "CL_INVALID_CONTEXT";
+        case CL_INVALID_QUEUE_PROPERTIES: return "CL_INVALID_QUEUE_PROPERTIES";
+        case CL_INVALID_COMMAND_QUEUE: return "CL_INVALID_COMMAND_QUEUE";
+        case CL_INVALID_HOST_PTR: return "CL_INVALID_HOST_PTR";
+        case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+        case CL_INVALID_IMAGE_FORMAT_DESCRIPTOR: return "CL_INVALID_IMAGE_FORMAT_DESCRIPTOR";
+        case CL_INVALID_IMAGE_SIZE: return "CL_INVALID_IMAGE_SIZE";
+        case CL_INVALID_SAMPLER: return "CL_INVALID_SAMPLER";
+        case CL_INVALID_BINARY: return "CL_INVALID_BINARY";
+        case CL_INVALID_BUILD_OPTIONS: return "CL_INVALID_BUILD_OPTIONS";
+        case CL_INVALID_PROGRAM: return "CL_INVALID_PROGRAM";
+        case CL_INVALID_PROGRAM_EXECUTABLE: return "CL_INVALID_PROGRAM_EXECUTABLE";
+        case CL_INVALID_KERNEL_NAME: return "CL_INVALID_KERNEL_NAME";
+        case CL_INVALID_KERNEL_DEFINITION: return "CL_INVALID_KERNEL_DEFINITION";
+        case CL_INVALID_KERNEL: return "CL_INVALID_KERNEL";
+        case CL_INVALID_ARG_INDEX: return "CL_INVALID_ARG_INDEX";
+        case CL_INVALID_ARG_VALUE: return "CL_INVALID_ARG_VALUE";
+        case CL_INVALID_ARG_SIZE: return "CL_INVALID_ARG_SIZE";
+        case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+        case CL_INVALID_WORK_DIMENSION: return "CL_INVALID_WORK_DIMENSION";
+        case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+        case CL_INVALID_WORK_ITEM_SIZE: return "CL_INVALID_WORK_ITEM_SIZE";
+        case CL_INVALID_GLOBAL_OFFSET: return "CL_INVALID_GLOBAL_OFFSET";
+        case CL_INVALID_EVENT_WAIT_LIST: return "CL_INVALID_EVENT_WAIT_LIST";
+        case CL_INVALID_EVENT: return "CL_INVALID_EVENT";
+        case CL_INVALID_OPERATION: return "CL_INVALID_OPERATION";
+        case CL_INVALID_GL_OBJECT: return "CL_INVALID_GL_OBJECT";
+        case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+        case CL_INVALID_MIP_LEVEL: return "CL_INVALID_MIP_LEVEL";
+        case CL_INVALID_GLOBAL_WORK_SIZE: return "CL_INVALID_GLOBAL_WORK_SIZE";
+        case CL_INVALID_PROPERTY: return "CL_INVALID_PROPERTY";
+        case CL_INVALID_IMAGE_DESCRIPTOR: return "CL_INVALID_IMAGE_DESCRIPTOR";
+        case CL_INVALID_COMPILER_OPTIONS: return "CL_INVALID_COMPILER_OPTIONS";
+        case CL_INVALID_LINKER_OPTIONS: return "CL_INVALID_LINKER_OPTIONS";
+        case CL_INVALID_DEVICE_PARTITION_COUNT: return "CL_INVALID_DEVICE_PARTITION_COUNT";
+        // The codes below are not defined by cl.h when targeting OpenCL 1.2, but a newer driver
+        // or the ICD loader can still return them, so they are matched by value.
+        case -69: return "CL_INVALID_PIPE_SIZE";
+        case -70: return "CL_INVALID_DEVICE_QUEUE";
+        case -71: return "CL_INVALID_SPEC_ID";
+        case -72: return "CL_MAX_SIZE_RESTRICTION_EXCEEDED";
+        case -1000: return "CL_INVALID_GL_SHAREGROUP_REFERENCE_KHR";
+        case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+        case -1057: return "CL_DEVICE_PARTITION_FAILED_EXT";
+        case -1058: return "CL_INVALID_PARTITION_COUNT_EXT";
+        case -1059: return "CL_INVALID_PARTITION_NAME_EXT";
+        case -1121: return "CL_CONTEXT_TERMINATED_KHR";
+        default: return "CL_UNKNOWN_ERROR(" + std::to_string(code) + ")";
+    }
+}
+
+std::string describe(const cl::Error& e) {
+    // CLHPP reports the failing C function as what(), or "empty" when it did not record one.
+    const std::string call = e.what();
+    return (call.empty() || call == "empty" ? std::string("OpenCL call") : call) + " failed: " +
+           cl_error_name(e.err());
+}
+
+namespace {
+
+// Drivers pad their strings: Intel prefixes CPU names with spaces, some leave NULs at the end.
+std::string trimmed(const std::string& s) {
+    const auto keep = [](char c) { return c != '\0' && !std::isspace(static_cast<unsigned char>(c)); };
+    const auto first = std::find_if(s.begin(), s.end(), keep);
+    const auto last = std::find_if(s.rbegin(), s.rend(), keep).base();
+    return first < last ? std::string(first, last) : std::string();
+}
+
+std::string lowercase(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+
+// "3.50 GiB": memory sizes as a user reads them.
+std::string human_bytes(std::uint64_t bytes) {
+    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(bytes);
+    std::size_t unit = 0;
+    while (value >= 1024.0 && unit + 1 < std::size(units)) {
+        value /= 1024.0;
+        ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
+    return text;
+}
+
+// "2147483648 bytes (2.00 GiB)": exact for the record, readable for the user.
+std::string exact_bytes(std::uint64_t bytes) {
+    return std::to_string(bytes) + " bytes (" + human_bytes(bytes) + ")";
+}
+
+// A selector that is all digits is an index; anything else is not.
+bool parse_index(const std::string& s, int& index) {
+    if (s.empty() || !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); }))
+        return false;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), index);
+    return ec == std::errc() && end == s.data() + s.size();
+}
+
+// Empty matches everything; an index matches that position; otherwise a case-insensitive substring.
+bool selector_matches(const std::string& selector, int index, const std::string& name) {
+    if (selector.empty()) return true;
+    int wanted = 0;
+    if (parse_index(selector, wanted)) return wanted == index;
+    return lowercase(name).find(lowercase(selector)) != std::string::npos;
+}
+
+bool device_selector_matches(const std::string& selector, const DeviceInfo& info) {
+    // "p.d", as format_device_table prints it, names exactly one device.
+    if (const auto dot = selector.find('.'); dot != std::string::npos) {
+        int p = 0, d = 0;
+        if (parse_index(selector.substr(0, dot), p) && parse_index(selector.substr(dot + 1), d))
+            return p == info.platform_index && d == info.device_index;
+    }
+    return selector_matches(selector, info.device_index, info.name);
+}
+
+std::string device_label(const DeviceInfo& info) {
+    return std::to_string(info.platform_index) + "." + std::to_string(info.device_index) + " " + info.name;
+}
+
+std::string device_type(cl_device_type type) {
+    // The type is a bit field (a GPU may also carry CL_DEVICE_TYPE_DEFAULT); the first kind wins.
+    if (type & CL_DEVICE_TYPE_GPU) return "GPU";
+    if (type & CL_DEVICE_TYPE_CPU) return "CPU";
+    if (type & CL_DEVICE_TYPE_ACCELERATOR) return "ACCELERATOR";
+    return "OTHER";
+}
+
+struct FoundDevice {
+    DeviceInfo info;
+    cl::Device device;
+};
+
+std::vector<FoundDevice> enumerate_devices() {
+    // Counting through the C API first: with zero platforms CLHPP's Platform::get would call
+    // clGetPlatformIDs with no output at all and report a misleading CL_INVALID_VALUE.
+    cl_uint platform_count = 0;
+    const cl_int status = clGetPlatformIDs(0, nullptr, &platform_count);
+    if (status == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (status == CL_SUCCESS && platform_count == 0))
+        throw Error("no OpenCL platform found: the ICD loader (libOpenCL) found no driver; install one "
+                    "(e.g. apt install pocl-opencl-icd for CPUs) or use --backend cpu");
+    if (status != CL_SUCCESS)
+        throw Error("cannot list OpenCL platforms: clGetPlatformIDs failed: " + cl_error_name(status));
+
+    std::vector<FoundDevice> found;
+    try {
+        std::vector<cl::Platform> platforms;
+        cl::Platform::get(&platforms);
+        for (std::size_t p = 0; p < platforms.size(); ++p) {
+            std::vector<cl::Device> devices;
+            platforms[p].getDevices(CL_DEVICE_TYPE_ALL, &devices);  // none: empty, not an error
+            for (std::size_t d = 0; d < devices.size(); ++d) {
+                const cl::Device& dev = devices[d];
+                DeviceInfo info;
+                info.platform_index = static_cast<int>(p);
+                info.device_index = static_cast<int>(d);
+                info.platform_name = trimmed(platforms[p].getInfo<CL_PLATFORM_NAME>());
+                info.name = trimmed(dev.getInfo<CL_DEVICE_NAME>());
+                info.vendor = trimmed(dev.getInfo<CL_DEVICE_VENDOR>());
+                info.version = trimmed(dev.getInfo<CL_DEVICE_VERSION>());
+                info.driver_version = trimmed(dev.getInfo<CL_DRIVER_VERSION>());
+                const cl_device_type type = dev.getInfo<CL_DEVICE_TYPE>();
+                info.type = device_type(type);
+                info.is_cpu = info.type == "CPU";
+                info.global_mem_bytes = dev.getInfo<CL_DEVICE_GLOBAL_MEM_SIZE>();
+                info.max_alloc_bytes = dev.getInfo<CL_DEVICE_MAX_MEM_ALLOC_SIZE>();
+                info.local_mem_bytes = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+                info.compute_units = dev.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
+                info.max_work_group_size = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
+                found.push_back({std::move(info), dev});
+            }
+        }
+    } catch (const cl::Error& e) {
+        throw Error("cannot query OpenCL devices: " + describe(e));
+    }
+    return found;
+}
+
+}  // namespace
+
+std::vector<DeviceInfo> list_devices() {
+    std::vector<DeviceInfo> infos;
+    for (auto& found : enumerate_devices()) infos.push_back(std::move(found.info));
+    return infos;
+}
+
+std::string format_device_table(const std::vector<DeviceInfo>& devices) {
+    std::vector<std::vector<std::string>> rows = {
+        {"#", "name", "vendor", "OpenCL", "type", "global mem", "max alloc", "compute units"}};
+    for (const DeviceInfo& d : devices) {
+        // CL_DEVICE_VERSION is "OpenCL <major.minor> <vendor text>"; the vendor text can be long.
+        std::string version = d.version;
+        if (version.rfind("OpenCL ", 0) == 0) version = version.substr(7, version.find(' ', 7) - 7);
+        rows.push_back({std::to_string(d.platform_index) + "." + std::to_string(d.device_index), d.name,
+                        d.vendor, version, d.type, human_bytes(d.global_mem_bytes),
+                        human_bytes(d.max_alloc_bytes), std::to_string(d.compute_units)});
+    }
+    std::vector<std::size_t> widths(rows[0].size(), 0);
+    for (const auto& row : rows)
+        for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+    std::string table;
+    for (const auto& row : rows) {
+        std::string line;
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            line += row[c];
+            if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
+        }
+        table += line + "\n";
+    }
+    return table;
+}
+
+Device::Device(DeviceInfo info, cl::Device device, bool profiling)
+    : info_(std::move(info)),
+      device_(std::move(device)),
+      context_(device_),
+      queue_(context_, device_, cl_command_queue_properties{profiling ? CL_QUEUE_PROFILING_ENABLE : 0u}) {}
+
+Device Device::open(const std::string& platform_sel, const std::string& device_sel, bool profiling) {
+    const std::vector<FoundDevice> all = enumerate_devices();
+    std::vector<const FoundDevice*> matches;
+    for (const FoundDevice& f : all)
+        if (selector_matches(platform_sel, f.info.platform_index, f.info.platform_name) &&
+            device_selector_matches(device_sel, f.info))
+            matches.push_back(&f);
+
+    if (matches.empty()) {
+        std::string wanted, available;
+        if (!platform_sel.empty()) wanted += " platform \"" + platform_sel + "\"";
+        if (!device_sel.empty()) wanted += std::string(wanted.empty() ? "" : ",") + " device \"" + device_sel + "\"";
+        for (const FoundDevice& f : all)
+            available += (available.empty() ? "" : "; ") + device_label(f.info) + " (" + f.info.type + ", " +
+                         f.info.platform_name + ")";
+        throw Error("no OpenCL device matches" + wanted + "; available: " + available);
+    }
+
+    // Without a device choice prefer a GPU: that is what a user with one expects to be used.
+    const FoundDevice* chosen = matches.front();
+    if (device_sel.empty()) {
+        const auto gpu = std::find_if(matches.begin(), matches.end(),
+                                      [](const FoundDevice* f) { return f->info.type == "GPU"; });
+        if (gpu != matches.end()) chosen = *gpu;
+    }
+    try {
+        return Device(chosen->info, chosen->device, profiling);
+    } catch (const cl::Error& e) {
+        throw Error("cannot open OpenCL device " + device_label(chosen->info) + ": " + describe(e));
+    }
+}
+
+cl::Program Device::build_program(const std::string& options) const {
+    // embedded_kernels() is sorted by file name. A #line before each file makes clang-based
+    // compilers (PoCL) report diagnostics as copy.cl:3 rather than a line of the concatenation;
+    // NVIDIA's compiler ignores it and still shows the offending source line, which is enough.
+    std::string source;
+    for (const EmbeddedKernel& k : embedded_kernels()) {
+        source += "#line 1 \"" + std::string(k.file) + "\"\n";
+        source += k.source;
+        source += "\n";
+    }
+    return build_program_from_source(source, options);
+}
+
+cl::Program Device::build_program_from_source(const std::string& source, const std::string& options) const {
+    const std::string all_options = options.empty() ? "-cl-std=CL1.2" : "-cl-std=CL1.2 " + options;
+    cl::Program program;
+    try {
+        program = cl::Program(context_, source);
+        program.build(device_, all_options.c_str());
+        return program;
+    } catch (const cl::Error& e) {
+        std::string log;
+        try {
+            log = trimmed(program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_));
+        } catch (const cl::Error&) {
+            // No log to add (the program object was never created): the error code says enough.
+        }
+        throw Error("kernel build failed on " + info_.name + ": " + describe(e) + " (options \"" + all_options +
+                    "\")" + (log.empty() ? "" : ":\n" + log));
+    }
+}
+
+cl::Buffer Device::allocate(std::size_t bytes, const std::string& what, cl_mem_flags flags) const {
+    const auto failure = [&](const std::string& reason) {
+        return Error("cannot allocate " + what + " on " + info_.name + ": " + exact_bytes(bytes) +
+                     " requested, " + reason + " (global memory " + exact_bytes(info_.global_mem_bytes) +
+                     ", max allocation " + exact_bytes(info_.max_alloc_bytes) + ")");
+    };
+    // Drivers differ on what they do past the limit (some succeed and fail later), so check first.
+    if (bytes > info_.max_alloc_bytes) throw failure("more than the device allows in one buffer");
+    try {
+        // NVIDIA and some other drivers allocate lazily: success here does not guarantee memory,
+        // and a shortage may first surface as CL_MEM_OBJECT_ALLOCATION_FAILURE or
+        // CL_OUT_OF_RESOURCES on the first command that uses the buffer; callers handle that there.
+        return cl::Buffer(context_, flags, bytes);
+    } catch (const cl::Error& e) {
+        throw failure(describe(e));
+    }
+}
+
+PinnedBuffer::PinnedBuffer(const Device& device, std::size_t bytes, const std::string& what)
+    : queue_(device.queue()),
+      buffer_(device.allocate(bytes, what, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR)),
+      bytes_(bytes) {
+    try {
+        host_ = queue_.enqueueMapBuffer(buffer_, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes);
+    } catch (const cl::Error& e) {
+        throw Error("cannot map pinned host memory for " + what + " on " + device.info().name + ": " + describe(e));
+    }
+}
+
+PinnedBuffer::~PinnedBuffer() {
+    try {
+        queue_.enqueueUnmapMemObject(buffer_, host_);
+        queue_.finish();
+    } catch (const cl::Error&) {
+        // Tearing down: the context is going away with the buffer, so there is nothing left to recover.
+    }
+}
+
+}  // namespace llamacl
+

@@ -1,0 +1,65 @@
+#include "llamacl/generate.hpp"
+
+#include <chrono>
+
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+constexpr int kBos = 1;
+}
+
+int effective_steps(int steps, int seq_len) { return steps == 0 || steps > seq_len ? seq_len : steps; }
+
+std::vector<int> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt, int steps, int seq_len,
+                               int vocab_size) {
+    std::vector<int> tokens = tokenizer.encode(prompt, /*bos=*/true, /*eos=*/false);
+    const int n = static_cast<int>(tokens.size());
+    for (int id : tokens)
+        if (id >= vocab_size)
+            throw Error(tokenizer.path() + ": the prompt encodes to token " + std::to_string(id) +
+                        ", outside the model's vocabulary of " + std::to_string(vocab_size) +
+                        "; use the tokenizer the model was trained with");
+    if (n > seq_len)
+        throw Error("-i: the prompt is " + std::to_string(n) + " tokens but the model's context (seq_len) is " +
+                    std::to_string(seq_len) + "; shorten the prompt");
+    if (n > steps)
+        throw usage_error("-i: the prompt is " + std::to_string(n) + " tokens but -n allows " +
+                          std::to_string(steps) + " positions; raise -n to at least " + std::to_string(n) +
+                          " (0 means the whole context, " + std::to_string(seq_len) + ")");
+    return tokens;
+}
+
+GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& sampler,
+                       const std::vector<int>& prompt_tokens, int steps, std::FILE* out) {
+    using clock = std::chrono::steady_clock;
+    clock::time_point start{};
+    PieceWriter writer;
+    int token = prompt_tokens.at(0);
+    int pos = 0;
+    while (pos < steps) {
+        std::span<float> logits = model.forward(token, pos);
+        // While inside the prompt the next token is forced; afterwards it is sampled.
+        const bool in_prompt = pos < static_cast<int>(prompt_tokens.size()) - 1;
+        const int next = in_prompt ? prompt_tokens[pos + 1] : sampler.sample(logits);
+        pos++;
+        if (next == kBos) break;  // the model ends a sequence by starting a new one
+        const std::string_view piece = writer.push(tokenizer.decode(token, next), in_prompt);
+        std::fwrite(piece.data(), 1, piece.size(), out);
+        std::fflush(out);
+        token = next;
+        if (start == clock::time_point{}) start = clock::now();  // skip the first pass, as run.c does
+    }
+    std::fputc('\n', out);
+    std::fflush(out);
+    GenerateStats stats;
+    stats.positions = pos;
+    if (pos > 1) {
+        const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+        stats.tokens_per_s = seconds > 0 ? (pos - 1) / seconds : 0.0;
+    }
+    return stats;
+}
+
+}  // namespace llamacl

@@ -1,0 +1,178 @@
+#include "llamacl/reference.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "llamacl/sampler.hpp"  // softmax(), shared with sampling exactly as in run.c
+
+namespace llamacl {
+
+const char* op_name(Op op) {
+    switch (op) {
+        case Op::attn_norm: return "attn_norm";
+        case Op::q: return "q";
+        case Op::k: return "k";
+        case Op::v: return "v";
+        case Op::attention: return "attention";
+        case Op::attn_residual: return "attn_residual";
+        case Op::ffn_norm: return "ffn_norm";
+        case Op::ffn_hidden: return "ffn_hidden";
+        case Op::ffn_residual: return "ffn_residual";
+        case Op::final_norm: return "final_norm";
+        case Op::logits: return "logits";
+    }
+    return "?";
+}
+
+bool parse_op(std::string_view name, Op& op) {
+    for (int i = 0; i < kOpCount; ++i) {
+        if (name == op_name(static_cast<Op>(i))) {
+            op = static_cast<Op>(i);
+            return true;
+        }
+    }
+    return false;
+}
+
+void rmsnorm(float* out, const float* x, const float* weight, int size) {
+    float ss = 0.0f;
+    for (int j = 0; j < size; j++) ss += x[j] * x[j];
+    ss /= static_cast<float>(size);
+    ss += 1e-5f;
+    ss = 1.0f / sqrtf(ss);
+    for (int j = 0; j < size; j++) out[j] = weight[j] * (ss * x[j]);
+}
+
+void matmul(float* out, const float* x, const float* w, int n, int d) {
+    for (int i = 0; i < d; i++) {
+        const float* row = w + static_cast<std::size_t>(i) * n;
+        float val = 0.0f;
+        for (int j = 0; j < n; j++) val += row[j] * x[j];
+        out[i] = val;
+    }
+}
+
+void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size) {
+    // Rotate each (even, odd) pair by pos * 10000^(-head_dim/head_size); keys exist for i < kv_dim only.
+    for (int i = 0; i < dim; i += 2) {
+        const int head_dim = i % head_size;
+        const float freq = 1.0f / powf(10000.0f, static_cast<float>(head_dim) / static_cast<float>(head_size));
+        const float val = static_cast<float>(pos) * freq;
+        const float fcr = cosf(val);
+        const float fci = sinf(val);
+        const int rotn = i < kv_dim ? 2 : 1;
+        for (int v = 0; v < rotn; v++) {
+            float* vec = v == 0 ? q : k;
+            const float v0 = vec[i];
+            const float v1 = vec[i + 1];
+            vec[i] = v0 * fcr - v1 * fci;
+            vec[i + 1] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+void swiglu(float* hb, const float* hb2, int hidden_dim) {
+    for (int i = 0; i < hidden_dim; i++) {
+        float val = hb[i];
+        val *= (1.0f / (1.0f + expf(-val)));  // silu(x) = x * sigmoid(x)
+        val *= hb2[i];
+        hb[i] = val;
+    }
+}
+
+ReferenceForward::ReferenceForward(const Checkpoint& checkpoint)
+    : ck_(checkpoint),
+      c_(checkpoint.config()),
+      x_(c_.dim),
+      xb_(c_.dim),
+      xb2_(c_.dim),
+      hb_(c_.hidden_dim),
+      hb2_(c_.hidden_dim),
+      q_(c_.dim),
+      att_(static_cast<std::size_t>(c_.n_heads) * c_.seq_len),
+      logits_(c_.vocab_size),
+      key_cache_(static_cast<std::size_t>(c_.n_layers) * c_.seq_len * c_.kv_dim()),
+      value_cache_(key_cache_.size()) {}
+
+std::span<float> ReferenceForward::forward(int token, int pos) { return forward(token, pos, {}); }
+
+std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObserver& observer) {
+    const int dim = c_.dim, kv_dim = c_.kv_dim(), kv_mul = c_.kv_mul(), hidden_dim = c_.hidden_dim;
+    const int head_size = c_.head_size();
+    float* x = x_.data();
+    const auto report = [&](int layer, Op op, const float* values, int n) {
+        if (observer) observer(layer, op, std::span<const float>(values, static_cast<std::size_t>(n)));
+    };
+
+    std::memcpy(x, ck_.token_embedding() + static_cast<std::size_t>(token) * dim, dim * sizeof(float));
+
+    for (int l = 0; l < c_.n_layers; l++) {
+        const LayerWeights w = ck_.layer(l);
+
+        // attention rmsnorm, then q, k, v; k and v are written straight into this position's cache row
+        rmsnorm(xb_.data(), x, w.rms_att, dim);
+        report(l, Op::attn_norm, xb_.data(), dim);
+        const std::size_t loff = static_cast<std::size_t>(l) * c_.seq_len * kv_dim;
+        float* k = key_cache_.data() + loff + static_cast<std::size_t>(pos) * kv_dim;
+        float* v = value_cache_.data() + loff + static_cast<std::size_t>(pos) * kv_dim;
+        matmul(q_.data(), xb_.data(), w.wq, dim, dim);
+        matmul(k, xb_.data(), w.wk, dim, kv_dim);
+        matmul(v, xb_.data(), w.wv, dim, kv_dim);
+        rope(q_.data(), k, pos, dim, kv_dim, head_size);
+        report(l, Op::q, q_.data(), dim);
+        report(l, Op::k, k, kv_dim);
+        report(l, Op::v, v, kv_dim);
+
+        // multihead attention: each query head attends over its KV head's cached positions 0..pos
+        for (int h = 0; h < c_.n_heads; h++) {
+            const float* q = q_.data() + h * head_size;
+            float* att = att_.data() + static_cast<std::size_t>(h) * c_.seq_len;
+            const std::size_t kv_off = static_cast<std::size_t>(h / kv_mul) * head_size;
+            for (int t = 0; t <= pos; t++) {
+                const float* kt = key_cache_.data() + loff + static_cast<std::size_t>(t) * kv_dim + kv_off;
+                float score = 0.0f;
+                for (int i = 0; i < head_size; i++) score += q[i] * kt[i];
+                score /= sqrtf(static_cast<float>(head_size));
+                att[t] = score;
+            }
+            softmax(std::span<float>(att, static_cast<std::size_t>(pos) + 1));
+            float* xb = xb_.data() + h * head_size;
+            std::memset(xb, 0, head_size * sizeof(float));
+            for (int t = 0; t <= pos; t++) {
+                const float* vt = value_cache_.data() + loff + static_cast<std::size_t>(t) * kv_dim + kv_off;
+                const float a = att[t];
+                for (int i = 0; i < head_size; i++) xb[i] += a * vt[i];
+            }
+        }
+        report(l, Op::attention, xb_.data(), dim);
+
+        // output projection and residual
+        matmul(xb2_.data(), xb_.data(), w.wo, dim, dim);
+        for (int i = 0; i < dim; i++) x[i] += xb2_[i];
+        report(l, Op::attn_residual, x, dim);
+
+        // FFN: w2(silu(w1(x)) * w3(x)) with its own rmsnorm, then residual
+        rmsnorm(xb_.data(), x, w.rms_ffn, dim);
+        report(l, Op::ffn_norm, xb_.data(), dim);
+        matmul(hb_.data(), xb_.data(), w.w1, dim, hidden_dim);
+        matmul(hb2_.data(), xb_.data(), w.w3, dim, hidden_dim);
+        swiglu(hb_.data(), hb2_.data(), hidden_dim);
+        report(l, Op::ffn_hidden, hb_.data(), hidden_dim);
+        matmul(xb_.data(), hb_.data(), w.w2, hidden_dim, dim);
+        for (int i = 0; i < dim; i++) x[i] += xb_[i];
+        report(l, Op::ffn_residual, x, dim);
+    }
+    return finalize(x_, observer);
+}
+
+std::span<float> ReferenceForward::finalize(std::span<const float> hidden, const BoundaryObserver& observer) {
+    const int dim = c_.dim;
+    // run.c normalizes x in place; normalizing into xb2 computes the same values and leaves `hidden` alone.
+    rmsnorm(xb2_.data(), hidden.data(), ck_.rms_final(), dim);
+    if (observer) observer(-1, Op::final_norm, std::span<const float>(xb2_.data(), dim));
+    matmul(logits_.data(), xb2_.data(), ck_.classifier(), dim, c_.vocab_size);
+    if (observer) observer(-1, Op::logits, std::span<const float>(logits_));
+    return logits_;
+}
+
+}  // namespace llamacl

@@ -1,0 +1,146 @@
+// The sampler, transcribed from run.c (softmax, random_u32/f32, sample_argmax, sample_mult,
+// sample_topp, sample). Every float operation happens in the same order and precision as in run.c
+// so that seeded runs print the same text; do not "simplify" the arithmetic.
+#include "llamacl/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace llamacl {
+
+void softmax(std::span<float> x) {
+    if (x.empty()) return;
+    // find max value (for numerical stability)
+    float max_val = x[0];
+    for (std::size_t i = 1; i < x.size(); i++) {
+        if (x[i] > max_val) max_val = x[i];
+    }
+    // exp and sum (expf, not a vectorised or fused variant: the build has no fast-math)
+    float sum = 0.0f;
+    for (std::size_t i = 0; i < x.size(); i++) {
+        x[i] = std::exp(x[i] - max_val);
+        sum += x[i];
+    }
+    // normalize
+    for (std::size_t i = 0; i < x.size(); i++) x[i] /= sum;
+}
+
+std::uint32_t random_u32(std::uint64_t& state) {
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return static_cast<std::uint32_t>((state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+float random_f32(std::uint64_t& state) {
+    // 24 random bits fit a float's mantissa exactly.
+    return static_cast<float>(random_u32(state) >> 8) / 16777216.0f;
+}
+
+namespace {
+
+// Index of the highest probability; the first one wins ties (strict >).
+int sample_argmax(std::span<const float> probabilities) {
+    int max_i = 0;
+    float max_p = probabilities[0];
+    for (std::size_t i = 1; i < probabilities.size(); i++) {
+        if (probabilities[i] > max_p) {
+            max_i = static_cast<int>(i);
+            max_p = probabilities[i];
+        }
+    }
+    return max_i;
+}
+
+// Samples from probabilities (they must sum to 1); coin is in [0, 1).
+int sample_mult(std::span<const float> probabilities, float coin) {
+    float cdf = 0.0f;
+    for (std::size_t i = 0; i < probabilities.size(); i++) {
+        cdf += probabilities[i];
+        if (coin < cdf) return static_cast<int>(i);
+    }
+    return static_cast<int>(probabilities.size()) - 1;  // in case of rounding errors
+}
+
+}  // namespace
+
+Sampler::Sampler(int vocab_size, float temperature, float topp, std::uint64_t seed)
+    : vocab_size_(vocab_size), temperature_(temperature), topp_(topp), rng_state_(seed) {
+    if (vocab_size < 1) throw std::invalid_argument("Sampler: vocab_size must be positive");
+    // Top-p keeps at most every token as a candidate; allocate once, not per token.
+    probindex_.resize(static_cast<std::size_t>(vocab_size));
+}
+
+int Sampler::sample_topp(std::span<const float> probabilities, float coin) {
+    // Top-p sampling (or "nucleus sampling") samples from the smallest set of tokens whose
+    // cumulative probability exceeds topp, so very unlikely tokens are never picked.
+    const int n = static_cast<int>(probabilities.size());
+
+    // Sorting all n probabilities is slow; tokens below this cutoff can never be part of the
+    // nucleus, so drop them before sorting. (n - 1 converts to float, as in run.c.)
+    int n0 = 0;
+    const float cutoff = (1.0f - topp_) / static_cast<float>(n - 1);
+    for (int i = 0; i < n; i++) {
+        if (probabilities[static_cast<std::size_t>(i)] >= cutoff) {
+            probindex_[static_cast<std::size_t>(n0)] = {probabilities[static_cast<std::size_t>(i)], i};
+            n0++;
+        }
+    }
+    if (n0 == 0) {
+        // Only possible for a near-uniform distribution with topp < 1/n, for NaN probabilities,
+        // or n == 1; run.c would then read probindex[-1]. The most probable token belongs to
+        // every nucleus, so return it.
+        return sample_argmax(probabilities);
+    }
+    // Descending by probability. run.c uses glibc's qsort, a stable merge sort: equal
+    // probabilities keep index order, which std::stable_sort reproduces exactly.
+    std::stable_sort(probindex_.begin(), probindex_.begin() + n0,
+                     [](const ProbIndex& a, const ProbIndex& b) { return a.prob > b.prob; });
+
+    // truncate the list where cumulative probability exceeds topp
+    float cumulative_prob = 0.0f;
+    int last_idx = n0 - 1;  // in case of rounding errors consider all elements
+    for (int i = 0; i < n0; i++) {
+        cumulative_prob += probindex_[static_cast<std::size_t>(i)].prob;
+        if (cumulative_prob > topp_) {
+            last_idx = i;
+            break;  // we've exceeded topp by including last_idx
+        }
+    }
+
+    // sample from the truncated list
+    const float r = coin * cumulative_prob;
+    float cdf = 0.0f;
+    for (int i = 0; i <= last_idx; i++) {
+        cdf += probindex_[static_cast<std::size_t>(i)].prob;
+        if (r < cdf) return probindex_[static_cast<std::size_t>(i)].index;
+    }
+    return probindex_[static_cast<std::size_t>(last_idx)].index;  // in case of rounding errors
+}
+
+int Sampler::sample(std::span<float> logits) {
+    if (logits.size() != static_cast<std::size_t>(vocab_size_))
+        throw std::invalid_argument("Sampler::sample: got " + std::to_string(logits.size()) +
+                                    " logits for a vocabulary of " + std::to_string(vocab_size_));
+    if (temperature_ == 0.0f) {
+        // greedy argmax sampling: take the token with the highest probability
+        return sample_argmax(logits);
+    }
+    // apply the temperature to the logits
+    for (float& logit : logits) logit /= temperature_;
+    // apply softmax to the logits to get the probabilities for next token
+    softmax(logits);
+    // flip a (float) coin (this is our source of entropy for sampling)
+    const float coin = random_f32(rng_state_);
+    // we sample from this distribution to get the next token
+    if (topp_ <= 0 || topp_ >= 1) {
+        // simply sample from the predicted probability distribution
+        return sample_mult(logits, coin);
+    }
+    // top-p (nucleus) sampling, clamping the least likely tokens to zero
+    return sample_topp(logits, coin);
+}
+
+}  // namespace llamacl

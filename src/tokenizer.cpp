@@ -1,0 +1,348 @@
+// The llama2.c tokenizer, transcribed from run.c (build_tokenizer, encode, decode, safe_printf)
+// with the file format validated, since run.c trusts tokenizer.bin completely.
+#include "llamacl/tokenizer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <system_error>
+
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+
+// No real tokenizer has a piece anywhere near this long (Llama 2's longest is 48 bytes); a larger
+// header value means the file is not a tokenizer.bin.
+constexpr std::int32_t kMaxPlausibleTokenLength = 1 << 16;
+
+// run.c's byte_pieces: byte i as a one-character C string at [2*i], NUL-terminated at [2*i+1].
+constexpr std::array<char, 512> make_byte_pieces() {
+    std::array<char, 512> pieces{};
+    for (int i = 0; i < 256; i++) {
+        pieces[2 * i] = static_cast<char>(i);
+        pieces[2 * i + 1] = '\0';
+    }
+    return pieces;
+}
+constexpr std::array<char, 512> kBytePieces = make_byte_pieces();
+
+// The C locale's isspace/isxdigit, spelled out so a global setlocale() elsewhere cannot change them.
+bool c_isspace(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+bool c_isprint(unsigned char c) { return c >= 0x20 && c <= 0x7E; }
+int c_hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// Emulates glibc's sscanf(piece, "<0x%02hhX>", &byte) == 1 on a C string (`s` holds no NUL):
+// the literal "<0x" must match, then %02hhX skips whitespace, takes an optional sign, an optional
+// "0x" prefix and hex digits, all within a field width of 2 characters (the skipped whitespace does
+// not count). The trailing '>' does not affect the return value, since the conversion has already
+// been counted by then. Returns the byte, or -1 when sscanf would not return 1.
+int scan_byte_piece(std::string_view s) {
+    if (s.size() < 3 || s[0] != '<' || s[1] != '0' || s[2] != 'x') return -1;
+    std::size_t pos = 3;
+    auto at = [&](std::size_t i) -> int {  // the character at i, or -1 (EOF) past the end
+        return i < s.size() ? static_cast<unsigned char>(s[i]) : -1;
+    };
+    while (at(pos) != -1 && c_isspace(static_cast<unsigned char>(at(pos)))) pos++;
+    int width = 2;
+    int c = at(pos);
+    if (c == -1) return -1;  // input failure before the conversion
+    bool negative = false;
+    bool have_digit = false;  // glibc's "more than just a sign was read"
+    unsigned value = 0;
+    if (c == '-' || c == '+') {
+        negative = c == '-';
+        width--;
+        c = at(++pos);
+    }
+    if (width != 0 && c == '0') {
+        width--;
+        have_digit = true;  // the '0' is part of the number even if an "x" follows
+        c = at(++pos);
+        if (width != 0 && (c == 'x' || c == 'X')) {
+            width--;
+            c = at(++pos);
+        }
+    }
+    while (c != -1 && width != 0) {
+        const int digit = c_hexval(static_cast<unsigned char>(c));
+        if (digit < 0) break;
+        value = value * 16 + static_cast<unsigned>(digit);
+        have_digit = true;
+        width--;
+        c = at(++pos);
+    }
+    if (!have_digit) return -1;
+    // strtoul semantics: a minus sign negates in unsigned arithmetic; %hhX keeps the low 8 bits.
+    if (negative) value = 0u - value;
+    return static_cast<int>(value & 0xFFu);
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);
+    if (status.type() == fs::file_type::not_found) throw Error(path + ": tokenizer file not found");
+    if (ec) throw Error(path + ": cannot open tokenizer file (" + ec.message() + ")");
+    if (fs::is_directory(status)) throw Error(path + ": is a directory, not a tokenizer file");
+    const std::uintmax_t file_size = fs::file_size(path, ec);
+    if (ec) throw Error(path + ": cannot read tokenizer file (" + ec.message() + ")");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open tokenizer file for reading");
+
+    // Every length field is checked against the bytes still unread before anything is allocated
+    // from it, so a corrupt or hostile file cannot make us allocate more than its own size.
+    std::uintmax_t remaining = file_size;
+    auto read_exact = [&](void* dst, std::size_t n) {
+        if (n > remaining) return false;
+        in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+        if (static_cast<std::size_t>(in.gcount()) != n) return false;
+        remaining -= n;
+        return true;
+    };
+
+    Tokenizer t;
+    t.path_ = path;
+    std::int32_t max_len = 0;
+    if (!read_exact(&max_len, sizeof max_len))
+        throw Error(path + ": truncated tokenizer file (no max_token_length header)");
+    if (max_len <= 0 || max_len > kMaxPlausibleTokenLength)
+        throw Error(path + ": invalid max_token_length " + std::to_string(max_len) +
+                    " (not a llama2.c tokenizer.bin?)");
+    t.max_token_length_ = max_len;
+
+    t.offsets_.push_back(0);
+    std::string piece;
+    while (remaining > 0) {
+        const std::size_t entry = t.offsets_.size() - 1;
+        if (entry >= static_cast<std::size_t>(std::numeric_limits<int>::max()))
+            throw Error(path + ": too many tokenizer entries");
+        float score = 0.0f;
+        std::int32_t len = 0;
+        if (!read_exact(&score, sizeof score) || !read_exact(&len, sizeof len))
+            throw Error(path + ": truncated tokenizer entry " + std::to_string(entry));
+        if (len < 0 || len > max_len)
+            throw Error(path + ": tokenizer entry " + std::to_string(entry) + " has length " +
+                        std::to_string(len) + " (must be 0.." + std::to_string(max_len) + ")");
+        if (static_cast<std::uintmax_t>(len) > remaining)
+            throw Error(path + ": truncated tokenizer entry " + std::to_string(entry) + " (length " +
+                        std::to_string(len) + " but only " + std::to_string(remaining) +
+                        " bytes left)");
+        piece.resize(static_cast<std::size_t>(len));
+        if (!read_exact(piece.data(), piece.size()))
+            throw Error(path + ": truncated tokenizer entry " + std::to_string(entry));
+        // run.c stores pieces as C strings: everything from the first NUL on is invisible to it.
+        t.bytes_.append(piece.data(), std::strlen(piece.c_str()));
+        t.offsets_.push_back(t.bytes_.size());
+        t.scores_.push_back(score);
+    }
+
+    const int n = t.size();
+    if (n == 0) throw Error(path + ": tokenizer file has no entries");
+    if (n < min_vocab)
+        throw Error(path + ": tokenizer has " + std::to_string(n) +
+                    " entries but the model's vocabulary is " + std::to_string(min_vocab) +
+                    "; use the tokenizer the model was trained with");
+
+    // run.c sorts with qsort(compare_tokens = strcmp). glibc's qsort is a stable merge sort, so
+    // equal pieces stay in id order; std::stable_sort gives the identical permutation.
+    // string_view comparison is memcmp-like (unsigned bytes, shorter prefix first), i.e. strcmp.
+    t.sorted_ids_.resize(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; i++) t.sorted_ids_[static_cast<std::size_t>(i)] = i;
+    std::stable_sort(t.sorted_ids_.begin(), t.sorted_ids_.end(),
+                     [&t](int a, int b) { return t.piece_unchecked(a) < t.piece_unchecked(b); });
+    return t;
+}
+
+void Tokenizer::check_id(int id) const {
+    if (id < 0 || id >= size())
+        throw Error(path_ + ": token id " + std::to_string(id) + " is out of range (tokenizer has " +
+                    std::to_string(size()) + " entries)");
+}
+
+std::string_view Tokenizer::piece(int id) const {
+    check_id(id);
+    return piece_unchecked(id);
+}
+
+float Tokenizer::score(int id) const {
+    check_id(id);
+    return scores_[static_cast<std::size_t>(id)];
+}
+
+int Tokenizer::lookup(std::string_view str) const {
+    // glibc's bsearch, step for step: with duplicate pieces, which id is found depends on the
+    // probe sequence, so a lower_bound would not always agree with run.c.
+    std::size_t l = 0, u = sorted_ids_.size();
+    while (l < u) {
+        const std::size_t idx = (l + u) / 2;
+        const int id = sorted_ids_[idx];
+        const int cmp = str.compare(piece_unchecked(id));
+        if (cmp < 0) {
+            u = idx;
+        } else if (cmp > 0) {
+            l = idx + 1;
+        } else {
+            return id;
+        }
+    }
+    return -1;
+}
+
+std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) const {
+    // run.c receives a C string: the text ends at its first NUL.
+    text = text.substr(0, std::min(text.size(), text.find('\0')));
+
+    std::vector<int> tokens;
+    tokens.reserve(text.size() + 3);
+
+    // Optional BOS (=1) token.
+    if (bos) tokens.push_back(1);
+
+    // Add the dummy prefix, like sentencepiece's add_dummy_prefix: the text is treated as if it
+    // started with a space, so "Hello" at the start encodes like " Hello" mid-sentence.
+    if (!text.empty()) {
+        const int dummy_prefix = lookup(" ");
+        if (dummy_prefix == -1)
+            throw Error(path_ + ": tokenizer has no \" \" piece, which encoding needs as the dummy prefix");
+        tokens.push_back(dummy_prefix);
+    }
+
+    // Split the text into UTF-8 code points: a code point is a lead byte followed by continuation
+    // bytes (10xxxxxx), at most 4 bytes in all. Each becomes its piece's id, or one byte-fallback
+    // token per byte (the first 3 ids are <unk>, <s>, </s>, so byte b is id b + 3).
+    std::string buffer;
+    for (std::size_t i = 0; i < text.size(); i++) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        // Anything that is not a continuation byte starts a new code point.
+        if ((c & 0xC0) != 0x80) buffer.clear();
+        buffer.push_back(static_cast<char>(c));
+        // run.c looks at the next byte of the C string, which is NUL after the last one.
+        const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+        if ((next & 0xC0) == 0x80 && buffer.size() < 4) continue;
+
+        const int id = lookup(buffer);
+        if (id != -1) {
+            tokens.push_back(id);
+        } else {
+            for (const char b : buffer) {
+                const int byte_id = static_cast<unsigned char>(b) + 3;
+                // run.c would index past its vocabulary in the merge loop below.
+                if (byte_id >= size())
+                    throw Error(path_ + ": tokenizer has " + std::to_string(size()) +
+                                " entries, too few for byte-fallback token " + std::to_string(byte_id));
+                tokens.push_back(byte_id);
+            }
+        }
+        buffer.clear();
+    }
+    // BOS's piece is read by the merge loop too; run.c would read past a one-entry vocabulary.
+    if (bos && tokens.size() > 1) check_id(1);
+
+    // Merge the best consecutive pair each iteration, according to the scores in vocab_scores.
+    // The comparison is strict, so among equal scores the leftmost pair wins.
+    std::string merged;
+    while (true) {
+        float best_score = -1e10f;
+        int best_id = -1;
+        std::size_t best_idx = 0;
+        bool found = false;
+        for (std::size_t i = 0; i + 1 < tokens.size(); i++) {
+            // Check whether we can merge the pair (tokens[i], tokens[i+1]).
+            merged.assign(piece_unchecked(tokens[i]));
+            merged.append(piece_unchecked(tokens[i + 1]));
+            const int id = lookup(merged);
+            if (id != -1 && scores_[static_cast<std::size_t>(id)] > best_score) {
+                best_score = scores_[static_cast<std::size_t>(id)];
+                best_id = id;
+                best_idx = i;
+                found = true;
+            }
+        }
+        if (!found) break;  // no more pairs can be merged
+        // Merge the pair into best_id and delete token best_idx+1.
+        tokens[best_idx] = best_id;
+        tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_idx) + 1);
+    }
+
+    // Optional EOS (=2) token.
+    if (eos) tokens.push_back(2);
+    return tokens;
+}
+
+std::string_view Tokenizer::decode(int prev_token, int token) const {
+    std::string_view piece = this->piece(token);
+    // After BOS, sentencepiece strips the leading whitespace of the first piece (the dummy prefix).
+    if (prev_token == 1 && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
+    // Raw-byte tokens look like "<0x01>": they decode to that single byte.
+    const int byte = scan_byte_piece(piece);
+    if (byte >= 0) {
+        // run.c returns the C string at byte_pieces[2*byte]; for byte 0 that string is empty.
+        return std::string_view(kBytePieces.data() + 2 * byte, byte == 0 ? 0 : 1);
+    }
+    return piece;
+}
+
+std::string_view printable_piece(std::string_view piece) {
+    // printf("%s") stops at the first NUL.
+    piece = piece.substr(0, std::min(piece.size(), piece.find('\0')));
+    if (piece.empty()) return {};
+    if (piece.size() == 1) {
+        const auto byte = static_cast<unsigned char>(piece[0]);
+        // Drop raw control bytes and lone high bytes, as run.c does: they would garble the terminal.
+        if (!(c_isprint(byte) || c_isspace(byte))) return {};
+    }
+    return piece;
+}
+
+std::string_view PieceWriter::push(std::string_view piece, bool from_prompt) {
+    if (!from_prompt || piece.size() != 1 || static_cast<unsigned char>(piece[0]) < 0x80) {
+        pending_.clear();  // an unfinished character is dropped, as run.c drops its bytes
+        return printable_piece(piece);
+    }
+    const auto byte = static_cast<unsigned char>(piece[0]);
+    if (!pending_.empty() && byte >= lo_ && byte <= hi_) {
+        pending_ += static_cast<char>(byte);
+        lo_ = 0x80;
+        hi_ = 0xBF;
+        if (pending_.size() < need_) return {};
+        need_ = 0;
+        complete_.swap(pending_);  // complete_ keeps the bytes alive for the caller until the next push
+        pending_.clear();
+        return complete_;
+    }
+    pending_.clear();
+    // A lead byte sets the length and the range of the second byte (RFC 3629: no overlong forms,
+    // no surrogates, nothing above U+10FFFF); anything else cannot start a character and is dropped.
+    lo_ = 0x80;
+    hi_ = 0xBF;
+    if (byte >= 0xC2 && byte <= 0xDF) need_ = 2;
+    else if (byte >= 0xE0 && byte <= 0xEF) {
+        need_ = 3;
+        if (byte == 0xE0) lo_ = 0xA0;
+        if (byte == 0xED) hi_ = 0x9F;
+    } else if (byte >= 0xF0 && byte <= 0xF4) {
+        need_ = 4;
+        if (byte == 0xF0) lo_ = 0x90;
+        if (byte == 0xF4) hi_ = 0x8F;
+    } else {
+        return {};
+    }
+    pending_ += static_cast<char>(byte);
+    return {};
+}
+
+}  // namespace llamacl
+

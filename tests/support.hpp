@@ -1,0 +1,47 @@
+#pragma once
+// Helpers shared by the tests: where the reference data lives, scratch files, running the binary.
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace llamacl::test {
+
+// LLAMACL_SHARED_DIR, else ../shared next to the source tree; nullopt when it does not exist, so
+// tests that need it can GTEST_SKIP() with a message (.ci/run checks the directory separately).
+std::optional<std::filesystem::path> shared_dir();
+
+// A fresh directory under the system temp dir, removed when the object dies.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+    std::filesystem::path path_;
+};
+
+struct CommandResult {
+    int exit_code;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+// Runs the built llama-cl binary; `args` is a shell fragment, so quote paths with quote().
+CommandResult run_llama_cl(const std::string& args);
+// Single-quotes a string for the shell.
+std::string quote(const std::string& s);
+// Runs any command line through the shell, capturing stdout and stderr.
+CommandResult run_command(const std::string& command);
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace llamacl::test
+
+// Skips the current test with a message when the shared reference data is absent.
+#define LLAMACL_REQUIRE_SHARED(var)                                                       \
+    auto var##_opt = ::llamacl::test::shared_dir();                                      \
+    if (!var##_opt) GTEST_SKIP() << "shared reference data not found (set LLAMACL_SHARED_DIR)"; \
+    const std::filesystem::path var = *var##_opt

@@ -1,0 +1,206 @@
+// The CPU reference: each op against a direct computation, and the whole forward pass against an
+// independent double-precision transformer written from the equations.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "llamacl/reference.hpp"
+#include "llamacl/sampler.hpp"
+#include "models.hpp"
+
+using namespace llamacl;
+
+namespace {
+
+std::vector<float> random_vector(std::size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+// y = W x in double
+std::vector<double> matvec(const float* w, const std::vector<double>& x, int rows) {
+    const int n = static_cast<int>(x.size());
+    std::vector<double> y(rows, 0.0);
+    for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < n; ++j) y[i] += static_cast<double>(w[static_cast<std::size_t>(i) * n + j]) * x[j];
+    return y;
+}
+
+std::vector<double> rmsnorm_d(const std::vector<double>& x, const float* w) {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + 1e-5);
+    std::vector<double> o(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) o[i] = w[i] * x[i] * scale;
+    return o;
+}
+
+// A direct transformer from the equations (not from run.c's code), in double precision.
+class NaiveTransformer {
+public:
+    explicit NaiveTransformer(const Checkpoint& ck) : ck_(ck), c_(ck.config()), keys_(c_.n_layers), values_(c_.n_layers) {}
+
+    std::vector<double> forward(int token, int pos) {
+        const int dim = c_.dim, hs = c_.head_size();
+        std::vector<double> x(ck_.token_embedding() + static_cast<std::size_t>(token) * dim,
+                              ck_.token_embedding() + static_cast<std::size_t>(token + 1) * dim);
+        for (int l = 0; l < c_.n_layers; ++l) {
+            const LayerWeights w = ck_.layer(l);
+            const auto xn = rmsnorm_d(x, w.rms_att);
+            auto q = matvec(w.wq, xn, dim), k = matvec(w.wk, xn, c_.kv_dim()), v = matvec(w.wv, xn, c_.kv_dim());
+            const auto rotate = [&](std::vector<double>& vec) {
+                for (std::size_t i = 0; i < vec.size(); i += 2) {
+                    const double theta = pos * std::pow(10000.0, -static_cast<double>(i % hs) / hs);
+                    const double a = vec[i], b = vec[i + 1];
+                    vec[i] = a * std::cos(theta) - b * std::sin(theta);
+                    vec[i + 1] = a * std::sin(theta) + b * std::cos(theta);
+                }
+            };
+            rotate(q);
+            rotate(k);
+            keys_[l].push_back(k);
+            values_[l].push_back(v);
+            std::vector<double> att_out(dim, 0.0);
+            for (int h = 0; h < c_.n_heads; ++h) {
+                const int kvh = h / c_.kv_mul();
+                std::vector<double> score(pos + 1);
+                double mx = -1e300, sum = 0;
+                for (int t = 0; t <= pos; ++t) {
+                    double s = 0;
+                    for (int i = 0; i < hs; ++i) s += q[h * hs + i] * keys_[l][t][kvh * hs + i];
+                    score[t] = s / std::sqrt(static_cast<double>(hs));
+                    mx = std::max(mx, score[t]);
+                }
+                for (double& s : score) sum += (s = std::exp(s - mx));
+                for (int t = 0; t <= pos; ++t)
+                    for (int i = 0; i < hs; ++i) att_out[h * hs + i] += score[t] / sum * values_[l][t][kvh * hs + i];
+            }
+            const auto o = matvec(w.wo, att_out, dim);
+            for (int i = 0; i < dim; ++i) x[i] += o[i];
+            const auto xn2 = rmsnorm_d(x, w.rms_ffn);
+            auto g = matvec(w.w1, xn2, c_.hidden_dim);
+            const auto u = matvec(w.w3, xn2, c_.hidden_dim);
+            for (int i = 0; i < c_.hidden_dim; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+            const auto down = matvec(w.w2, g, dim);
+            for (int i = 0; i < dim; ++i) x[i] += down[i];
+        }
+        return matvec(ck_.classifier(), rmsnorm_d(x, ck_.rms_final()), c_.vocab_size);
+    }
+
+private:
+    const Checkpoint& ck_;
+    Config c_;
+    std::vector<std::vector<std::vector<double>>> keys_, values_;  // [layer][pos][kv_dim]
+};
+
+}  // namespace
+
+TEST(Reference, RmsnormMatchesDefinition) {
+    for (int n : {1, 7, 64, 301}) {
+        const auto x = random_vector(n, 1), w = random_vector(n, 2);
+        std::vector<float> out(n);
+        rmsnorm(out.data(), x.data(), w.data(), n);
+        const auto expect = rmsnorm_d({x.begin(), x.end()}, w.data());
+        for (int i = 0; i < n; ++i) EXPECT_NEAR(out[i], expect[i], 1e-5) << "n=" << n << " i=" << i;
+    }
+}
+
+TEST(Reference, MatmulMatchesDefinition) {
+    const int n = 37, d = 11;
+    const auto w = random_vector(static_cast<std::size_t>(n) * d, 3), x = random_vector(n, 4);
+    std::vector<float> out(d);
+    matmul(out.data(), x.data(), w.data(), n, d);
+    const auto expect = matvec(w.data(), {x.begin(), x.end()}, d);
+    for (int i = 0; i < d; ++i) EXPECT_NEAR(out[i], expect[i], 1e-5);
+}
+
+TEST(Reference, RopeRotatesPairsOfQueryAndKeyOnly) {
+    const int dim = 16, kv_dim = 8, head_size = 8;
+    auto q = random_vector(dim, 5), k = random_vector(kv_dim, 6);
+    const auto q0 = q, k0 = k;
+    rope(q.data(), k.data(), 0, dim, kv_dim, head_size);
+    EXPECT_EQ(q, q0);  // position 0 is the identity
+    EXPECT_EQ(k, k0);
+    rope(q.data(), k.data(), 5, dim, kv_dim, head_size);
+    for (int i = 0; i < dim; i += 2) {
+        const double theta = 5 * std::pow(10000.0, -static_cast<double>(i % head_size) / head_size);
+        EXPECT_NEAR(q[i], q0[i] * std::cos(theta) - q0[i + 1] * std::sin(theta), 1e-5);
+        EXPECT_NEAR(q[i + 1], q0[i] * std::sin(theta) + q0[i + 1] * std::cos(theta), 1e-5);
+        if (i < kv_dim) {
+            EXPECT_NEAR(k[i], k0[i] * std::cos(theta) - k0[i + 1] * std::sin(theta), 1e-5);
+        }
+    }
+}
+
+TEST(Reference, SwigluMatchesDefinition) {
+    auto hb = random_vector(33, 7, -4, 4);
+    const auto hb2 = random_vector(33, 8), h0 = hb;
+    swiglu(hb.data(), hb2.data(), 33);
+    for (int i = 0; i < 33; ++i) EXPECT_NEAR(hb[i], h0[i] / (1 + std::exp(-h0[i])) * hb2[i], 1e-5);
+}
+
+class ReferenceForwardTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReferenceForwardTest, MatchesADirectDoublePrecisionTransformer) {
+    test::TempDir dir;
+    const Config c = test::small_config(GetParam(), /*shared=*/GetParam() != 2);
+    const Checkpoint ck = Checkpoint::open(test::write_model(dir, c).string());
+    ReferenceForward ref(ck);
+    NaiveTransformer naive(ck);
+    const int tokens[] = {1, 42, 7, 299, 3, 150, 150, 9};
+    for (int pos = 0; pos < 8; ++pos) {
+        const std::span<float> logits = ref.forward(tokens[pos], pos);
+        const std::vector<double> expect = naive.forward(tokens[pos], pos);
+        ASSERT_EQ(logits.size(), expect.size());
+        double max_err = 0, scale = 0;
+        for (std::size_t i = 0; i < expect.size(); ++i) {
+            max_err = std::max(max_err, std::abs(logits[i] - expect[i]));
+            scale = std::max(scale, std::abs(expect[i]));
+        }
+        EXPECT_LT(max_err, 1e-4 * std::max(1.0, scale)) << "pos " << pos;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadLayouts, ReferenceForwardTest, ::testing::Values(6, 2, 1),
+                         [](const auto& p) { return std::string(p.param == 6 ? "MHA" : p.param == 2 ? "GQA" : "MQA"); });
+
+TEST(Reference, ReportsEveryBoundaryInOrderWithItsSize) {
+    test::TempDir dir;
+    const Config c = test::small_config();
+    const Checkpoint ck = Checkpoint::open(test::write_model(dir, c).string());
+    ReferenceForward ref(ck);
+    std::vector<std::pair<int, Op>> seen;
+    std::vector<float> last_residual, final_logits;
+    const auto logits = ref.forward(5, 0, [&](int layer, Op op, std::span<const float> values) {
+        seen.emplace_back(layer, op);
+        const std::size_t expect_size = op == Op::ffn_hidden ? c.hidden_dim
+                                        : op == Op::k || op == Op::v ? c.kv_dim()
+                                        : op == Op::logits ? c.vocab_size : c.dim;
+        EXPECT_EQ(values.size(), expect_size) << op_name(op);
+        if (op == Op::ffn_residual) last_residual.assign(values.begin(), values.end());
+    });
+    ASSERT_EQ(seen.size(), static_cast<std::size_t>(c.n_layers * 9 + 2));
+    for (int l = 0; l < c.n_layers; ++l)
+        for (int i = 0; i < 9; ++i) EXPECT_EQ(seen[l * 9 + i], std::make_pair(l, static_cast<Op>(i)));
+    EXPECT_EQ(seen[c.n_layers * 9], std::make_pair(-1, Op::final_norm));
+    EXPECT_EQ(seen.back(), std::make_pair(-1, Op::logits));
+    // finalize() of the last residual reproduces the logits (the --finalize=cpu path).
+    final_logits.assign(logits.begin(), logits.end());
+    ReferenceForward other(ck);
+    const auto again = other.finalize(last_residual);
+    EXPECT_EQ(std::vector<float>(again.begin(), again.end()), final_logits);
+}
+
+TEST(Reference, OpNamesRoundTrip) {
+    for (int i = 0; i < kOpCount; ++i) {
+        Op op{};
+        ASSERT_TRUE(parse_op(op_name(static_cast<Op>(i)), op));
+        EXPECT_EQ(static_cast<int>(op), i);
+    }
+    Op op{};
+    EXPECT_FALSE(parse_op("attn", op));
+}
