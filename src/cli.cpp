@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include "llamacl/checkpoint.hpp"
+#include "llamacl/device.hpp"
+#include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/reference.hpp"
@@ -26,7 +29,20 @@ struct GenerateArgs {
     int steps = 256;
     std::string prompt;
     std::string backend = "auto";
+    std::string platform, device;
+    int layers_per_offload = 0;
+    std::string finalize = "device";
+    std::string work_shape;
+    double max_device_memory_mib = 0;
+    bool verbose = false;
 };
+
+void add_device_options(CLI::App& cmd, std::string& platform, std::string& device) {
+    cmd.add_option("--platform", platform, "OpenCL platform: index or case-insensitive name substring");
+    cmd.add_option("--device", device,
+                   "OpenCL device: index, platform.device, or case-insensitive name substring (default: the first "
+                   "GPU, else the first device)");
+}
 
 void add_generate(CLI::App& app, GenerateArgs& a) {
     CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (run.c-compatible flags and output)");
@@ -39,15 +55,62 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     cmd->add_option("-n", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
         ->capture_default_str();
     cmd->add_option("-i", a.prompt, "input prompt");
-    cmd->add_option("--backend", a.backend, "where the forward pass runs")
+    cmd->add_option("--backend", a.backend,
+                    "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
+                    "exists, else cpu)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
+    add_device_options(*cmd, a.platform, a.device);
+    cmd->add_option("--layers-per-offload", a.layers_per_offload,
+                    "layers staged on the device at once (1..n_layers); default: as many as fit, all when the "
+                    "model fits (resident)");
+    cmd->add_option("--finalize", a.finalize,
+                    "where the final RMSNorm and classifier run: device (read back logits) or cpu (read back the "
+                    "final hidden state)")
+        ->check(CLI::IsMember({"cpu", "device"}))
+        ->capture_default_str();
+    cmd->add_option("--work-shape", a.work_shape,
+                    "kernel work-group shape: cpu, gpu, or ROWxLOCAL work-items (default: chosen for the device)");
+    cmd->add_option("--max-device-memory", a.max_device_memory_mib,
+                    "plan as if the device had only this many MiB (rehearse a smaller device)");
+    cmd->add_flag("-v,--verbose", a.verbose, "print the device, capacity plan and per-token counters on stderr");
 }
 
 void check_generate_args(const GenerateArgs& a) {
     if (!(a.temperature >= 0.0)) throw usage_error("-t: temperature must be >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
+    if (a.layers_per_offload < 0)
+        throw usage_error("--layers-per-offload: must be between 1 and n_layers (got " +
+                          std::to_string(a.layers_per_offload) + ")");
+    if (a.max_device_memory_mib < 0) throw usage_error("--max-device-memory: must be positive");
+}
+
+// Opens the OpenCL device for --backend opencl/auto; nullopt when auto finds no OpenCL at all.
+std::optional<Device> open_device(const GenerateArgs& a) {
+    if (a.backend == "cpu") return std::nullopt;
+    try {
+        return Device::open(a.platform, a.device);
+    } catch (const Error& e) {
+        // auto falls back to the reference only when there is no OpenCL at all; a selector that
+        // matches nothing is still the user's mistake.
+        if (a.backend == "auto" && a.platform.empty() && a.device.empty()) {
+            std::fprintf(stderr, "llama-cl: no OpenCL device (%s); using the CPU reference\n", e.what());
+            return std::nullopt;
+        }
+        throw;
+    }
+}
+
+void print_per_token(const RuntimeCounters& total, int positions) {
+    if (positions <= 0) return;
+    const double n = positions;
+    std::fprintf(stderr,
+                 "per token: %.1f enqueues, %.2f host waits, %.0f weight bytes uploaded, %.0f input bytes uploaded, "
+                 "%.0f bytes read\n",
+                 static_cast<double>(total.enqueues) / n, static_cast<double>(total.host_waits) / n,
+                 static_cast<double>(total.weight_bytes_uploaded) / n,
+                 static_cast<double>(total.input_bytes_uploaded) / n, static_cast<double>(total.bytes_read) / n);
 }
 
 int run_generate(const GenerateArgs& a) {
@@ -62,9 +125,31 @@ int run_generate(const GenerateArgs& a) {
     if (seed == 0) seed = static_cast<unsigned int>(std::time(nullptr));
     Sampler sampler(c.vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
 
-    std::unique_ptr<Forward> model = std::make_unique<ReferenceForward>(ck);
+    std::optional<Device> device = open_device(a);
+    std::unique_ptr<Forward> model;
+    DeviceForward* on_device = nullptr;
+    if (device) {
+        DeviceOptions options;
+        options.layers_per_offload = a.layers_per_offload;
+        options.finalize = a.finalize == "cpu" ? Finalize::cpu : Finalize::device;
+        if (!a.work_shape.empty()) options.shape = parse_launch_shape(a.work_shape, device->info());
+        options.memory_limit = static_cast<std::uint64_t>(a.max_device_memory_mib * 1024.0 * 1024.0);
+        auto forward = std::make_unique<DeviceForward>(*device, ck, options);
+        on_device = forward.get();
+        model = std::move(forward);
+        if (a.verbose) {
+            std::fprintf(stderr, "device: %s (%s)\n%s\nkernels: %s\n", device->info().name.c_str(),
+                         device->info().platform_name.c_str(), on_device->plan().describe().c_str(),
+                         on_device->shape().describe().c_str());
+        }
+    } else {
+        model = std::make_unique<ReferenceForward>(ck);
+        if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
+    }
+    const RuntimeCounters before = on_device ? on_device->counters() : RuntimeCounters{};
     const GenerateStats stats = generate(*model, tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
+    if (on_device && a.verbose) print_per_token(on_device->counters() - before, stats.positions);
     return 0;
 }
 
@@ -86,6 +171,11 @@ std::string bytes_str(std::uint64_t bytes) {
     std::snprintf(buf, sizeof buf, "%llu (%.2f MiB)", static_cast<unsigned long long>(bytes),
                   static_cast<double>(bytes) / (1024.0 * 1024.0));
     return buf;
+}
+
+int run_devices() {
+    std::printf("%s", format_device_table(list_devices()).c_str());
+    return 0;
 }
 
 int run_info(const std::string& path) {
@@ -122,6 +212,8 @@ int run_cli(int argc, char** argv) {
     CLI::App* info = app.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
     info->add_option("checkpoint", info_path, "llama2.c checkpoint")->required();
 
+    app.add_subcommand("devices", "List every OpenCL platform and device");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -139,6 +231,7 @@ int run_cli(int argc, char** argv) {
         if (app.got_subcommand("generate")) return run_generate(gen);
         if (app.got_subcommand("tokenize")) return run_tokenize(tok);
         if (app.got_subcommand("info")) return run_info(info_path);
+        if (app.got_subcommand("devices")) return run_devices();
     } catch (const Error& e) {
         std::fprintf(stderr, "llama-cl: %s\n", e.what());
         return e.exit_code();

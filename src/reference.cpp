@@ -162,17 +162,17 @@ std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObs
         for (int i = 0; i < dim; i++) x[i] += xb_[i];
         report(l, Op::ffn_residual, x, dim);
     }
-    return finalize(x_, observer);
+    classify(ck_, x, xb2_.data(), logits_.data());
+    report(-1, Op::final_norm, xb2_.data(), dim);
+    report(-1, Op::logits, logits_.data(), c_.vocab_size);
+    return logits_;
 }
 
-std::span<float> ReferenceForward::finalize(std::span<const float> hidden, const BoundaryObserver& observer) {
-    const int dim = c_.dim;
-    // run.c normalizes x in place; normalizing into xb2 computes the same values and leaves `hidden` alone.
-    rmsnorm(xb2_.data(), hidden.data(), ck_.rms_final(), dim);
-    if (observer) observer(-1, Op::final_norm, std::span<const float>(xb2_.data(), dim));
-    matmul(logits_.data(), xb2_.data(), ck_.classifier(), dim, c_.vocab_size);
-    if (observer) observer(-1, Op::logits, std::span<const float>(logits_));
-    return logits_;
+void classify(const Checkpoint& ck, const float* hidden, float* normed, float* logits) {
+    const Config& c = ck.config();
+    // run.c normalizes x in place; normalizing into a separate buffer computes the same values.
+    rmsnorm(normed, hidden, ck.rms_final(), c.dim);
+    matmul(logits, normed, ck.classifier(), c.dim, c.vocab_size);
 }
 
 }  // namespace llamacl

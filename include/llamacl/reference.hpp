@@ -16,14 +16,15 @@ void matmul(float* out, const float* x, const float* w, int n, int d);  // out(d
 void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size);
 void swiglu(float* hb, const float* hb2, int hidden_dim);  // hb = silu(hb) * hb2
 
+// The final RMSNorm of `hidden` into `normed` (dim), then the classifier into `logits` (vocab).
+void classify(const Checkpoint& checkpoint, const float* hidden, float* normed, float* logits);
+
 class ReferenceForward : public Forward {
 public:
     explicit ReferenceForward(const Checkpoint& checkpoint);
     std::span<float> forward(int token, int pos) override;
     // As forward(), reporting every boundary to `observer` (which may be empty).
     std::span<float> forward(int token, int pos, const BoundaryObserver& observer);
-    // The last two steps alone, for --finalize=cpu: final RMSNorm and classifier of a hidden state.
-    std::span<float> finalize(std::span<const float> hidden, const BoundaryObserver& observer = {});
 
 private:
     const Checkpoint& ck_;

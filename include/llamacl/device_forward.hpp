@@ -1,0 +1,80 @@
+#pragma once
+// The device executor: runs whole transformer layers on the OpenCL device. Per token it enqueues, on the
+// one in-order queue and with no host wait in between, the embedding row upload and five fused kernels
+// per layer (attn_qkv_rope, attention, matvec_residual for wo, ffn_gate_up, matvec_residual for w2),
+// then the classifier. The host waits only where it has a reason to:
+//   - before refilling pinned staging memory the device may still be copying from (streaming only:
+//     WeightStaging::upload_chunk, once per chunk), and
+//   - to read the result it needs: the logits (--finalize=device) or the final hidden state
+//     (--finalize=cpu, where the CPU reference runs the final RMSNorm and classifier).
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "llamacl/capacity_plan.hpp"
+#include "llamacl/checkpoint.hpp"
+#include "llamacl/device.hpp"
+#include "llamacl/error.hpp"
+#include "llamacl/forward.hpp"
+#include "llamacl/kernel_set.hpp"
+#include "llamacl/kv_cache.hpp"
+#include "llamacl/runtime_counters.hpp"
+#include "llamacl/weight_staging.hpp"
+#include "llamacl/working_buffers.hpp"
+
+namespace llamacl {
+
+struct DeviceOptions {
+    int layers_per_offload = 0;          // 0: the largest K that fits the capacity contract
+    Finalize finalize = Finalize::device;
+    std::optional<LaunchShape> shape;    // default: choose_launch_shape() for the device
+    std::uint64_t memory_limit = 0;      // 0: the device's own global memory
+};
+
+// A boundary whose device result is deliberately corrupted: the self-test of --compare-cpu.
+struct Fault {
+    int layer = -1;  // -1 for final_norm and logits
+    Op op = Op::logits;
+};
+
+class DeviceForward : public Forward {
+public:
+    DeviceForward(Device& device, const Checkpoint& checkpoint, const DeviceOptions& options);
+
+    std::span<float> forward(int token, int pos) override;
+    // As forward(), also reading back every boundary for `observer` after the kernel that produces it.
+    // The kernels and their order are the production schedule's; only the extra reads are added.
+    std::span<float> forward(int token, int pos, const BoundaryObserver& observer);
+
+    void inject_fault(const Fault& fault) { fault_ = fault; }
+
+    const RuntimeCounters& counters() const { return counters_; }
+    const CapacityPlan& plan() const { return plan_; }
+    const LaunchShape& shape() const { return kernels_.shape(); }
+
+private:
+    void run(int token, int pos, const BoundaryObserver& observer);
+    void launch(cl::Kernel& kernel, const cl::NDRange& global);
+    // Applies an injected fault to, and reports, `count` floats of `buffer` from `offset`.
+    void boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,
+                  const BoundaryObserver& observer);
+    void boundary_host(int layer, Op op, std::span<float> values, const BoundaryObserver& observer);
+    Error device_error(const cl::Error& e) const;
+
+    Device& device_;
+    const Checkpoint& ck_;
+    Config c_;
+    Finalize finalize_;
+    RuntimeCounters counters_;
+    CapacityPlan plan_;
+    KernelSet kernels_;
+    WorkingBuffers work_;
+    KvCache kv_;
+    WeightStaging weights_;
+    std::unique_ptr<PinnedBuffer> logits_host_;  // --finalize=device: where the logits land
+    std::vector<float> hidden_, normed_, logits_;  // --finalize=cpu: host side of the final step
+    std::vector<float> scratch_;                   // boundary read-backs
+    std::optional<Fault> fault_;
+};
+
+}  // namespace llamacl

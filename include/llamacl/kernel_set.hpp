@@ -1,0 +1,41 @@
+#pragma once
+// The compiled kernels and the work-group shape they were compiled for. Device quirks that decide the
+// shape live here and nowhere else.
+#include <string>
+
+#include "llamacl/device.hpp"
+
+namespace llamacl {
+
+// How rows of a matrix-vector product are spread over work-items (see kernels/common.cl).
+struct LaunchShape {
+    int row_threads = 1;  // work-items cooperating on one output row (power of two)
+    int local_size = 8;   // work-group size (power of two, multiple of row_threads)
+    std::string describe() const;
+};
+
+// CPUs (PoCL): one work-item per row running run.c's sequential loops, which vectorize across
+// work-items and need no local-memory reductions (slow there), and reproduce run.c's arithmetic.
+// GPUs: a work-group of 256 with 64 work-items per row, float4 loads and a tree reduction.
+LaunchShape choose_launch_shape(const DeviceInfo& device);
+// Parses "cpu" or "gpu" (the two shapes above, for any device) or "ROWxLOCAL", e.g. "32x256".
+LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device);
+
+class KernelSet {
+public:
+    KernelSet(const Device& device, const LaunchShape& shape);
+
+    const LaunchShape& shape() const { return shape_; }
+    cl::NDRange local() const { return cl::NDRange(static_cast<std::size_t>(shape_.local_size)); }
+    // Work-items for a kernel computing `rows` output rows (or row pairs).
+    cl::NDRange rows_global(int rows) const;
+    // Work-items for attention over n_heads heads.
+    cl::NDRange attention_global(int n_heads) const;
+
+    cl::Kernel attn_qkv_rope, attention, matvec_residual, ffn_gate_up, classifier;
+
+private:
+    LaunchShape shape_;
+};
+
+}  // namespace llamacl

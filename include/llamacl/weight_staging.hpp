@@ -1,0 +1,59 @@
+#pragma once
+// Weights on the device. Layers live in K staging slots (K = layers_per_offload): when K == n_layers
+// every layer is uploaded once and stays resident; otherwise the layers stream through the same slots
+// chunk after chunk, token after token. The classifier, final norm and RoPE table are uploaded once.
+//
+// Who may overwrite a slot: only upload_chunk(), and only by enqueueing the copy on the one in-order
+// queue, so the device finishes every kernel that reads the slot's previous layers before the copy
+// starts. The host's own hazard is the pinned staging memory the copy reads from: it may refill that
+// memory only once the previous copy out of it has completed. That is the one place it waits.
+#include <memory>
+#include <vector>
+
+#include "llamacl/capacity_plan.hpp"
+#include "llamacl/checkpoint.hpp"
+#include "llamacl/device.hpp"
+#include "llamacl/runtime_counters.hpp"
+
+namespace llamacl {
+
+struct LayerBuffers {
+    cl::Buffer rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3;
+};
+
+// Rows [first_row, first_row + rows) of the classifier, in one device allocation.
+struct ClassifierBlock {
+    cl::Buffer weights;
+    int first_row = 0;
+    int rows = 0;
+};
+
+class WeightStaging {
+public:
+    WeightStaging(const Device& device, const Checkpoint& checkpoint, const CapacityPlan& plan, Finalize finalize,
+                  RuntimeCounters& counters);
+
+    // The device buffers holding `layer`, staging its chunk first when streaming. Layers are acquired in
+    // order within a token; a chunk is uploaded when its first layer is asked for.
+    const LayerBuffers& acquire(int layer);
+
+    const cl::Buffer& rope_table() const { return rope_; }  // (seq_len, head_size/2) x (cos, sin)
+    const cl::Buffer& rms_final() const { return rms_final_; }
+    const std::vector<ClassifierBlock>& classifier() const { return classifier_; }  // empty with --finalize=cpu
+
+private:
+    void upload_chunk(int chunk);
+
+    const Device& device_;
+    const Checkpoint& ck_;
+    CapacityPlan plan_;
+    RuntimeCounters& counters_;
+    std::vector<LayerBuffers> slots_;
+    int staged_chunk_ = -1;
+    std::unique_ptr<PinnedBuffer> pinned_;  // host side of streaming uploads (K layers)
+    cl::Event pinned_in_use_;               // the last copy out of pinned_
+    cl::Buffer rope_, rms_final_;
+    std::vector<ClassifierBlock> classifier_;
+};
+
+}  // namespace llamacl

@@ -1,0 +1,69 @@
+// Matrix-vector products whose input is RMSNorm(x), the norm folded in (each work-group recomputes the
+// scale from x instead of a separate normalization kernel and buffer round trip).
+
+// Attention entry of a layer: q, k, v = (wq, wk, wv) @ rmsnorm(x), RoPE applied to q and k, and k, v
+// stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
+// stacked [wq; wk; wv], so the RoPE rotation happens in registers. `rope` is (seq_len, head_size/2, 2):
+// cos, sin of every position and frequency, computed once on the host with run.c's formula.
+__kernel void attn_qkv_rope(__global const float* x, __global const float* rms_weight,
+                            __global const float* wq, __global const float* wk, __global const float* wv,
+                            __global const float* rope, __global float* q, __global float* key_cache,
+                            __global float* value_cache, __global float* xn, int dim, int kv_dim, int head_size,
+                            int pos) {
+    __local float scratch[LOCAL];
+    const int pairs = (dim + 2 * kv_dim) / 2;
+    ROW_SETUP(pairs);
+    const float ss = rms_scale(x, dim, scratch);
+    if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
+
+    int r = 2 * row;  // first row of the pair within its matrix
+    __global const float* w = wq;
+    int part = 0;     // 0: q, 1: k, 2: v
+    if (r >= dim + kv_dim) { w = wv; r -= dim + kv_dim; part = 2; }
+    else if (r >= dim) { w = wk; r -= dim; part = 1; }
+    const float v0 = row_sum(partial_dot_normed(w + (size_t)r * dim, x, rms_weight, ss, dim, lane), scratch);
+    const float v1 = row_sum(partial_dot_normed(w + (size_t)(r + 1) * dim, x, rms_weight, ss, dim, lane), scratch);
+    if (!row_valid || lane != 0) return;
+
+    if (part == 2) {
+        value_cache[(size_t)pos * kv_dim + r] = v0;
+        value_cache[(size_t)pos * kv_dim + r + 1] = v1;
+        return;
+    }
+    const int f = (r % head_size) / 2;
+    __global const float* cs = rope + (size_t)pos * head_size + 2 * f;
+    const float fcr = cs[0], fci = cs[1];
+    const float a = v0 * fcr - v1 * fci;
+    const float b = v0 * fci + v1 * fcr;
+    __global float* out = part == 0 ? q : key_cache + (size_t)pos * kv_dim;
+    out[r] = a;
+    out[r + 1] = b;
+}
+
+// FFN entry of a layer: hb = silu(w1 @ rmsnorm(x)) * (w3 @ rmsnorm(x)), one row of each per unit.
+__kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const float* w1,
+                          __global const float* w3, __global float* hb, __global float* xn, int dim, int hidden_dim) {
+    __local float scratch[LOCAL];
+    ROW_SETUP(hidden_dim);
+    const float ss = rms_scale(x, dim, scratch);
+    if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
+    const float gate = row_sum(partial_dot_normed(w1 + (size_t)row * dim, x, rms_weight, ss, dim, lane), scratch);
+    const float up = row_sum(partial_dot_normed(w3 + (size_t)row * dim, x, rms_weight, ss, dim, lane), scratch);
+    if (!row_valid || lane != 0) return;
+    float val = gate;
+    val *= (1.0f / (1.0f + exp(-val)));  // silu, as run.c writes it
+    val *= up;
+    hb[row] = val;
+}
+
+// Final RMSNorm and classifier: out[row_base + i] = w[i] . rmsnorm(x) for the `rows` rows of this block
+// of the classifier (a large classifier is split into blocks that each fit one device allocation).
+__kernel void classifier(__global const float* x, __global const float* rms_weight, __global const float* w,
+                         __global float* logits, __global float* xn, int dim, int rows, int row_base) {
+    __local float scratch[LOCAL];
+    ROW_SETUP(rows);
+    const float ss = rms_scale(x, dim, scratch);
+    if (get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
+    const float val = row_sum(partial_dot_normed(w + (size_t)row * dim, x, rms_weight, ss, dim, lane), scratch);
+    if (row_valid && lane == 0) logits[row_base + row] = val;
+}

@@ -1,0 +1,81 @@
+#include "llamacl/capacity_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "llamacl/device.hpp"
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+
+std::string mib(std::uint64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return buf;
+}
+
+}  // namespace
+
+std::string CapacityPlan::describe() const {
+    return "capacity: KV cache " + mib(kv_cache_bytes) + " + constants " + mib(constant_bytes) + " + working " +
+           mib(working_bytes) + " + " + std::to_string(layers_per_offload) + " x layer " + mib(layer_bytes) + " = " +
+           mib(total_bytes()) + " of " + mib(usable_bytes) + " usable; " +
+           (resident() ? "all " + std::to_string(n_layers) + " layers resident"
+                       : std::to_string(layers_per_offload) + " layers per offload, " + std::to_string(chunks()) +
+                             " chunks per token");
+}
+
+CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize finalize, int requested_k,
+                           std::uint64_t memory_limit) {
+    const ModelSize size(c);
+    const std::uint64_t f = sizeof(float);
+    CapacityPlan p;
+    p.n_layers = c.n_layers;
+    // Drivers keep some memory for themselves and fragment the rest; plan within 90 %.
+    std::uint64_t total = device.global_mem_bytes;
+    if (memory_limit != 0) total = std::min(total, memory_limit);
+    p.usable_bytes = total / 10 * 9;
+    p.kv_cache_bytes = size.kv_cache_bytes;
+    p.constant_bytes = static_cast<std::uint64_t>(c.seq_len) * c.head_size() * f;  // RoPE cos/sin table
+    if (finalize == Finalize::device) p.constant_bytes += (size.embedding_params + c.dim) * f;
+    // x, xn, q, xb (dim each), hb (hidden_dim), attention scores (n_heads x seq_len), logits (vocab)
+    p.working_bytes = (4ull * c.dim + c.hidden_dim + static_cast<std::uint64_t>(c.n_heads) * c.seq_len +
+                       static_cast<std::uint64_t>(c.vocab_size)) * f;
+    p.layer_bytes = size.layer_bytes();
+
+    const std::uint64_t largest_tensor = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.hidden_dim) * c.dim,
+                                                                 static_cast<std::uint64_t>(c.dim) * c.dim) * f;
+    if (largest_tensor > device.max_alloc_bytes)
+        throw Error(device.name + ": a single weight matrix needs " + mib(largest_tensor) +
+                    " but the device's largest allocation is " + mib(device.max_alloc_bytes) +
+                    "; this model cannot run on this device (use --backend cpu)");
+
+    const std::uint64_t fixed = p.persistent_bytes() + p.working_bytes;
+    const std::uint64_t room = p.usable_bytes > fixed ? p.usable_bytes - fixed : 0;
+    const int fits = static_cast<int>(std::min<std::uint64_t>(room / p.layer_bytes, static_cast<std::uint64_t>(c.n_layers)));
+    const auto numbers = [&] {
+        return "KV cache " + mib(p.kv_cache_bytes) + " + constants " + mib(p.constant_bytes) + " + working " +
+               mib(p.working_bytes) + " + layer " + mib(p.layer_bytes) + " x K must fit in " + mib(p.usable_bytes) +
+               " usable on " + device.name;
+    };
+    if (requested_k != 0) {
+        if (requested_k < 1 || requested_k > c.n_layers)
+            throw usage_error("--layers-per-offload: must be between 1 and n_layers (" + std::to_string(c.n_layers) +
+                              "), got " + std::to_string(requested_k));
+        if (requested_k > fits)
+            throw Error("--layers-per-offload " + std::to_string(requested_k) + " does not fit: " + numbers() +
+                        (fits >= 1 ? "; use --layers-per-offload " + std::to_string(fits) + " or less" : ""));
+        p.layers_per_offload = requested_k;
+        return p;
+    }
+    if (fits < 1)
+        throw Error("model does not fit on the device even one layer at a time: " + numbers() +
+                    (finalize == Finalize::device ? "; try --finalize=cpu to keep the classifier on the host" : "") +
+                    ", a shorter context, or --backend cpu");
+    p.layers_per_offload = fits;
+    return p;
+}
+
+}  // namespace llamacl

@@ -1,0 +1,162 @@
+#include "llamacl/device_forward.hpp"
+
+#include <cmath>
+
+#include "llamacl/error.hpp"
+#include "llamacl/reference.hpp"
+
+namespace llamacl {
+
+namespace {
+
+template <typename... Args>
+void set_args(cl::Kernel& kernel, const Args&... args) {
+    cl_uint index = 0;
+    (kernel.setArg(index++, args), ...);
+}
+
+bool out_of_memory(cl_int code) {
+    return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
+}
+
+}  // namespace
+
+DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
+    : device_(device),
+      ck_(ck),
+      c_(ck.config()),
+      finalize_(options.finalize),
+      plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
+      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info())),
+      work_(device, c_),
+      kv_(device, c_),
+      weights_(device, ck, plan_, options.finalize, counters_) {
+    if (finalize_ == Finalize::device) {
+        logits_host_ = std::make_unique<PinnedBuffer>(device, static_cast<std::size_t>(c_.vocab_size) * sizeof(float),
+                                                      "logits read-back");
+    } else {
+        hidden_.resize(c_.dim);
+        normed_.resize(c_.dim);
+        logits_.resize(c_.vocab_size);
+    }
+}
+
+Error DeviceForward::device_error(const cl::Error& e) const {
+    std::string message = device_.info().name + ": " + describe(e);
+    if (out_of_memory(e.err())) {
+        message += ": the device ran out of memory (" + plan_.describe() + ")";
+        if (plan_.layers_per_offload > 1)
+            message += "; try --layers-per-offload " + std::to_string(plan_.layers_per_offload / 2);
+        if (finalize_ == Finalize::device) message += " or --finalize=cpu";
+    }
+    return Error(message);
+}
+
+std::span<float> DeviceForward::forward(int token, int pos) { return forward(token, pos, {}); }
+
+std::span<float> DeviceForward::forward(int token, int pos, const BoundaryObserver& observer) {
+    try {
+        run(token, pos, observer);
+    } catch (const cl::Error& e) {
+        throw device_error(e);
+    }
+    if (finalize_ == Finalize::device)
+        return {static_cast<float*>(logits_host_->data()), static_cast<std::size_t>(c_.vocab_size)};
+    return logits_;
+}
+
+void DeviceForward::launch(cl::Kernel& kernel, const cl::NDRange& global) {
+    device_.queue().enqueueNDRangeKernel(kernel, cl::NullRange, global, kernels_.local());
+    counters_.enqueues++;
+}
+
+void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
+    cl::CommandQueue& queue = device_.queue();
+    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim;
+    const std::size_t kv_at_pos = static_cast<std::size_t>(pos) * kv_dim;
+
+    // The token's embedding row goes straight from the mapped file into the residual stream; the
+    // mapping outlives the copy, so it need not be waited for.
+    const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
+    queue.enqueueWriteBuffer(work_.x, CL_FALSE, 0, row_bytes,
+                             ck_.token_embedding() + static_cast<std::size_t>(token) * dim);
+    counters_.enqueues++;
+    counters_.input_bytes_uploaded += row_bytes;
+
+    for (int l = 0; l < c_.n_layers; ++l) {
+        const LayerBuffers& w = weights_.acquire(l);
+
+        set_args(kernels_.attn_qkv_rope, work_.x, w.rms_att, w.wq, w.wk, w.wv, weights_.rope_table(), work_.q,
+                 kv_.keys(l), kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos);
+        launch(kernels_.attn_qkv_rope, kernels_.rows_global((dim + 2 * kv_dim) / 2));
+        boundary(l, Op::attn_norm, work_.xn, 0, dim, observer);
+        boundary(l, Op::q, work_.q, 0, dim, observer);
+        boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
+        boundary(l, Op::v, kv_.values(l), kv_at_pos, kv_dim, observer);
+
+        set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, c_.n_heads,
+                 c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos);
+        launch(kernels_.attention, kernels_.attention_global(c_.n_heads));
+        boundary(l, Op::attention, work_.xb, 0, dim, observer);
+
+        set_args(kernels_.matvec_residual, w.wo, work_.xb, work_.x, dim, dim);
+        launch(kernels_.matvec_residual, kernels_.rows_global(dim));
+        boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
+
+        set_args(kernels_.ffn_gate_up, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden);
+        launch(kernels_.ffn_gate_up, kernels_.rows_global(hidden));
+        boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
+        boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
+
+        set_args(kernels_.matvec_residual, w.w2, work_.hb, work_.x, hidden, dim);
+        launch(kernels_.matvec_residual, kernels_.rows_global(dim));
+        boundary(l, Op::ffn_residual, work_.x, 0, dim, observer);
+    }
+
+    if (finalize_ == Finalize::device) {
+        for (const ClassifierBlock& block : weights_.classifier()) {
+            set_args(kernels_.classifier, work_.x, weights_.rms_final(), block.weights, work_.logits, work_.xn, dim,
+                     block.rows, block.first_row);
+            launch(kernels_.classifier, kernels_.rows_global(block.rows));
+        }
+        boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);
+        boundary(-1, Op::logits, work_.logits, 0, c_.vocab_size, observer);
+        const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size) * sizeof(float);
+        queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data());
+        counters_.bytes_read += bytes;
+    } else {
+        queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data());
+        counters_.bytes_read += row_bytes;
+        classify(ck_, hidden_.data(), normed_.data(), logits_.data());
+        boundary_host(-1, Op::final_norm, normed_, observer);
+        boundary_host(-1, Op::logits, logits_, observer);
+    }
+    counters_.enqueues++;
+    counters_.host_waits++;
+}
+
+void DeviceForward::boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,
+                             const BoundaryObserver& observer) {
+    const bool faulty = fault_ && fault_->layer == layer && fault_->op == op;
+    if (!observer && !faulty) return;
+    scratch_.resize(count);
+    const std::size_t at = offset * sizeof(float), bytes = count * sizeof(float);
+    device_.queue().enqueueReadBuffer(buffer, CL_TRUE, at, bytes, scratch_.data());
+    if (faulty) {
+        boundary_host(layer, op, scratch_, {});  // corrupts scratch_
+        device_.queue().enqueueWriteBuffer(buffer, CL_TRUE, at, bytes, scratch_.data());
+    }
+    if (observer) observer(layer, op, scratch_);
+}
+
+void DeviceForward::boundary_host(int layer, Op op, std::span<float> values, const BoundaryObserver& observer) {
+    if (fault_ && fault_->layer == layer && fault_->op == op && !values.empty()) {
+        // Far outside any rounding: the element grows by the tensor's largest magnitude plus one.
+        float largest = 0.0f;
+        for (float v : values) largest = std::max(largest, std::fabs(v));
+        values[values.size() / 2] += largest + 1.0f;
+    }
+    if (observer) observer(layer, op, values);
+}
+
+}  // namespace llamacl

@@ -1,0 +1,79 @@
+#include "llamacl/kernel_set.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+
+bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+int largest_power_of_two_at_most(std::size_t v) {
+    int p = 1;
+    while (static_cast<std::size_t>(p) * 2 <= v) p *= 2;
+    return p;
+}
+
+std::size_t round_up(std::size_t v, std::size_t multiple) { return (v + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+std::string LaunchShape::describe() const {
+    return std::to_string(row_threads) + " work-item" + (row_threads == 1 ? "" : "s") + " per row, work-groups of " +
+           std::to_string(local_size);
+}
+
+LaunchShape choose_launch_shape(const DeviceInfo& device) {
+    return parse_launch_shape(device.is_cpu ? "cpu" : "gpu", device);
+}
+
+LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device) {
+    LaunchShape shape;
+    if (text == "cpu") {
+        shape = {1, 8};
+    } else if (text == "gpu") {
+        shape = {64, 256};
+    } else {
+        int rows = 0, local = 0;
+        char tail = 0;
+        if (std::sscanf(text.c_str(), "%dx%d%c", &rows, &local, &tail) != 2 || !is_power_of_two(rows) ||
+            !is_power_of_two(local) || local % rows != 0)
+            throw usage_error("--work-shape: expected cpu, gpu or ROWxLOCAL with powers of two, ROW dividing LOCAL "
+                              "(e.g. 32x256), got '" + text + "'");
+        shape = {rows, local};
+    }
+    // Respect the device's limit; a row never has more work-items than its group.
+    shape.local_size = std::min(shape.local_size, largest_power_of_two_at_most(device.max_work_group_size));
+    shape.row_threads = std::min(shape.row_threads, shape.local_size);
+    return shape;
+}
+
+KernelSet::KernelSet(const Device& device, const LaunchShape& shape) : shape_(shape) {
+    std::string options = "-DROW_THREADS=" + std::to_string(shape.row_threads) + " -DLOCAL=" + std::to_string(shape.local_size);
+    // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
+    const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
+    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) options += " -cl-fp32-correctly-rounded-divide-sqrt";
+    const cl::Program program = device.build_program(options);
+    attn_qkv_rope = cl::Kernel(program, "attn_qkv_rope");
+    attention = cl::Kernel(program, "attention");
+    matvec_residual = cl::Kernel(program, "matvec_residual");
+    ffn_gate_up = cl::Kernel(program, "ffn_gate_up");
+    classifier = cl::Kernel(program, "classifier");
+}
+
+cl::NDRange KernelSet::rows_global(int rows) const {
+    const std::size_t rows_per_group = static_cast<std::size_t>(shape_.local_size / shape_.row_threads);
+    const std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
+    return cl::NDRange(groups * static_cast<std::size_t>(shape_.local_size));
+}
+
+cl::NDRange KernelSet::attention_global(int n_heads) const {
+    // CPU shape: a work-item per head; GPU shape: a work-group per head.
+    if (shape_.row_threads == 1) return cl::NDRange(round_up(static_cast<std::size_t>(n_heads), shape_.local_size));
+    return cl::NDRange(static_cast<std::size_t>(n_heads) * shape_.local_size);
+}
+
+}  // namespace llamacl

@@ -1,0 +1,139 @@
+#include "llamacl/weight_staging.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace llamacl {
+
+namespace {
+
+std::size_t norm_floats(const Config& c) { return static_cast<std::size_t>(c.dim); }
+std::size_t attn_floats(const Config& c) { return static_cast<std::size_t>(c.dim) * c.dim; }
+std::size_t kv_floats(const Config& c) { return static_cast<std::size_t>(c.kv_dim()) * c.dim; }
+std::size_t ffn_floats(const Config& c) { return static_cast<std::size_t>(c.hidden_dim) * c.dim; }
+
+struct TensorView {
+    cl::Buffer LayerBuffers::*buffer;
+    const float* LayerWeights::*host;
+    std::size_t (*floats)(const Config&);
+    const char* name;
+};
+
+// The tensors of a layer, in the order they are staged.
+constexpr TensorView kLayerTensors[] = {
+    {&LayerBuffers::rms_att, &LayerWeights::rms_att, norm_floats, "rms_att"},
+    {&LayerBuffers::wq, &LayerWeights::wq, attn_floats, "wq"},
+    {&LayerBuffers::wk, &LayerWeights::wk, kv_floats, "wk"},
+    {&LayerBuffers::wv, &LayerWeights::wv, kv_floats, "wv"},
+    {&LayerBuffers::wo, &LayerWeights::wo, attn_floats, "wo"},
+    {&LayerBuffers::rms_ffn, &LayerWeights::rms_ffn, norm_floats, "rms_ffn"},
+    {&LayerBuffers::w1, &LayerWeights::w1, ffn_floats, "w1"},
+    {&LayerBuffers::w2, &LayerWeights::w2, ffn_floats, "w2"},
+    {&LayerBuffers::w3, &LayerWeights::w3, ffn_floats, "w3"},
+};
+
+// cos and sin of pos * 10000^(-2i/head_size) for every position and frequency, computed as run.c does
+// (float powf, cosf, sinf), so the device rotates by exactly the reference's angles.
+std::vector<float> rope_angles(const Config& c) {
+    const int head_size = c.head_size();
+    std::vector<float> table(static_cast<std::size_t>(c.seq_len) * head_size);
+    for (int pos = 0; pos < c.seq_len; ++pos) {
+        for (int i = 0; i < head_size; i += 2) {
+            const float freq = 1.0f / powf(10000.0f, static_cast<float>(i) / static_cast<float>(head_size));
+            const float val = static_cast<float>(pos) * freq;
+            table[static_cast<std::size_t>(pos) * head_size + i] = cosf(val);
+            table[static_cast<std::size_t>(pos) * head_size + i + 1] = sinf(val);
+        }
+    }
+    return table;
+}
+
+cl::Buffer upload_once(const Device& device, const float* data, std::size_t floats, const std::string& what) {
+    cl::Buffer buffer = device.allocate(floats * sizeof(float), what, CL_MEM_READ_ONLY);
+    device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, floats * sizeof(float), data);
+    return buffer;
+}
+
+}  // namespace
+
+WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const CapacityPlan& plan, Finalize finalize,
+                             RuntimeCounters& counters)
+    : device_(device), ck_(ck), plan_(plan), counters_(counters) {
+    const Config& c = ck.config();
+    for (int s = 0; s < plan.layers_per_offload; ++s) {
+        LayerBuffers slot;
+        for (const TensorView& t : kLayerTensors)
+            slot.*t.buffer = device.allocate(t.floats(c) * sizeof(float),
+                                             std::string(t.name) + " of weight slot " + std::to_string(s),
+                                             CL_MEM_READ_ONLY);
+        slots_.push_back(std::move(slot));
+    }
+    if (plan.resident()) {
+        // Every layer has its own slot: upload straight from the mapped file, once, before any token.
+        for (int l = 0; l < c.n_layers; ++l) {
+            const LayerWeights w = ck.layer(l);
+            for (const TensorView& t : kLayerTensors)
+                device.queue().enqueueWriteBuffer(slots_[l].*t.buffer, CL_FALSE, 0,
+                                                  t.floats(c) * sizeof(float), w.*t.host);
+        }
+        device.queue().finish();
+    } else {
+        pinned_ = std::make_unique<PinnedBuffer>(device, plan.layer_bytes * plan.layers_per_offload,
+                                                 "pinned staging for " + std::to_string(plan.layers_per_offload) + " layers");
+    }
+
+    const std::vector<float> rope = rope_angles(c);
+    rope_ = upload_once(device, rope.data(), rope.size(), "RoPE table");
+    if (finalize == Finalize::device) {
+        rms_final_ = upload_once(device, ck.rms_final(), c.dim, "final RMSNorm weights");
+        // The classifier can be the largest matrix (vocab x dim); split it into blocks of rows that each
+        // fit one allocation.
+        const std::size_t row_bytes = static_cast<std::size_t>(c.dim) * sizeof(float);
+        const int rows_per_block = static_cast<int>(std::min<std::uint64_t>(
+            static_cast<std::uint64_t>(c.vocab_size), device.info().max_alloc_bytes / row_bytes));
+        for (int first = 0; first < c.vocab_size; first += rows_per_block) {
+            const int rows = std::min(rows_per_block, c.vocab_size - first);
+            classifier_.push_back({upload_once(device, ck.classifier() + static_cast<std::size_t>(first) * c.dim,
+                                               static_cast<std::size_t>(rows) * c.dim, "classifier"),
+                                   first, rows});
+        }
+    }
+}
+
+const LayerBuffers& WeightStaging::acquire(int layer) {
+    if (plan_.resident()) return slots_[layer];
+    const int chunk = layer / plan_.layers_per_offload;
+    if (chunk != staged_chunk_) upload_chunk(chunk);
+    return slots_[layer % plan_.layers_per_offload];
+}
+
+void WeightStaging::upload_chunk(int chunk) {
+    const Config& c = ck_.config();
+    // The host is about to refill the pinned memory: wait until the device has copied the last chunk
+    // out of it. (The device-side slots need no wait: the in-order queue runs this chunk's copies only
+    // after every kernel that read the previous chunk.)
+    if (pinned_in_use_() != nullptr) {
+        pinned_in_use_.wait();
+        counters_.host_waits++;
+    }
+    const int first = chunk * plan_.layers_per_offload;
+    const int last = std::min(first + plan_.layers_per_offload, c.n_layers);
+    auto* host = static_cast<std::byte*>(pinned_->data());
+    for (int l = first; l < last; ++l) {
+        const LayerWeights w = ck_.layer(l);
+        for (const TensorView& t : kLayerTensors) {
+            const std::size_t bytes = t.floats(c) * sizeof(float);
+            std::memcpy(host, w.*t.host, bytes);
+            cl::Event done;
+            device_.queue().enqueueWriteBuffer(slots_[l - first].*t.buffer, CL_FALSE, 0, bytes, host, nullptr, &done);
+            counters_.enqueues++;
+            counters_.weight_bytes_uploaded += bytes;
+            host += bytes;
+            pinned_in_use_ = done;
+        }
+    }
+    staged_chunk_ = chunk;
+}
+
+}  // namespace llamacl

@@ -1,0 +1,18 @@
+#include "llamacl/working_buffers.hpp"
+
+namespace llamacl {
+
+namespace {
+std::size_t floats(std::size_t n) { return n * sizeof(float); }
+}  // namespace
+
+WorkingBuffers::WorkingBuffers(const Device& d, const Config& c)
+    : x(d.allocate(floats(c.dim), "residual stream")),
+      xn(d.allocate(floats(c.dim), "normalized activations")),
+      q(d.allocate(floats(c.dim), "query")),
+      xb(d.allocate(floats(c.dim), "attention output")),
+      hb(d.allocate(floats(c.hidden_dim), "FFN activations")),
+      att(d.allocate(floats(static_cast<std::size_t>(c.n_heads) * c.seq_len), "attention scores")),
+      logits(d.allocate(floats(c.vocab_size), "logits")) {}
+
+}  // namespace llamacl

@@ -1,0 +1,182 @@
+// The OpenCL runtime end to end: run.c's reference outputs for every layers-per-offload and both
+// finalize modes, every boundary against the CPU reference on awkward shapes, and the runtime's own
+// counters (host waits, bytes moved) per token.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "llamacl/device_forward.hpp"
+#include "llamacl/reference.hpp"
+#include "models.hpp"
+#include "reference_cases.hpp"
+
+using namespace llamacl;
+using namespace llamacl::test;
+
+namespace {
+
+int layers_of(const std::filesystem::path& model) { return Checkpoint::open(model.string()).config().n_layers; }
+
+Device open_test_device() { return Device::open("", ""); }  // PoCL in CI
+
+// Max |device - reference| over a tensor, relative to the reference's largest magnitude (at least 1).
+double relative_error(std::span<const float> device, std::span<const float> reference) {
+    double err = 0, scale = 1;
+    for (std::size_t i = 0; i < reference.size(); ++i) {
+        err = std::max(err, static_cast<double>(std::fabs(device[i] - reference[i])));
+        scale = std::max(scale, static_cast<double>(std::fabs(reference[i])));
+    }
+    return err / scale;
+}
+
+}  // namespace
+
+TEST(DeviceForwardCases, EveryReferenceCaseForEveryLayersPerOffloadAndFinalize) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    for (const ReferenceCase& c : load_cases(shared)) {
+        const int layers = layers_of(shared / "models" / c.model);
+        const std::string expected = read_file(shared / "reference" / c.expected);
+        for (int k = 1; k <= layers; ++k) {
+            for (const char* finalize : {"device", "cpu"}) {
+                const std::string flags = "--backend opencl --layers-per-offload " + std::to_string(k) +
+                                          " --finalize=" + finalize;
+                const CommandResult r = run_llama_cl(generate_args(shared, c, flags));
+                EXPECT_EQ(r.exit_code, 0) << c.id << " " << flags << ": " << r.err;
+                EXPECT_EQ(r.out, expected) << "case " << c.id << " with " << flags;
+            }
+        }
+    }
+}
+
+TEST(DeviceForwardCases, GpuWorkShapeReproducesTheReferenceCases) {
+    // The GPU kernels (cooperative rows, tree reductions, parallel attention) run on PoCL too, so CI
+    // checks the code the GPU runs.
+    LLAMACL_REQUIRE_SHARED(shared);
+    for (const ReferenceCase& c : load_cases(shared)) {
+        for (const char* shape : {"gpu", "4x16"}) {
+            const std::string flags = std::string("--backend opencl --layers-per-offload 1 --work-shape ") + shape;
+            const CommandResult r = run_llama_cl(generate_args(shared, c, flags));
+            EXPECT_EQ(r.exit_code, 0) << c.id << ": " << r.err;
+            EXPECT_EQ(r.out, read_file(shared / "reference" / c.expected)) << "case " << c.id << " with " << flags;
+        }
+    }
+}
+
+// Every boundary of the device forward pass against the CPU reference's, over several tokens, for
+// awkward shapes (dim 36 and hidden 100: not multiples of the work-group; MHA, GQA and MQA).
+struct BoundaryCase {
+    const char* name;
+    int kv_heads;
+    const char* shape;
+    int layers_per_offload;
+    Finalize finalize;
+};
+
+class DeviceBoundaries : public ::testing::TestWithParam<BoundaryCase> {};
+
+TEST_P(DeviceBoundaries, MatchTheReferenceWithinTolerance) {
+    const BoundaryCase& p = GetParam();
+    TempDir dir;
+    const Config c{36, 100, 3, 6, p.kv_heads, 300, 24, p.kv_heads != 2};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 11).string());
+    Device device = open_test_device();
+    DeviceOptions options;
+    options.layers_per_offload = p.layers_per_offload;
+    options.finalize = p.finalize;
+    options.shape = parse_launch_shape(p.shape, device.info());
+    DeviceForward dev(device, ck, options);
+    ReferenceForward ref(ck);
+
+    // CPU shape: run.c's loops in run.c's order; only exp() may differ (OpenCL allows 3 ulp).
+    // GPU shapes: reductions reassociate the sums.
+    const double tolerance = std::string(p.shape) == "cpu" ? 1e-5 : 1e-4;
+    const int tokens[] = {1, 17, 250, 3, 3, 99, 42, 7, 120, 5};
+    for (int pos = 0; pos < 10; ++pos) {
+        std::vector<std::vector<float>> expected;
+        ref.forward(tokens[pos], pos, [&](int, Op, std::span<const float> v) { expected.emplace_back(v.begin(), v.end()); });
+        std::size_t i = 0;
+        dev.forward(tokens[pos], pos, [&](int layer, Op op, std::span<const float> v) {
+            ASSERT_LT(i, expected.size());
+            ASSERT_EQ(v.size(), expected[i].size()) << op_name(op);
+            EXPECT_LT(relative_error(v, expected[i]), tolerance)
+                << "pos " << pos << " layer " << layer << " " << op_name(op);
+            ++i;
+        });
+        EXPECT_EQ(i, expected.size()) << "the device reported a different number of boundaries";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DeviceBoundaries,
+    ::testing::Values(BoundaryCase{"MHA_cpu", 6, "cpu", 3, Finalize::device}, BoundaryCase{"GQA_cpu", 2, "cpu", 1, Finalize::cpu},
+                      BoundaryCase{"MQA_cpu", 1, "cpu", 2, Finalize::device}, BoundaryCase{"MHA_gpu", 6, "gpu", 3, Finalize::device},
+                      BoundaryCase{"GQA_gpu", 2, "gpu", 2, Finalize::cpu}, BoundaryCase{"MQA_gpu", 1, "gpu", 1, Finalize::device},
+                      BoundaryCase{"GQA_4x16", 2, "4x16", 3, Finalize::device}, BoundaryCase{"GQA_2x2", 2, "2x2", 1, Finalize::device}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+class DeviceCounters : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceCounters, WaitsAndBytesPerTokenFollowThePlan) {
+    const int k = GetParam();
+    TempDir dir;
+    const Config c = small_config();  // 3 layers
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c).string());
+    Device device = open_test_device();
+    DeviceOptions options;
+    options.layers_per_offload = k;
+    DeviceForward dev(device, ck, options);
+    const int chunks = (c.n_layers + k - 1) / k;
+    ASSERT_EQ(dev.plan().chunks(), chunks);
+    dev.forward(1, 0);  // the first token fills the pipeline; measure steady-state tokens after it
+    for (int pos = 1; pos < 4; ++pos) {
+        const RuntimeCounters before = dev.counters();
+        dev.forward(5 + pos, pos);
+        const RuntimeCounters d = dev.counters() - before;
+        if (k == c.n_layers) {
+            EXPECT_EQ(d.host_waits, 1u) << "resident weights: only the logits read may wait";
+            EXPECT_EQ(d.weight_bytes_uploaded, 0u) << "resident weights are never uploaded again";
+        } else {
+            EXPECT_LE(d.host_waits, static_cast<std::uint64_t>(chunks + 1));
+            EXPECT_EQ(d.weight_bytes_uploaded, ModelSize(c).layer_bytes() * c.n_layers)
+                << "streaming uploads every layer once per token";
+        }
+        EXPECT_EQ(d.input_bytes_uploaded, static_cast<std::uint64_t>(c.dim) * sizeof(float));
+        EXPECT_EQ(d.bytes_read, static_cast<std::uint64_t>(c.vocab_size) * sizeof(float));
+        // 1 embedding write + 5 kernels per layer + 1 classifier + 1 read, + 9 tensor copies per streamed layer
+        const std::uint64_t streamed = k == c.n_layers ? 0 : 9ull * c.n_layers;
+        EXPECT_EQ(d.enqueues, 1 + 5ull * c.n_layers + 1 + 1 + streamed);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(LayersPerOffload, DeviceCounters, ::testing::Values(1, 2, 3));
+
+TEST(DeviceCapacity, AutomaticKFollowsTheMemoryContract) {
+    TempDir dir;
+    const Config c = small_config();
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c).string());
+    Device device = open_test_device();
+    const CapacityPlan full = plan_capacity(c, device.info(), Finalize::device, 0);
+    EXPECT_TRUE(full.resident());
+    // Leave room for exactly two layers: usable is 90 % of the limit.
+    const std::uint64_t need = full.persistent_bytes() + full.working_bytes + 2 * full.layer_bytes;
+    const CapacityPlan two = plan_capacity(c, device.info(), Finalize::device, 0, need * 10 / 9 + 10);
+    EXPECT_EQ(two.layers_per_offload, 2);
+    EXPECT_LE(two.total_bytes(), two.usable_bytes);
+    try {
+        plan_capacity(c, device.info(), Finalize::device, 0, full.persistent_bytes());
+        FAIL() << "a device too small for one layer must be refused";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("even one layer"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(plan_capacity(c, device.info(), Finalize::device, 4), Error);  // K > n_layers
+}
+
+TEST(DeviceCapacity, VerboseReportsThePlanAndCountersThroughTheCli) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config());
+    const CommandResult r = run_llama_cl("generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                                         " -n 8 -s 1 --backend opencl --layers-per-offload 2 -v");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("2 layers per offload, 2 chunks per token"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("per token:"), std::string::npos) << r.err;
+}
