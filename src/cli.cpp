@@ -3,11 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <optional>
 
 #include "llamacl/checkpoint.hpp"
+#include "llamacl/compare.hpp"
 #include "llamacl/device.hpp"
 #include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
@@ -35,6 +37,8 @@ struct GenerateArgs {
     std::string work_shape;
     double max_device_memory_mib = 0;
     bool verbose = false;
+    bool compare_cpu = false;
+    double tolerance = kDefaultTolerance;
 };
 
 void add_device_options(CLI::App& cmd, std::string& platform, std::string& device) {
@@ -73,7 +77,18 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
                     "kernel work-group shape: cpu, gpu, or ROWxLOCAL work-items (default: chosen for the device)");
     cmd->add_option("--max-device-memory", a.max_device_memory_mib,
                     "plan as if the device had only this many MiB (rehearse a smaller device)");
-    cmd->add_flag("-v,--verbose", a.verbose, "print the device, capacity plan and per-token counters on stderr");
+    cmd->add_flag("--compare-cpu", a.compare_cpu,
+                  "run the CPU reference in lockstep and compare every device boundary with it; the last stderr "
+                  "line names the first divergence (token, layer, operation), exit status 3 if there is one. "
+                  "Self-test: LLAMACL_INJECT_FAULT=layer:L,op:OP (or op:final_norm / op:logits) corrupts that "
+                  "device result on purpose");
+    cmd->add_option("--tolerance", a.tolerance,
+                    "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
+                    "reference tensor's largest magnitude)")
+        ->capture_default_str();
+    cmd->add_flag("-v,--verbose", a.verbose,
+                  "print the device, capacity plan and per-token counters on stderr (with --compare-cpu: the "
+                  "boundary tables of the first token and of the first diverging token)");
 }
 
 void check_generate_args(const GenerateArgs& a) {
@@ -84,6 +99,9 @@ void check_generate_args(const GenerateArgs& a) {
         throw usage_error("--layers-per-offload: must be between 1 and n_layers (got " +
                           std::to_string(a.layers_per_offload) + ")");
     if (a.max_device_memory_mib < 0) throw usage_error("--max-device-memory: must be positive");
+    if (!(a.tolerance > 0)) throw usage_error("--tolerance: must be positive");
+    if (a.compare_cpu && a.backend == "cpu")
+        throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
 }
 
 // Opens the OpenCL device for --backend opencl/auto; nullopt when auto finds no OpenCL at all.
@@ -128,6 +146,7 @@ int run_generate(const GenerateArgs& a) {
     std::optional<Device> device = open_device(a);
     std::unique_ptr<Forward> model;
     DeviceForward* on_device = nullptr;
+    std::unique_ptr<LockstepCompare> compare;  // drives the device and the reference together
     if (device) {
         DeviceOptions options;
         options.layers_per_offload = a.layers_per_offload;
@@ -136,21 +155,36 @@ int run_generate(const GenerateArgs& a) {
         options.memory_limit = static_cast<std::uint64_t>(a.max_device_memory_mib * 1024.0 * 1024.0);
         auto forward = std::make_unique<DeviceForward>(*device, ck, options);
         on_device = forward.get();
+        if (const char* fault = std::getenv("LLAMACL_INJECT_FAULT"); fault && *fault) {
+            on_device->inject_fault(parse_fault(fault, c));
+            std::fprintf(stderr, "llama-cl: LLAMACL_INJECT_FAULT=%s: corrupting that device result (self-test of --compare-cpu)\n", fault);
+        }
         model = std::move(forward);
+        if (a.compare_cpu) compare = std::make_unique<LockstepCompare>(*on_device, ck, a.tolerance);
         if (a.verbose) {
             std::fprintf(stderr, "device: %s (%s)\n%s\nkernels: %s\n", device->info().name.c_str(),
                          device->info().platform_name.c_str(), on_device->plan().describe().c_str(),
                          on_device->shape().describe().c_str());
         }
     } else {
+        if (a.compare_cpu) throw Error("--compare-cpu: no OpenCL device to compare with the CPU reference");
         model = std::make_unique<ReferenceForward>(ck);
         if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
     }
     const RuntimeCounters before = on_device ? on_device->counters() : RuntimeCounters{};
-    const GenerateStats stats = generate(*model, tokenizer, sampler, prompt, steps, stdout);
+    Forward& driver = compare ? static_cast<Forward&>(*compare) : *model;
+    const GenerateStats stats = generate(driver, tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
     if (on_device && a.verbose) print_per_token(on_device->counters() - before, stats.positions);
-    return 0;
+    if (!compare) return 0;
+    if (a.verbose) {
+        std::fprintf(stderr, "compare-cpu: token 0\n%s", format_boundary_table(compare->first_token_table()).c_str());
+        if (compare->first_divergence() && compare->first_divergence()->pos != 0)
+            std::fprintf(stderr, "compare-cpu: token %d\n%s", compare->first_divergence()->pos,
+                         format_boundary_table(compare->divergent_token_table()).c_str());
+    }
+    std::fprintf(stderr, "%s\n", compare->summary().c_str());
+    return compare->first_divergence() ? 3 : 0;
 }
 
 struct TokenizeArgs {

@@ -1,0 +1,73 @@
+#pragma once
+// --compare-cpu: the CPU reference runs in lockstep with the device on the same tokens, and every
+// boundary the device exposes is compared with the reference's. The device drives generation (its
+// logits are returned), so comparing changes what it costs, never what is printed.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llamacl/device_forward.hpp"
+#include "llamacl/reference.hpp"
+
+namespace llamacl {
+
+// How far one device tensor is from the reference's.
+struct BoundaryStats {
+    int layer = -1;  // -1 for final_norm and logits
+    Op op = Op::logits;
+    double max_abs = 0;      // max |device - reference|
+    double mean_abs = 0;     // mean |device - reference|
+    double max_rel = 0;      // max |device - reference| / max(|reference|, 1e-6), elementwise
+    std::size_t worst = 0;   // index of the element with the largest absolute error
+    double scale = 0;        // max |reference|: what the tolerance is relative to
+    bool diverged = false;   // max_abs > tolerance * max(scale, 1)
+};
+
+struct Divergence {
+    int pos = 0;  // the token's position in the sequence (0-based)
+    BoundaryStats stats;
+};
+
+// The default --tolerance: a thousandth of the tensor's largest magnitude. Reassociated float sums on a
+// GPU stay around 1e-6 of it even after dozens of layers; real porting bugs are far above.
+inline constexpr double kDefaultTolerance = 1e-3;
+
+class LockstepCompare : public Forward {
+public:
+    LockstepCompare(DeviceForward& device, const Checkpoint& checkpoint, double tolerance);
+
+    std::span<float> forward(int token, int pos) override;
+
+    const std::optional<Divergence>& first_divergence() const { return first_; }
+    int tokens() const { return tokens_; }
+    double max_abs_error() const { return max_abs_; }
+    double tolerance() const { return tolerance_; }
+    const std::vector<BoundaryStats>& first_token_table() const { return first_token_; }
+    const std::vector<BoundaryStats>& divergent_token_table() const { return divergent_token_; }
+
+    // The last stderr line: "compare-cpu: first divergence at token T, layer L, OP: max abs err E at
+    // index I (tolerance X)" or "compare-cpu: no divergence over N tokens (max abs err E)".
+    std::string summary() const;
+
+private:
+    DeviceForward& device_;
+    ReferenceForward reference_;
+    double tolerance_;
+    std::vector<std::vector<float>> expected_;  // this token's reference boundaries, in order
+    std::vector<BoundaryStats> current_, first_token_, divergent_token_;
+    std::optional<Divergence> first_;
+    int tokens_ = 0;
+    double max_abs_ = 0;
+};
+
+// Compares one tensor (exposed for tests).
+BoundaryStats compare_tensor(std::span<const float> device, std::span<const float> reference, double tolerance);
+
+// A table of boundary statistics for --verbose.
+std::string format_boundary_table(const std::vector<BoundaryStats>& rows);
+
+// Parses LLAMACL_INJECT_FAULT ("layer:L,op:OP"; final_norm and logits take no layer). Throws a usage
+// error naming the variable when malformed or out of range for `config`.
+Fault parse_fault(const std::string& text, const Config& config);
+
+}  // namespace llamacl
