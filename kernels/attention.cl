@@ -68,7 +68,8 @@ __kernel void attention(__global const float* q, __global const float* key_cache
         float acc = 0.0f;
         for (int t = part; t <= pos; t += parts) acc += a[t] * value_cache[(size_t)t * kv_dim + kv_off + i];
         if (parts == 1) {
-            out[h * head_size + i] = acc * inv_sum;
+            // Work-items past the first `width` (head_size < LOCAL < 2 head_size) hold no valid slice.
+            if (part == 0) out[h * head_size + i] = acc * inv_sum;
             continue;
         }
         scratch[lid] = part < parts ? acc : 0.0f;

@@ -1,0 +1,440 @@
+// Every OpenCL kernel of the forward pass, called directly on random inputs of awkward sizes and
+// compared with its CPU twin (include/llamacl/reference.hpp, softmax in sampler.hpp), for each launch
+// shape the runtime can pick: "cpu" (1 work-item per row, run.c's loops), "gpu" (64x256, float4 loads
+// and tree reductions), and "4x16", "2x2" (small groups, so row counts and head sizes straddle them).
+//
+// Tolerances, and why:
+//  * CPU shape (ROW_THREADS == 1), kernels without exp(): BIT-IDENTICAL. Each work-item runs run.c's
+//    loops in run.c's order with FP contraction off on both sides, and 1/sqrt and the divisions are
+//    correctly rounded (-cl-fp32-correctly-rounded-divide-sqrt, which KernelSet asks for when the
+//    device offers it). That covers attn_qkv_rope (q, the key and value cache rows, xn; the RoPE table
+//    uses the host's powf/cosf/sinf exactly as the reference's rope() does), matvec_residual, classifier
+//    (logits and xn) and ffn_gate_up's xn. Where the device lacks correctly rounded divide/sqrt, these
+//    fall back to the relative tolerance below (the exactness claim needs it).
+//  * CPU shape, kernels with exp() (attention's softmax, ffn_gate_up's silu): OpenCL's exp() may be up
+//    to 3 ulp from glibc's expf, so max |device - reference| <= 1e-5 x max |reference| of the tensor.
+//  * GPU shapes ("gpu", "4x16", "2x2"): sums are reassociated (lanes, float4, tree reductions, a
+//    group-wide sum of squares for RMSNorm, 1/sum multiplied in attention), so max |device - reference|
+//    <= 1e-4 x max |reference| of the tensor. Inputs are O(1) and dot products short (<= 260 terms), so
+//    reassociation error stays ~1e-6 relative; 1e-4 still catches any wrong index or missing term.
+//  * Everything the kernel must not touch (other KV-cache rows, elements past `rows`, logits outside the
+//    classifier block, xn when row_base > 0) is checked bit for bit against a sentinel.
+// Reads past the valid range are detected by filling the cache rows after `pos` with NaN.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "llamacl/device.hpp"
+#include "llamacl/kernel_set.hpp"
+#include "llamacl/reference.hpp"
+#include "llamacl/sampler.hpp"
+
+using namespace llamacl;
+
+namespace {
+
+constexpr float kSentinel = -1234.5f;  // "never written"
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---------------------------------------------------------------------------------------------------
+// Harness: one device, one KernelSet per launch shape (built once per process), buffers, launches.
+
+Device& test_device() {
+    static Device device = Device::open("", "");  // PoCL in CI
+    return device;
+}
+
+struct Harness {
+    Device& device;
+    KernelSet kernels;
+    bool exact;      // the CPU shape on a device with correctly rounded divide and sqrt
+    double tolerance;  // relative to the tensor's largest magnitude, where not exact
+
+    Harness(Device& d, const LaunchShape& shape)
+        : device(d),
+          kernels(d, shape),
+          exact(shape.row_threads == 1 &&
+                (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
+          tolerance(shape.row_threads == 1 ? 1e-5 : 1e-4) {}
+
+    cl::Buffer upload(const std::vector<float>& data) {
+        cl::Buffer buffer = device.allocate(data.size() * sizeof(float), "kernel test buffer");
+        device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, data.size() * sizeof(float), data.data());
+        return buffer;
+    }
+    std::vector<float> download(const cl::Buffer& buffer, std::size_t n) {
+        std::vector<float> out(n);
+        device.queue().enqueueReadBuffer(buffer, CL_TRUE, 0, n * sizeof(float), out.data());
+        return out;
+    }
+    template <typename... Args>
+    void run(cl::Kernel& kernel, const cl::NDRange& global, const Args&... args) {
+        cl_uint index = 0;
+        (kernel.setArg(index++, args), ...);  // the argument order of src/device_forward.cpp
+        device.queue().enqueueNDRangeKernel(kernel, cl::NullRange, global, kernels.local());
+        device.queue().finish();
+    }
+};
+
+Harness& harness(const std::string& shape_name) {
+    static std::map<std::string, std::unique_ptr<Harness>> cache;
+    auto& h = cache[shape_name];
+    if (!h) {
+        Device& device = test_device();
+        h = std::make_unique<Harness>(device, parse_launch_shape(shape_name, device.info()));
+    }
+    return *h;
+}
+
+std::vector<float> random_vector(std::size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Comparisons.
+
+std::span<const float> slice(const std::vector<float>& v, std::size_t offset, std::size_t count) {
+    return std::span<const float>(v).subspan(offset, count);
+}
+
+void expect_bit_identical(std::span<const float> got, std::span<const float> want, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    std::size_t mismatches = 0, first = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) {
+            if (mismatches++ == 0) first = i;
+        }
+    }
+    if (mismatches == 0) return;
+    const auto ulps = static_cast<long long>(std::bit_cast<std::int32_t>(got[first])) -
+                      static_cast<long long>(std::bit_cast<std::int32_t>(want[first]));
+    ADD_FAILURE() << what << ": " << mismatches << " of " << want.size() << " elements differ from the reference; first at ["
+                  << first << "]: device " << std::hexfloat << got[first] << " reference " << want[first]
+                  << std::defaultfloat << " (" << ulps << " ulp)";
+}
+
+void expect_close(std::span<const float> got, std::span<const float> want, double rel, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double scale = 0, err = 0;
+    std::size_t worst = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        const double e = std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
+        if (!(e <= err)) {  // NaN counts as the worst
+            err = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+            worst = i;
+        }
+    }
+    const double bound = rel * (scale > 0 ? scale : 1.0);
+    EXPECT_LE(err, bound) << what << ": max |device - reference| " << err << " at [" << worst << "] (device "
+                          << got[worst] << ", reference " << want[worst] << "), bound " << rel
+                          << " x max |reference| " << scale;
+}
+
+// Bit-identical where the arithmetic is identical (exact_here and the harness allows it), else within
+// the shape's tolerance.
+void expect_match(const Harness& h, bool exact_here, std::span<const float> got, std::span<const float> want,
+                  const std::string& what) {
+    if (exact_here && h.exact)
+        expect_bit_identical(got, want, what);
+    else
+        expect_close(got, want, h.tolerance, what);
+}
+
+void expect_untouched(std::span<const float> got, const std::string& what) {
+    std::size_t changed = 0, first = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(kSentinel)) {
+            if (changed++ == 0) first = i;
+        }
+    }
+    EXPECT_EQ(changed, 0u) << what << " must not be written; first written at [" << first << "] = "
+                           << (got.empty() ? 0.0f : got[first]);
+}
+
+// RoPE's (cos, sin) table, (seq_len, head_size / 2, 2), with the formula of WeightStaging's rope_angles.
+std::vector<float> rope_table(int seq_len, int head_size) {
+    std::vector<float> table(static_cast<std::size_t>(seq_len) * head_size);
+    for (int pos = 0; pos < seq_len; ++pos) {
+        for (int i = 0; i < head_size; i += 2) {
+            const float freq = 1.0f / powf(10000.0f, static_cast<float>(i) / static_cast<float>(head_size));
+            const float val = static_cast<float>(pos) * freq;
+            table[static_cast<std::size_t>(pos) * head_size + i] = cosf(val);
+            table[static_cast<std::size_t>(pos) * head_size + i + 1] = sinf(val);
+        }
+    }
+    return table;
+}
+
+class KernelVsReference : public ::testing::TestWithParam<std::string> {
+protected:
+    Harness& h() { return harness(GetParam()); }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// attn_qkv_rope: rmsnorm + matmul with wq, wk, wv + rope, k and v into the cache row at pos.
+
+TEST_P(KernelVsReference, AttnQkvRope) {
+    Harness& h = this->h();
+    struct Case {
+        int dim, n_heads, n_kv_heads;
+    };
+    // head sizes 6 (MHA and GQA kv_mul 3), 10 (GQA kv_mul 2), 48 (MQA), 130 (more than some LOCALs)
+    const Case cases[] = {{36, 6, 6}, {36, 6, 2}, {40, 4, 2}, {96, 2, 1}, {260, 2, 1}};
+    const int seq_len = 9;
+    std::mt19937 rng(1234);
+    for (const Case& c : cases) {
+        const int head_size = c.dim / c.n_heads, kv_dim = head_size * c.n_kv_heads, dim = c.dim;
+        const cl::Buffer rope_buf = h.upload(rope_table(seq_len, head_size));
+        for (int pos : {0, 1, 5, seq_len - 1}) {
+            std::ostringstream trace;
+            trace << "dim " << dim << " heads " << c.n_heads << " kv_heads " << c.n_kv_heads << " head_size " << head_size
+                  << " pos " << pos;
+            SCOPED_TRACE(trace.str());
+            const auto x = random_vector(dim, rng, -2.0f, 2.0f);
+            const auto rms_w = random_vector(dim, rng, 0.5f, 1.5f);
+            const auto wq = random_vector(static_cast<std::size_t>(dim) * dim, rng);
+            const auto wk = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
+            const auto wv = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
+
+            // reference
+            std::vector<float> xn(dim), q(dim), k(kv_dim), v(kv_dim);
+            rmsnorm(xn.data(), x.data(), rms_w.data(), dim);
+            matmul(q.data(), xn.data(), wq.data(), dim, dim);
+            matmul(k.data(), xn.data(), wk.data(), dim, kv_dim);
+            matmul(v.data(), xn.data(), wv.data(), dim, kv_dim);
+            rope(q.data(), k.data(), pos, dim, kv_dim, head_size);
+
+            // device
+            const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
+            cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), wq_b = h.upload(wq), wk_b = h.upload(wk),
+                       wv_b = h.upload(wv);
+            cl::Buffer q_b = h.upload(std::vector<float>(dim, kSentinel));
+            cl::Buffer kc_b = h.upload(std::vector<float>(cache_size, kSentinel));
+            cl::Buffer vc_b = h.upload(std::vector<float>(cache_size, kSentinel));
+            cl::Buffer xn_b = h.upload(std::vector<float>(dim, kSentinel));
+            h.run(h.kernels.attn_qkv_rope, h.kernels.rows_global((dim + 2 * kv_dim) / 2), x_b, w_b, wq_b, wk_b, wv_b,
+                  rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos);
+            const auto q_d = h.download(q_b, dim), xn_d = h.download(xn_b, dim);
+            const auto kc_d = h.download(kc_b, cache_size), vc_d = h.download(vc_b, cache_size);
+            const std::size_t at = static_cast<std::size_t>(pos) * kv_dim;
+
+            expect_match(h, true, q_d, q, "q");
+            expect_match(h, true, slice(kc_d, at, kv_dim), k, "key cache row at pos");
+            expect_match(h, true, slice(vc_d, at, kv_dim), v, "value cache row at pos");
+            expect_match(h, true, xn_d, xn, "xn");
+            expect_untouched(slice(kc_d, 0, at), "key cache rows before pos");
+            expect_untouched(slice(kc_d, at + kv_dim, cache_size - at - kv_dim), "key cache rows after pos");
+            expect_untouched(slice(vc_d, 0, at), "value cache rows before pos");
+            expect_untouched(slice(vc_d, at + kv_dim, cache_size - at - kv_dim), "value cache rows after pos");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// attention: run.c's loop over the cached positions 0..pos, softmax as run.c's.
+
+void reference_attention(const std::vector<float>& q, const std::vector<float>& key_cache,
+                         const std::vector<float>& value_cache, std::vector<float>& out, int n_heads, int head_size,
+                         int kv_dim, int kv_mul, int pos) {
+    std::vector<float> att(static_cast<std::size_t>(pos) + 1);
+    for (int h = 0; h < n_heads; h++) {
+        const float* qh = q.data() + h * head_size;
+        const std::size_t kv_off = static_cast<std::size_t>(h / kv_mul) * head_size;
+        for (int t = 0; t <= pos; t++) {
+            const float* kt = key_cache.data() + static_cast<std::size_t>(t) * kv_dim + kv_off;
+            float score = 0.0f;
+            for (int i = 0; i < head_size; i++) score += qh[i] * kt[i];
+            score /= sqrtf(static_cast<float>(head_size));
+            att[t] = score;
+        }
+        softmax(att);
+        float* xb = out.data() + h * head_size;
+        for (int i = 0; i < head_size; i++) xb[i] = 0.0f;
+        for (int t = 0; t <= pos; t++) {
+            const float* vt = value_cache.data() + static_cast<std::size_t>(t) * kv_dim + kv_off;
+            const float a = att[t];
+            for (int i = 0; i < head_size; i++) xb[i] += a * vt[i];
+        }
+    }
+}
+
+struct AttentionCase {
+    const char* kind;
+    int n_heads, n_kv_heads, head_size;
+};
+
+void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>& positions, int seq_len,
+                     unsigned seed) {
+    std::mt19937 rng(seed);
+    const int kv_dim = c.n_kv_heads * c.head_size, dim = c.n_heads * c.head_size, kv_mul = c.n_heads / c.n_kv_heads;
+    const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
+    for (int pos : positions) {
+        std::ostringstream trace;
+        trace << c.kind << ": heads " << c.n_heads << " kv_heads " << c.n_kv_heads << " head_size " << c.head_size
+              << " seq_len " << seq_len << " pos " << pos;
+        SCOPED_TRACE(trace.str());
+        // Scores of O(1) so the softmax is neither flat nor one-hot.
+        const auto q = random_vector(dim, rng, -2.0f, 2.0f);
+        auto keys = random_vector(cache_size, rng), values = random_vector(cache_size, rng);
+        // Rows after pos are not cached yet: NaN there poisons any read of them.
+        std::fill(keys.begin() + static_cast<std::ptrdiff_t>(pos + 1) * kv_dim, keys.end(), kNaN);
+        std::fill(values.begin() + static_cast<std::ptrdiff_t>(pos + 1) * kv_dim, values.end(), kNaN);
+
+        std::vector<float> out(dim);
+        reference_attention(q, keys, values, out, c.n_heads, c.head_size, kv_dim, kv_mul, pos);
+
+        cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
+        cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.n_heads) * seq_len, kNaN));
+        cl::Buffer out_b = h.upload(std::vector<float>(dim, kNaN));  // any element left unwritten fails
+        h.run(h.kernels.attention, h.kernels.attention_global(c.n_heads), q_b, k_b, v_b, att_b, out_b, c.n_heads,
+              c.head_size, kv_dim, kv_mul, seq_len, pos);
+        expect_match(h, false, h.download(out_b, dim), out, "attention output");  // exp(): never exact
+    }
+}
+
+TEST_P(KernelVsReference, Attention) {
+    Harness& h = this->h();
+    const int seq_len = 40;
+    const std::vector<int> positions = {0, 1, 37, seq_len - 1};
+    const AttentionCase cases[] = {
+        {"MHA", 4, 4, 6},    {"GQA kv_mul 2", 4, 2, 8}, {"GQA kv_mul 3", 6, 2, 48},
+        {"MQA", 3, 1, 130},  {"MHA", 2, 2, 130},        {"GQA kv_mul 3", 3, 1, 6},
+        {"GQA kv_mul 2", 4, 2, 10},  // 16 / 10: one part, as 130 with LOCAL 256
+    };
+    unsigned seed = 77;
+    for (const AttentionCase& c : cases) check_attention(h, c, positions, seq_len, seed++);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// matvec_residual: x[i] += w[i] . in; rows past `rows` stay untouched.
+
+TEST_P(KernelVsReference, MatvecResidual) {
+    Harness& h = this->h();
+    struct Case {
+        int n, rows;
+    };
+    const Case cases[] = {{37, 11}, {100, 36}, {1, 1}, {3, 5}, {260, 3}, {6, 300}, {64, 17}};
+    const int pad = 7;  // sentinels after the last row catch writes by clamped rows
+    std::mt19937 rng(99);
+    for (const Case& c : cases) {
+        SCOPED_TRACE("n " + std::to_string(c.n) + " rows " + std::to_string(c.rows));
+        const auto w = random_vector(static_cast<std::size_t>(c.rows) * c.n, rng);
+        const auto in = random_vector(c.n, rng, -2.0f, 2.0f);
+        auto x = random_vector(c.rows, rng, -3.0f, 3.0f);
+        x.insert(x.end(), pad, kSentinel);
+
+        // reference: matmul into a temporary, then the residual add, as run.c
+        std::vector<float> tmp(c.rows), expected(x.begin(), x.begin() + c.rows);
+        matmul(tmp.data(), in.data(), w.data(), c.n, c.rows);
+        for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
+
+        cl::Buffer w_b = h.upload(w), in_b = h.upload(in), x_b = h.upload(x);
+        h.run(h.kernels.matvec_residual, h.kernels.rows_global(c.rows), w_b, in_b, x_b, c.n, c.rows);
+        const auto x_d = h.download(x_b, x.size());
+        expect_match(h, true, slice(x_d, 0, c.rows), expected, "x");
+        expect_untouched(slice(x_d, c.rows, pad), "x past rows");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// ffn_gate_up: rmsnorm + matmul w1, w3 + swiglu.
+
+TEST_P(KernelVsReference, FfnGateUp) {
+    Harness& h = this->h();
+    struct Case {
+        int dim, hidden;
+    };
+    const Case cases[] = {{36, 100}, {37, 11}, {1, 1}, {100, 37}, {260, 3}, {6, 300}};
+    const int pad = 5;
+    std::mt19937 rng(4242);
+    for (const Case& c : cases) {
+        SCOPED_TRACE("dim " + std::to_string(c.dim) + " hidden " + std::to_string(c.hidden));
+        const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
+        const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
+        const auto w1 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
+        const auto w3 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
+
+        std::vector<float> xn(c.dim), hb(c.hidden), hb2(c.hidden);
+        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
+        matmul(hb.data(), xn.data(), w1.data(), c.dim, c.hidden);
+        matmul(hb2.data(), xn.data(), w3.data(), c.dim, c.hidden);
+        swiglu(hb.data(), hb2.data(), c.hidden);
+
+        cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), w1_b = h.upload(w1), w3_b = h.upload(w3);
+        cl::Buffer hb_b = h.upload(std::vector<float>(c.hidden + pad, kSentinel));
+        cl::Buffer xn_b = h.upload(std::vector<float>(c.dim, kSentinel));
+        h.run(h.kernels.ffn_gate_up, h.kernels.rows_global(c.hidden), x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden);
+        const auto hb_d = h.download(hb_b, c.hidden + pad);
+        expect_match(h, false, slice(hb_d, 0, c.hidden), hb, "hb");  // silu's exp(): never exact
+        expect_untouched(slice(hb_d, c.hidden, pad), "hb past hidden_dim");
+        expect_match(h, true, h.download(xn_b, c.dim), xn, "xn");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// classifier: a vocabulary split into blocks, the later block first; xn only from the block at row 0.
+
+TEST_P(KernelVsReference, ClassifierBlocks) {
+    Harness& h = this->h();
+    struct Case {
+        int dim, vocab, split;  // blocks [0, split) and [split, vocab)
+    };
+    const Case cases[] = {{36, 37, 11}, {37, 300, 259}, {1, 5, 1}, {260, 9, 4}, {6, 70, 1}};
+    std::mt19937 rng(555);
+    for (const Case& c : cases) {
+        SCOPED_TRACE("dim " + std::to_string(c.dim) + " vocab " + std::to_string(c.vocab) + " split at " +
+                     std::to_string(c.split));
+        const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
+        const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
+        const auto w = random_vector(static_cast<std::size_t>(c.vocab) * c.dim, rng);
+
+        std::vector<float> xn(c.dim), logits(c.vocab);
+        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
+        matmul(logits.data(), xn.data(), w.data(), c.dim, c.vocab);
+
+        const int pad = 3;
+        const std::size_t split_at = static_cast<std::size_t>(c.split) * c.dim;
+        cl::Buffer x_b = h.upload(x), rw_b = h.upload(rms_w);
+        cl::Buffer first_b = h.upload(std::vector<float>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(split_at)));
+        cl::Buffer second_b = h.upload(std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(split_at), w.end()));
+        cl::Buffer logits_b = h.upload(std::vector<float>(c.vocab + pad, kSentinel));
+        cl::Buffer xn_b = h.upload(std::vector<float>(c.dim, kSentinel));
+
+        // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
+        const int rows2 = c.vocab - c.split;
+        h.run(h.kernels.classifier, h.kernels.rows_global(rows2), x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
+              c.split);
+        auto got = h.download(logits_b, c.vocab + pad);
+        expect_untouched(slice(got, 0, c.split), "logits before row_base");
+        expect_match(h, true, slice(got, c.split, rows2), slice(logits, c.split, rows2), "logits of the block at row_base");
+        expect_untouched(slice(got, c.vocab, pad), "logits past the block");
+        expect_untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
+
+        // Then the block at row 0: the rest of the logits, and xn.
+        h.run(h.kernels.classifier, h.kernels.rows_global(c.split), x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0);
+        got = h.download(logits_b, c.vocab + pad);
+        expect_match(h, true, slice(got, 0, c.vocab), logits, "all logits");
+        expect_untouched(slice(got, c.vocab, pad), "logits past the vocabulary");
+        expect_match(h, true, h.download(xn_b, c.dim), xn, "xn with row_base == 0");
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("cpu", "gpu", "4x16", "2x2"),
+                         [](const auto& p) { return p.param; });
+
+}  // namespace
