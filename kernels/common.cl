@@ -1,8 +1,11 @@
 // Helpers shared by every kernel file (embedded first). Build-time shape, chosen per device by the host:
-//   ROW_THREADS  work-items that cooperate on one output row (a power of two). 1 on CPUs: each
-//                work-item then runs run.c's sequential loops, in run.c's order, with no local-memory
-//                reductions (slow on PoCL). GPUs use many, with float4 loads and a tree reduction.
-//   LOCAL        work-group size (a power of two, a multiple of ROW_THREADS).
+//   ROW_THREADS   work-items that cooperate on one output row (a power of two). 1 on CPUs: no
+//                 local-memory reductions (slow on PoCL). GPUs use many, with float4 loads and a tree
+//                 reduction.
+//   VECTOR_WIDTH  with ROW_THREADS == 1, elements a work-item takes per step: 1 runs run.c's sequential
+//                 loops in run.c's order (the "exact" shape, bit-identical to the reference); 16 hands
+//                 the row to the CPU's SIMD units as float16 multiply-adds (the "cpu" shape).
+//   LOCAL         work-group size (a power of two, a multiple of ROW_THREADS).
 
 // run.c is compiled without FMA contraction; so are these kernels, so that the CPU shape reproduces its
 // arithmetic exactly.
@@ -14,6 +17,34 @@
 #endif
 #ifndef LOCAL
 #define LOCAL 8
+#endif
+#ifndef VECTOR_WIDTH
+#define VECTOR_WIDTH 1
+#endif
+
+#if VECTOR_WIDTH == 16
+typedef float16 floatv;
+#define vloadv vload16
+inline float hsum(float16 v) {
+    const float8 a = v.lo + v.hi;
+    const float4 b = a.lo + a.hi;
+    const float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+#elif VECTOR_WIDTH == 8
+typedef float8 floatv;
+#define vloadv vload8
+inline float hsum(float8 v) {
+    const float4 b = v.lo + v.hi;
+    const float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+#elif VECTOR_WIDTH != 1
+#error VECTOR_WIDTH must be 1, 8 or 16
+#endif
+// The vectorized loops below assume one work-item per row.
+#if VECTOR_WIDTH > 1 && ROW_THREADS != 1
+#error VECTOR_WIDTH > 1 needs ROW_THREADS == 1
 #endif
 #define ROWS_PER_GROUP (LOCAL / ROW_THREADS)
 
@@ -52,12 +83,21 @@ inline float group_reduce(float value, int is_max, __local float* scratch) {
 }
 
 // RMSNorm's scale 1/sqrt(mean(x^2) + eps), as run.c computes it. With ROW_THREADS == 1 every
-// work-item computes it alone, sequentially (bit-identical to run.c, no barrier); otherwise the
-// work-group computes it together.
+// work-item computes it alone (no barrier; with VECTOR_WIDTH 1 bit-identical to run.c); otherwise
+// the work-group computes it together.
 inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     float ss = 0.0f;
-#if ROW_THREADS == 1
+#if ROW_THREADS == 1 && VECTOR_WIDTH == 1
     for (int j = 0; j < n; j++) ss += x[j] * x[j];
+#elif ROW_THREADS == 1
+    floatv acc = (floatv)(0.0f);
+    int j = 0;
+    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) {
+        const floatv v = vloadv(0, x + j);
+        acc = mad(v, v, acc);
+    }
+    ss = hsum(acc);
+    for (; j < n; j++) ss = mad(x[j], x[j], ss);
 #else
     for (int j = get_local_id(0); j < n; j += LOCAL) ss += x[j] * x[j];
     ss = group_reduce(ss, 0, scratch);
@@ -73,11 +113,18 @@ inline void write_norm(__global float* out, __global const float* x, __global co
     for (int j = get_local_id(0); j < n; j += LOCAL) out[j] = weight[j] * (ss * x[j]);
 }
 
-// This lane's part of dot(w, in) over n elements. With ROW_THREADS == 1 this is run.c's matmul loop.
+// This lane's part of dot(w, in) over n elements. With ROW_THREADS == 1 and VECTOR_WIDTH 1 this is
+// run.c's matmul loop.
 inline float partial_dot(__global const float* w, __global const float* in, int n, int lane) {
     float sum = 0.0f;
-#if ROW_THREADS == 1
+#if ROW_THREADS == 1 && VECTOR_WIDTH == 1
     for (int j = 0; j < n; j++) sum += w[j] * in[j];
+#elif ROW_THREADS == 1
+    floatv acc = (floatv)(0.0f);
+    int j = 0;
+    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) acc = mad(vloadv(0, w + j), vloadv(0, in + j), acc);
+    sum = hsum(acc);
+    for (; j < n; j++) sum = mad(w[j], in[j], sum);
 #else
     const int n4 = n / 4;
     for (int j = lane; j < n4; j += ROW_THREADS) {
@@ -94,8 +141,15 @@ inline float partial_dot(__global const float* w, __global const float* in, int 
 inline float partial_dot_normed(__global const float* w, __global const float* x, __global const float* weight,
                                 float ss, int n, int lane) {
     float sum = 0.0f;
-#if ROW_THREADS == 1
+#if ROW_THREADS == 1 && VECTOR_WIDTH == 1
     for (int j = 0; j < n; j++) sum += w[j] * (weight[j] * (ss * x[j]));
+#elif ROW_THREADS == 1
+    floatv acc = (floatv)(0.0f);
+    int j = 0;
+    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH)
+        acc = mad(vloadv(0, w + j), vloadv(0, weight + j) * (ss * vloadv(0, x + j)), acc);
+    sum = hsum(acc);
+    for (; j < n; j++) sum = mad(w[j], weight[j] * (ss * x[j]), sum);
 #else
     const int n4 = n / 4;
     for (int j = lane; j < n4; j += ROW_THREADS) {

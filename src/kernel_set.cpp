@@ -22,8 +22,11 @@ std::size_t round_up(std::size_t v, std::size_t multiple) { return (v + multiple
 }  // namespace
 
 std::string LaunchShape::describe() const {
-    return std::to_string(row_threads) + " work-item" + (row_threads == 1 ? "" : "s") + " per row, work-groups of " +
-           std::to_string(local_size);
+    std::string text = std::to_string(row_threads) + " work-item" + (row_threads == 1 ? "" : "s") +
+                       " per row, work-groups of " + std::to_string(local_size);
+    if (row_threads == 1)
+        text += vector_width == 1 ? ", run.c's sequential loops" : ", float" + std::to_string(vector_width) + " steps";
+    return text;
 }
 
 LaunchShape choose_launch_shape(const DeviceInfo& device) {
@@ -33,17 +36,19 @@ LaunchShape choose_launch_shape(const DeviceInfo& device) {
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device) {
     LaunchShape shape;
     if (text == "cpu") {
-        shape = {1, 8};
+        shape = {1, 8, 16};
+    } else if (text == "exact") {
+        shape = {1, 8, 1};
     } else if (text == "gpu") {
-        shape = {64, 256};
+        shape = {64, 256, 1};
     } else {
         int rows = 0, local = 0;
         char tail = 0;
         if (std::sscanf(text.c_str(), "%dx%d%c", &rows, &local, &tail) != 2 || !is_power_of_two(rows) ||
             !is_power_of_two(local) || local % rows != 0)
-            throw usage_error("--work-shape: expected cpu, gpu or ROWxLOCAL with powers of two, ROW dividing LOCAL "
-                              "(e.g. 32x256), got '" + text + "'");
-        shape = {rows, local};
+            throw usage_error("--work-shape: expected cpu, gpu, exact or ROWxLOCAL with powers of two, ROW dividing "
+                              "LOCAL (e.g. 32x256), got '" + text + "'");
+        shape = {rows, local, 1};
     }
     // Respect the device's limit; a row never has more work-items than its group.
     shape.local_size = std::min(shape.local_size, largest_power_of_two_at_most(device.max_work_group_size));
@@ -52,7 +57,8 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 }
 
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape) : shape_(shape) {
-    std::string options = "-DROW_THREADS=" + std::to_string(shape.row_threads) + " -DLOCAL=" + std::to_string(shape.local_size);
+    std::string options = "-DROW_THREADS=" + std::to_string(shape.row_threads) + " -DLOCAL=" +
+                          std::to_string(shape.local_size) + " -DVECTOR_WIDTH=" + std::to_string(shape.vector_width);
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) options += " -cl-fp32-correctly-rounded-divide-sqrt";

@@ -48,12 +48,12 @@ TEST(DeviceForwardCases, EveryReferenceCaseForEveryLayersPerOffloadAndFinalize) 
     }
 }
 
-TEST(DeviceForwardCases, GpuWorkShapeReproducesTheReferenceCases) {
+TEST(DeviceForwardCases, EveryWorkShapeReproducesTheReferenceCases) {
     // The GPU kernels (cooperative rows, tree reductions, parallel attention) run on PoCL too, so CI
-    // checks the code the GPU runs.
+    // checks the code the GPU runs; "exact" is run.c's own loop order.
     LLAMACL_REQUIRE_SHARED(shared);
     for (const ReferenceCase& c : load_cases(shared)) {
-        for (const char* shape : {"gpu", "4x16"}) {
+        for (const char* shape : {"gpu", "4x16", "exact"}) {
             const std::string flags = std::string("--backend opencl --layers-per-offload 1 --work-shape ") + shape;
             const CommandResult r = run_llama_cl(generate_args(shared, c, flags));
             EXPECT_EQ(r.exit_code, 0) << c.id << ": " << r.err;
@@ -87,9 +87,9 @@ TEST_P(DeviceBoundaries, MatchTheReferenceWithinTolerance) {
     DeviceForward dev(device, ck, options);
     ReferenceForward ref(ck);
 
-    // CPU shape: run.c's loops in run.c's order; only exp() may differ (OpenCL allows 3 ulp).
-    // GPU shapes: reductions reassociate the sums.
-    const double tolerance = std::string(p.shape) == "cpu" ? 1e-5 : 1e-4;
+    // Exact shape: run.c's loops in run.c's order; only exp() may differ (OpenCL allows 3 ulp).
+    // Vectorized and GPU shapes: reassociated sums.
+    const double tolerance = std::string(p.shape) == "exact" ? 1e-5 : 1e-4;
     const int tokens[] = {1, 17, 250, 3, 3, 99, 42, 7, 120, 5};
     for (int pos = 0; pos < 10; ++pos) {
         std::vector<std::vector<float>> expected;
@@ -108,7 +108,8 @@ TEST_P(DeviceBoundaries, MatchTheReferenceWithinTolerance) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DeviceBoundaries,
-    ::testing::Values(BoundaryCase{"MHA_cpu", 6, "cpu", 3, Finalize::device}, BoundaryCase{"GQA_cpu", 2, "cpu", 1, Finalize::cpu},
+    ::testing::Values(BoundaryCase{"MHA_exact", 6, "exact", 3, Finalize::device},
+                      BoundaryCase{"MHA_cpu", 6, "cpu", 3, Finalize::device}, BoundaryCase{"GQA_cpu", 2, "cpu", 1, Finalize::cpu},
                       BoundaryCase{"MQA_cpu", 1, "cpu", 2, Finalize::device}, BoundaryCase{"MHA_gpu", 6, "gpu", 3, Finalize::device},
                       BoundaryCase{"GQA_gpu", 2, "gpu", 2, Finalize::cpu}, BoundaryCase{"MQA_gpu", 1, "gpu", 1, Finalize::device},
                       BoundaryCase{"GQA_4x16", 2, "4x16", 3, Finalize::device}, BoundaryCase{"GQA_2x2", 2, "2x2", 1, Finalize::device}),

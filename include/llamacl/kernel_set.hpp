@@ -9,16 +9,18 @@ namespace llamacl {
 
 // How rows of a matrix-vector product are spread over work-items (see kernels/common.cl).
 struct LaunchShape {
-    int row_threads = 1;  // work-items cooperating on one output row (power of two)
-    int local_size = 8;   // work-group size (power of two, multiple of row_threads)
+    int row_threads = 1;   // work-items cooperating on one output row (power of two)
+    int local_size = 8;    // work-group size (power of two, multiple of row_threads)
+    int vector_width = 1;  // with row_threads 1: elements per step (1: run.c's exact loop order)
     std::string describe() const;
 };
 
-// CPUs (PoCL): one work-item per row running run.c's sequential loops, which vectorize across
-// work-items and need no local-memory reductions (slow there), and reproduce run.c's arithmetic.
-// GPUs: a work-group of 256 with 64 work-items per row, float4 loads and a tree reduction.
+// CPUs (PoCL): one work-item per row, float16 multiply-adds along the row for the SIMD units, and no
+// local-memory reductions (slow there). GPUs: a work-group of 256 with 64 work-items per row, float4
+// loads and a tree reduction. "exact" is one work-item per row running run.c's sequential loops:
+// bit-identical to the reference wherever OpenCL's exp() agrees with the C library's.
 LaunchShape choose_launch_shape(const DeviceInfo& device);
-// Parses "cpu" or "gpu" (the two shapes above, for any device) or "ROWxLOCAL", e.g. "32x256".
+// Parses "cpu", "gpu", "exact" (the shapes above, for any device) or "ROWxLOCAL", e.g. "32x256".
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device);
 
 class KernelSet {
