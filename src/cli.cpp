@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "llamacl/bench.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/device.hpp"
@@ -74,7 +75,7 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
         ->check(CLI::IsMember({"cpu", "device"}))
         ->capture_default_str();
     cmd->add_option("--work-shape", a.work_shape,
-                    "kernel work-group shape: cpu, gpu, or ROWxLOCAL work-items (default: chosen for the device)");
+                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
     cmd->add_option("--max-device-memory", a.max_device_memory_mib,
                     "plan as if the device had only this many MiB (rehearse a smaller device)");
     cmd->add_flag("--compare-cpu", a.compare_cpu,
@@ -247,6 +248,8 @@ int run_cli(int argc, char** argv) {
     info->add_option("checkpoint", info_path, "llama2.c checkpoint")->required();
 
     app.add_subcommand("devices", "List every OpenCL platform and device");
+    BenchArgs bench;
+    add_bench_command(app, bench);
 
     try {
         app.parse(argc, argv);
@@ -266,6 +269,7 @@ int run_cli(int argc, char** argv) {
         if (app.got_subcommand("tokenize")) return run_tokenize(tok);
         if (app.got_subcommand("info")) return run_info(info_path);
         if (app.got_subcommand("devices")) return run_devices();
+        if (app.got_subcommand("bench")) return run_bench(bench);
     } catch (const Error& e) {
         std::fprintf(stderr, "llama-cl: %s\n", e.what());
         return e.exit_code();

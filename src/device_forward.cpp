@@ -65,8 +65,13 @@ std::span<float> DeviceForward::forward(int token, int pos, const BoundaryObserv
     return logits_;
 }
 
-void DeviceForward::launch(cl::Kernel& kernel, const cl::NDRange& global) {
-    device_.queue().enqueueNDRangeKernel(kernel, cl::NullRange, global, kernels_.local());
+cl::Event* DeviceForward::log_event(const char* name) {
+    if (!launch_log_) return nullptr;
+    return &launch_log_->emplace_back(LaunchRecord{name, cl::Event()}).event;
+}
+
+void DeviceForward::launch(cl::Kernel& kernel, const cl::NDRange& global, const char* name) {
+    device_.queue().enqueueNDRangeKernel(kernel, cl::NullRange, global, kernels_.local(), nullptr, log_event(name));
     counters_.enqueues++;
 }
 
@@ -79,7 +84,8 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     // mapping outlives the copy, so it need not be waited for.
     const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
     queue.enqueueWriteBuffer(work_.x, CL_FALSE, 0, row_bytes,
-                             ck_.token_embedding() + static_cast<std::size_t>(token) * dim);
+                             ck_.token_embedding() + static_cast<std::size_t>(token) * dim, nullptr,
+                             log_event("write_embedding"));
     counters_.enqueues++;
     counters_.input_bytes_uploaded += row_bytes;
 
@@ -88,7 +94,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
 
         set_args(kernels_.attn_qkv_rope, work_.x, w.rms_att, w.wq, w.wk, w.wv, weights_.rope_table(), work_.q,
                  kv_.keys(l), kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos);
-        launch(kernels_.attn_qkv_rope, kernels_.rows_global((dim + 2 * kv_dim) / 2));
+        launch(kernels_.attn_qkv_rope, kernels_.rows_global((dim + 2 * kv_dim) / 2), "attn_qkv_rope");
         boundary(l, Op::attn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::q, work_.q, 0, dim, observer);
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
@@ -96,20 +102,20 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
 
         set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, c_.n_heads,
                  c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos);
-        launch(kernels_.attention, kernels_.attention_global(c_.n_heads));
+        launch(kernels_.attention, kernels_.attention_global(c_.n_heads), "attention");
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
         set_args(kernels_.matvec_residual, w.wo, work_.xb, work_.x, dim, dim);
-        launch(kernels_.matvec_residual, kernels_.rows_global(dim));
+        launch(kernels_.matvec_residual, kernels_.rows_global(dim), "matvec_residual(wo)");
         boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
 
         set_args(kernels_.ffn_gate_up, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden);
-        launch(kernels_.ffn_gate_up, kernels_.rows_global(hidden));
+        launch(kernels_.ffn_gate_up, kernels_.rows_global(hidden), "ffn_gate_up");
         boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
 
         set_args(kernels_.matvec_residual, w.w2, work_.hb, work_.x, hidden, dim);
-        launch(kernels_.matvec_residual, kernels_.rows_global(dim));
+        launch(kernels_.matvec_residual, kernels_.rows_global(dim), "matvec_residual(w2)");
         boundary(l, Op::ffn_residual, work_.x, 0, dim, observer);
     }
 
@@ -117,15 +123,15 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         for (const ClassifierBlock& block : weights_.classifier()) {
             set_args(kernels_.classifier, work_.x, weights_.rms_final(), block.weights, work_.logits, work_.xn, dim,
                      block.rows, block.first_row);
-            launch(kernels_.classifier, kernels_.rows_global(block.rows));
+            launch(kernels_.classifier, kernels_.rows_global(block.rows), "classifier");
         }
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);
         boundary(-1, Op::logits, work_.logits, 0, c_.vocab_size, observer);
         const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size) * sizeof(float);
-        queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data());
+        queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data(), nullptr, log_event("read_logits"));
         counters_.bytes_read += bytes;
     } else {
-        queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data());
+        queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event("read_hidden"));
         counters_.bytes_read += row_bytes;
         classify(ck_, hidden_.data(), normed_.data(), logits_.data());
         boundary_host(-1, Op::final_norm, normed_, observer);

@@ -31,6 +31,14 @@ struct DeviceOptions {
     std::uint64_t memory_limit = 0;      // 0: the device's own global memory
 };
 
+// One command of a token's schedule, recorded for `bench --profile`: a fixed label (the kernel's name,
+// with the weight it reads where one kernel serves two) and the command's event, whose timestamps the
+// queue fills in when it was opened with profiling.
+struct LaunchRecord {
+    const char* name;  // static storage: "attn_qkv_rope", "matvec_residual(wo)", "read_logits", ...
+    cl::Event event;
+};
+
 // A boundary whose device result is deliberately corrupted: the self-test of --compare-cpu.
 struct Fault {
     int layer = -1;  // -1 for final_norm and logits
@@ -48,13 +56,21 @@ public:
 
     void inject_fault(const Fault& fault) { fault_ = fault; }
 
+    // Appends every kernel, the embedding upload and the result read-back of the following tokens to
+    // `log`, with their events; nullptr (the default) stops recording. Off, the schedule enqueues
+    // exactly as without it: no events, no allocations. (Streaming weight uploads are WeightStaging's
+    // and are not recorded.)
+    void record_launches(std::vector<LaunchRecord>* log) { launch_log_ = log; }
+
     const RuntimeCounters& counters() const { return counters_; }
     const CapacityPlan& plan() const { return plan_; }
     const LaunchShape& shape() const { return kernels_.shape(); }
 
 private:
     void run(int token, int pos, const BoundaryObserver& observer);
-    void launch(cl::Kernel& kernel, const cl::NDRange& global);
+    void launch(cl::Kernel& kernel, const cl::NDRange& global, const char* name);
+    // Where the next command's event goes: a new record in the launch log, or nullptr when it is off.
+    cl::Event* log_event(const char* name);
     // Applies an injected fault to, and reports, `count` floats of `buffer` from `offset`.
     void boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,
                   const BoundaryObserver& observer);
@@ -75,6 +91,7 @@ private:
     std::vector<float> hidden_, normed_, logits_;  // --finalize=cpu: host side of the final step
     std::vector<float> scratch_;                   // boundary read-backs
     std::optional<Fault> fault_;
+    std::vector<LaunchRecord>* launch_log_ = nullptr;
 };
 
 }  // namespace llamacl

@@ -1,0 +1,126 @@
+#pragma once
+// `llama-cl bench`: how fast decode runs on a device, and how close that is to what the device's memory
+// allows. In one run it measures the device's copy bandwidth (kernels/copy.cl), pinned host-to-device
+// bandwidth when weights stream, decode tokens/s, and from the runtime's own counters the enqueues and
+// host waits per token. Bytes per token are a definition (token_traffic below, docs/benchmarks.md), so
+// achieved GB/s and its share of the copy bandwidth (the roofline) follow from the measured tokens/s.
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llamacl/capacity_plan.hpp"
+#include "llamacl/checkpoint.hpp"
+#include "llamacl/device.hpp"
+#include "llamacl/device_forward.hpp"
+#include "llamacl/kernel_set.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace llamacl {
+
+// The bytes one decode token reads on the device, with its position in [first_pos, first_pos + tokens).
+// Everything else a token touches (one embedding row uploaded, the RoPE row, activations, the one K and V
+// row written, the logits read back) is smaller by orders of magnitude and not counted.
+struct TokenTraffic {
+    std::uint64_t layer_weight_bytes = 0;  // every tensor of every layer (ModelSize::layer_bytes x n_layers)
+    std::uint64_t classifier_bytes = 0;    // final RMSNorm + vocab x dim classifier; 0 with --finalize=cpu
+    std::uint64_t kv_read_bytes = 0;       // K and V of positions 0..pos, every layer: mean over the timed tokens
+    std::uint64_t total() const { return layer_weight_bytes + classifier_bytes + kv_read_bytes; }
+};
+TokenTraffic token_traffic(const Config& config, Finalize finalize, int first_pos, int tokens);
+
+// The same bytes split by the runtime's command names (LaunchRecord::name): the kernels' shares sum to
+// token_traffic().total(). The embedding upload and the result read-back get their own transfer sizes.
+// 0 for a name the runtime does not use.
+std::uint64_t command_bytes_per_token(const std::string& name, const Config& config, Finalize finalize,
+                                      int first_pos, int tokens);
+
+// Device copy bandwidth in GB/s (1e9 bytes/s): the best of `reps` copy_f32 kernels over `bytes` (read +
+// write counted, so 2 x bytes moved), timed by OpenCL event timestamps on a profiling queue of its own.
+double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps);
+// Host-to-device bandwidth in GB/s from pinned memory (what streaming weight uploads use), best of `reps`.
+double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
+
+struct BenchOptions {
+    int tokens = 32;           // N: decode tokens timed per run
+    int context = 0;           // positions run untimed first; clamped so that context + tokens <= seq_len
+    int runs = 3;              // timed runs of N tokens; tokens/s is their median
+    DeviceOptions device;      // layers per offload, finalize, work shape, memory limit
+    std::uint64_t probe_bytes = 0;  // bandwidth probe buffer size; 0: min(1 GiB, max allocation, global / 4)
+    int probe_reps = 5;
+    bool profile = false;      // per-command table from event timestamps; needs a profiling queue
+};
+
+// One row of the --profile table: every command of that name over the timed tokens.
+struct CommandProfile {
+    std::string name;
+    double count_per_token = 0;
+    double ms_per_token = 0;    // summed event durations (end - start) per token
+    double share_pct = 0;       // of the token's wall time
+    std::uint64_t bytes_per_token = 0;  // command_bytes_per_token()
+    double gbs = 0;             // bytes_per_token over ms_per_token
+};
+
+struct BenchResult {
+    DeviceInfo device;
+    std::string model;   // checkpoint path, or "synthetic:PRESET"
+    Config config;
+    CapacityPlan plan;
+    LaunchShape shape;
+    Finalize finalize = Finalize::device;
+    int tokens = 0;
+    int context = 0;            // as run (after clamping)
+    int context_requested = 0;
+    std::vector<double> run_tok_s;  // one per timed run
+    double decode_tok_s = 0;        // their median
+    TokenTraffic traffic;
+    std::uint64_t probe_bytes = 0;
+    int probe_reps = 0;
+    double device_copy_gbs = 0;
+    std::optional<double> h2d_gbs;  // measured only when weights stream (not resident)
+    double achieved_gbs = 0;        // traffic.total() x decode_tok_s
+    double roofline_pct = 0;        // achieved_gbs / device_copy_gbs x 100
+    double enqueues_per_token = 0;  // RuntimeCounters deltas over the timed tokens
+    double waits_per_token = 0;
+    double uploaded_bytes_per_token = 0;  // streamed weights (0 when resident)
+    double upload_gbs = 0;                // uploaded_bytes_per_token x decode_tok_s
+    bool profiled = false;
+    std::vector<CommandProfile> profile;  // in schedule order
+    double profiled_ms_per_token = 0;     // mean wall time per timed token, the shares' denominator
+};
+
+// Measures everything above for `checkpoint` on `device`. With options.profile the device must have
+// been opened with profiling (Device::open(..., true)). Throws usage_error for a bad token count or
+// context, Error for device failures.
+BenchResult run_benchmark(Device& device, const Checkpoint& checkpoint, const std::string& model_name,
+                          const BenchOptions& options);
+
+std::string format_bench_text(const BenchResult& result);
+std::string format_bench_json(const BenchResult& result);  // one JSON object and a newline
+
+// The command line: `llama-cl bench CHECKPOINT|--synthetic PRESET [options]`.
+struct BenchArgs {
+    std::string checkpoint;
+    std::string synthetic;  // a preset of synthetic.hpp, built in memory instead of a file
+    int tokens = 32;
+    int context = 0;
+    int runs = 3;
+    int layers_per_offload = 0;
+    std::string finalize = "device";
+    std::string work_shape;
+    double max_device_memory_mib = 0;
+    double probe_mib = 0;
+    std::string platform, device;
+    bool profile = false;
+    bool json = false;
+};
+void add_bench_command(CLI::App& app, BenchArgs& args);
+// Runs the benchmark and writes the report (text or JSON) to `out`; returns the exit status. Throws
+// llamacl::Error (usage errors with exit code 2) for run_cli to print.
+int run_bench(const BenchArgs& args, std::FILE* out = stdout);
+
+}  // namespace llamacl

@@ -1,0 +1,449 @@
+// `llama-cl bench`: the byte counts it reports against the model's own sizes (ModelSize), and its JSON
+// against what the runtime counts (enqueues, host waits, uploads) for the same tokens. No test asserts a
+// speed: CI runs on PoCL on shared machines.
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <variant>
+
+#include "llamacl/bench.hpp"
+#include "llamacl/error.hpp"
+#include "models.hpp"
+
+using namespace llamacl;
+using namespace llamacl::test;
+
+namespace {
+
+// ---- a small JSON reader: the report must be valid JSON, and the tests read its fields --------------
+
+struct Json {
+    std::variant<std::nullptr_t, bool, double, std::string, std::vector<Json>, std::map<std::string, Json>> value;
+
+    bool has(const std::string& key) const { return object().count(key) != 0; }
+    const Json& operator[](const std::string& key) const {
+        const auto it = object().find(key);
+        if (it == object().end()) throw std::runtime_error("JSON: no field " + key);
+        return it->second;
+    }
+    const std::map<std::string, Json>& object() const { return std::get<std::map<std::string, Json>>(value); }
+    const std::vector<Json>& array() const { return std::get<std::vector<Json>>(value); }
+    double number() const { return std::get<double>(value); }
+    const std::string& string() const { return std::get<std::string>(value); }
+    bool boolean() const { return std::get<bool>(value); }
+    bool is_null() const { return std::holds_alternative<std::nullptr_t>(value); }
+};
+
+class JsonParser {
+public:
+    explicit JsonParser(const std::string& text) : s_(text) {}
+    Json document() {
+        Json v = parse();
+        skip();
+        if (i_ != s_.size()) fail("trailing text");
+        return v;
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& what) {
+        throw std::runtime_error("invalid JSON at offset " + std::to_string(i_) + ": " + what);
+    }
+    void skip() {
+        while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+    }
+    bool eat(char c) {
+        skip();
+        if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
+        return false;
+    }
+    void expect(char c) {
+        if (!eat(c)) fail(std::string("expected '") + c + "'");
+    }
+    bool literal(const char* word) {
+        const std::string w(word);
+        if (s_.compare(i_, w.size(), w) != 0) return false;
+        i_ += w.size();
+        return true;
+    }
+    std::string str() {
+        expect('"');
+        std::string out;
+        while (i_ < s_.size() && s_[i_] != '"') {
+            char c = s_[i_++];
+            if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
+            if (c == '\\') {
+                if (i_ >= s_.size()) fail("bad escape");
+                c = s_[i_++];
+                if (c == 'u') {
+                    out += static_cast<char>(std::stoi(s_.substr(i_, 4), nullptr, 16));
+                    i_ += 4;
+                    continue;
+                }
+                if (c == 'n') c = '\n';
+            }
+            out += c;
+        }
+        expect('"');
+        return out;
+    }
+    Json parse() {
+        skip();
+        if (i_ >= s_.size()) fail("unexpected end");
+        if (s_[i_] == '{') {
+            ++i_;
+            std::map<std::string, Json> obj;
+            if (!eat('}')) {
+                do {
+                    skip();
+                    std::string key = str();
+                    expect(':');
+                    if (!obj.emplace(key, parse()).second) fail("duplicate key " + key);
+                } while (eat(','));
+                expect('}');
+            }
+            return {std::move(obj)};
+        }
+        if (s_[i_] == '[') {
+            ++i_;
+            std::vector<Json> arr;
+            if (!eat(']')) {
+                do arr.push_back(parse());
+                while (eat(','));
+                expect(']');
+            }
+            return {std::move(arr)};
+        }
+        if (s_[i_] == '"') return {str()};
+        if (literal("true")) return {true};
+        if (literal("false")) return {false};
+        if (literal("null")) return {nullptr};
+        std::size_t used = 0;
+        double v = 0;
+        try {
+            v = std::stod(s_.substr(i_, 40), &used);
+        } catch (const std::exception&) {
+            fail("expected a value");
+        }
+        i_ += used;
+        return {v};
+    }
+
+    const std::string& s_;
+    std::size_t i_ = 0;
+};
+
+Json parse_json(const std::string& text) { return JsonParser(text).document(); }
+
+// ---- helpers -------------------------------------------------------------------------------------------
+
+Checkpoint in_memory(const Config& c) { return Checkpoint::from_image(synthetic_checkpoint_image(c, 0, 3), "test model"); }
+
+// Small and quick: 4 MiB probes, two runs of a few tokens.
+BenchOptions quick_options(int tokens = 4) {
+    BenchOptions o;
+    o.tokens = tokens;
+    o.runs = 2;
+    o.probe_bytes = 4 << 20;
+    o.probe_reps = 2;
+    return o;
+}
+
+// K and V rows of positions 0..pos for every layer, summed position by position and averaged: the
+// definition written out the long way, independent of the closed form the bench uses.
+double kv_reads_per_token(const Config& c, int first, int tokens) {
+    double total = 0;
+    for (int pos = first; pos < first + tokens; ++pos)
+        total += 2.0 * c.n_layers * (pos + 1) * c.kv_dim() * sizeof(float);
+    return total / tokens;
+}
+
+// What the runtime counts per token over `tokens` steady-state decode tokens at positions from `first`.
+RuntimeCounters runtime_counts(Device& device, const Checkpoint& ck, const DeviceOptions& options, int first,
+                               int tokens) {
+    DeviceForward model(device, ck, options);
+    for (int pos = 0; pos <= first; ++pos) model.forward(1, pos);  // the context and a warm-up token
+    const RuntimeCounters before = model.counters();
+    for (int pos = first; pos < first + tokens; ++pos) model.forward(7, pos);
+    return model.counters() - before;
+}
+
+double per_token(std::uint64_t count, int tokens) { return static_cast<double>(count) / tokens; }
+
+const char* const kRequiredFields[] = {"device",          "decode_tok_s", "bytes_per_token",    "device_copy_gbs",
+                                       "achieved_gbs",    "roofline_pct", "enqueues_per_token", "waits_per_token"};
+
+}  // namespace
+
+TEST(BenchTraffic, BytesPerTokenAreTheWeightBytesPlusKvReads) {
+    // With a shared classifier the device reads exactly the model's weights once per token (the token
+    // embedding table is the classifier), plus the KV cache up to each position.
+    for (const char* preset : {"tiny", "stories15M", "stories110M", "llama3.2-1b"}) {
+        const Config c = *preset_config(preset);
+        ASSERT_TRUE(c.shared_classifier);
+        const std::pair<int, int> ranges[] = {{0, 1}, {0, 8}, {5, 7}, {c.seq_len - 16, 16}};
+        for (const auto& [first, tokens] : ranges) {
+            const TokenTraffic t = token_traffic(c, Finalize::device, first, tokens);
+            EXPECT_EQ(static_cast<double>(t.total()),
+                      static_cast<double>(ModelSize(c).weight_bytes()) + kv_reads_per_token(c, first, tokens))
+                << preset << " positions " << first << ".." << first + tokens - 1;
+        }
+    }
+}
+
+TEST(BenchTraffic, UnsharedClassifierAndHostFinalizeCountOnlyWhatTheDeviceReads) {
+    // Unshared: the weights include an embedding table of which a token uploads one row and reads
+    // nothing on the device. --finalize=cpu: the final norm and classifier are read by the host.
+    const Config c = *preset_config("llama2-7b");
+    ASSERT_FALSE(c.shared_classifier);
+    const std::uint64_t embedding = static_cast<std::uint64_t>(c.vocab_size) * c.dim * sizeof(float);
+    const TokenTraffic device = token_traffic(c, Finalize::device, 100, 10);
+    EXPECT_EQ(static_cast<double>(device.total()),
+              static_cast<double>(ModelSize(c).weight_bytes() - embedding) + kv_reads_per_token(c, 100, 10));
+    const TokenTraffic host = token_traffic(c, Finalize::cpu, 100, 10);
+    EXPECT_EQ(host.classifier_bytes, 0u);
+    EXPECT_EQ(host.total(), ModelSize(c).layer_bytes() * c.n_layers + host.kv_read_bytes);
+}
+
+TEST(BenchTraffic, PerCommandBytesSplitTheTokenExactly) {
+    const Config c = small_config(2, false);
+    for (const Finalize f : {Finalize::device, Finalize::cpu}) {
+        std::uint64_t kernels = 0;
+        for (const char* name : {"attn_qkv_rope", "attention", "matvec_residual(wo)", "ffn_gate_up",
+                                 "matvec_residual(w2)", "classifier"})
+            kernels += command_bytes_per_token(name, c, f, 3, 9);
+        EXPECT_EQ(kernels, token_traffic(c, f, 3, 9).total());
+    }
+    EXPECT_EQ(command_bytes_per_token("read_logits", c, Finalize::device, 0, 1), c.vocab_size * sizeof(float));
+    EXPECT_EQ(command_bytes_per_token("no_such_command", c, Finalize::device, 0, 1), 0u);
+}
+
+TEST(BenchRun, JsonFieldsAgreeWithTheRuntimesCounters) {
+    const Config c = small_config();  // 3 layers, resident
+    const Checkpoint ck = in_memory(c);
+    Device device = Device::open("", "");
+    const BenchOptions o = quick_options(5);
+    const BenchResult r = run_benchmark(device, ck, "small", o);
+    const Json j = parse_json(format_bench_json(r));
+
+    for (const char* field : kRequiredFields) EXPECT_TRUE(j.has(field)) << field;
+    EXPECT_EQ(j["device"].string(), device.info().name);
+    EXPECT_EQ(j["tokens"].number(), 5);
+    EXPECT_EQ(j["context"].number(), 0);
+    EXPECT_TRUE(j["resident"].boolean());
+    EXPECT_TRUE(j["h2d_gbs"].is_null()) << "host-to-device bandwidth is probed only when weights stream";
+
+    EXPECT_EQ(j["bytes_per_token"].number(),
+              static_cast<double>(ModelSize(c).weight_bytes()) + kv_reads_per_token(c, 0, 5));
+    const Json& parts = j["bytes_per_token_breakdown"];
+    EXPECT_EQ(parts["layer_weights"].number() + parts["final_norm_and_classifier"].number() + parts["kv_reads"].number(),
+              j["bytes_per_token"].number());
+
+    const RuntimeCounters counted = runtime_counts(device, ck, o.device, 0, 5);
+    EXPECT_EQ(j["enqueues_per_token"].number(), per_token(counted.enqueues, 5));
+    EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 5));
+    // The schedule in device_forward.hpp: embedding write, 5 kernels per layer, the classifier, the read;
+    // the read is the one host wait.
+    EXPECT_EQ(j["enqueues_per_token"].number(), 1 + 5 * c.n_layers + 1 + 1);
+    EXPECT_EQ(j["waits_per_token"].number(), 1);
+    EXPECT_EQ(j["uploaded_bytes_per_token"].number(), 0);
+
+    // The derived numbers follow from the measured ones (to the 10 digits the JSON prints).
+    ASSERT_EQ(j["run_tok_s"].array().size(), 2u);
+    const double median = (j["run_tok_s"].array()[0].number() + j["run_tok_s"].array()[1].number()) / 2;
+    EXPECT_NEAR(j["decode_tok_s"].number(), median, median * 1e-9);
+    const double achieved = j["bytes_per_token"].number() * j["decode_tok_s"].number() / 1e9;
+    EXPECT_NEAR(j["achieved_gbs"].number(), achieved, achieved * 1e-9);
+    const double pct = achieved / j["device_copy_gbs"].number() * 100;
+    EXPECT_NEAR(j["roofline_pct"].number(), pct, pct * 1e-9);
+    EXPECT_GT(j["device_copy_gbs"].number(), 0);
+    EXPECT_FALSE(j["profiled"].boolean());
+    EXPECT_FALSE(j.has("profile"));
+}
+
+TEST(BenchRun, StreamingCountsChunkWaitsUploadsAndProbesHostToDevice) {
+    const Config c = small_config(6, false);  // 3 layers, unshared classifier
+    const Checkpoint ck = in_memory(c);
+    Device device = Device::open("", "");
+    BenchOptions o = quick_options(3);
+    o.context = 4;
+    o.device.layers_per_offload = 2;  // 2 chunks per token
+    const Json j = parse_json(format_bench_json(run_benchmark(device, ck, "small", o)));
+
+    EXPECT_FALSE(j["resident"].boolean());
+    EXPECT_EQ(j["chunks_per_token"].number(), 2);
+    EXPECT_FALSE(j["h2d_gbs"].is_null());
+    const RuntimeCounters counted = runtime_counts(device, ck, o.device, 4, 3);
+    EXPECT_EQ(j["enqueues_per_token"].number(), per_token(counted.enqueues, 3));
+    EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 3));
+    EXPECT_EQ(j["waits_per_token"].number(), 1 + 2) << "the logits read and one wait per streamed chunk";
+    EXPECT_EQ(j["uploaded_bytes_per_token"].number(), static_cast<double>(ModelSize(c).layer_bytes() * c.n_layers));
+    const std::uint64_t embedding = static_cast<std::uint64_t>(c.vocab_size) * c.dim * sizeof(float);
+    EXPECT_EQ(j["bytes_per_token"].number(),
+              static_cast<double>(ModelSize(c).weight_bytes() - embedding) + kv_reads_per_token(c, 4, 3));
+}
+
+TEST(BenchRun, ContextIsClampedSoTheTimedTokensEndAtSeqLen) {
+    const Config c = small_config();  // seq_len 40
+    const Checkpoint ck = in_memory(c);
+    Device device = Device::open("", "");
+    BenchOptions o = quick_options(4);
+    o.context = 1000;
+    const BenchResult r = run_benchmark(device, ck, "small", o);
+    EXPECT_EQ(r.context_requested, 1000);
+    EXPECT_EQ(r.context, c.seq_len - 4);
+    EXPECT_EQ(static_cast<double>(r.traffic.kv_read_bytes), kv_reads_per_token(c, c.seq_len - 4, 4));
+    EXPECT_NE(format_bench_text(r).find("clamped"), std::string::npos);
+}
+
+TEST(BenchRun, BadCountsAreUsageErrors) {
+    const Config c = small_config();
+    const Checkpoint ck = in_memory(c);
+    Device device = Device::open("", "");
+    const auto usage_message = [&](const BenchOptions& o) -> std::string {
+        try {
+            run_benchmark(device, ck, "small", o);
+        } catch (const Error& e) {
+            EXPECT_EQ(e.exit_code(), 2) << e.what();
+            return e.what();
+        }
+        ADD_FAILURE() << "no error";
+        return "";
+    };
+    BenchOptions o = quick_options(0);
+    EXPECT_NE(usage_message(o).find("-n"), std::string::npos);
+    o.tokens = c.seq_len + 1;
+    EXPECT_NE(usage_message(o).find("seq_len (40)"), std::string::npos);
+    o = quick_options();
+    o.context = -1;
+    EXPECT_NE(usage_message(o).find("--context"), std::string::npos);
+    o = quick_options();
+    o.runs = 0;
+    EXPECT_NE(usage_message(o).find("--runs"), std::string::npos);
+    o = quick_options();
+    o.profile = true;  // the queue was opened without profiling
+    try {
+        run_benchmark(device, ck, "small", o);
+        ADD_FAILURE() << "--profile without a profiling queue must fail";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("profiling"), std::string::npos) << e.what();
+    }
+}
+
+TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
+    const Config c = small_config();
+    const Checkpoint ck = in_memory(c);
+    Device device = Device::open("", "", /*profiling=*/true);
+    BenchOptions o = quick_options(3);
+    o.profile = true;
+    const BenchResult r = run_benchmark(device, ck, "small", o);
+    ASSERT_TRUE(r.profiled);
+
+    const std::vector<std::pair<std::string, int>> schedule = {
+        {"write_embedding", 1}, {"attn_qkv_rope", c.n_layers},       {"attention", c.n_layers},
+        {"matvec_residual(wo)", c.n_layers}, {"ffn_gate_up", c.n_layers}, {"matvec_residual(w2)", c.n_layers},
+        {"classifier", 1},      {"read_logits", 1}};
+    ASSERT_EQ(r.profile.size(), schedule.size());
+    std::uint64_t kernel_bytes = 0;
+    double commands = 0;
+    for (std::size_t i = 0; i < schedule.size(); ++i) {
+        const CommandProfile& p = r.profile[i];
+        EXPECT_EQ(p.name, schedule[i].first);
+        EXPECT_EQ(p.count_per_token, schedule[i].second) << p.name;
+        EXPECT_GE(p.ms_per_token, 0) << p.name;
+        commands += p.count_per_token;
+        if (p.name != "write_embedding" && p.name != "read_logits") kernel_bytes += p.bytes_per_token;
+    }
+    EXPECT_EQ(kernel_bytes, r.traffic.total()) << "the kernels' bytes are the token's bytes";
+    EXPECT_EQ(commands, r.enqueues_per_token) << "every enqueued command is in the profile";
+
+    const Json j = parse_json(format_bench_json(r));
+    ASSERT_EQ(j["profile"].array().size(), schedule.size());
+    EXPECT_EQ(j["profile"].array()[1]["name"].string(), "attn_qkv_rope");
+    EXPECT_NE(format_bench_text(r).find("matvec_residual(w2)"), std::string::npos);
+}
+
+TEST(BenchProfile, HostFinalizeReadsTheHiddenStateAndRunsNoClassifier) {
+    const Config c = small_config();
+    const Checkpoint ck = in_memory(c);
+    Device device = Device::open("", "", /*profiling=*/true);
+    BenchOptions o = quick_options(2);
+    o.profile = true;
+    o.device.finalize = Finalize::cpu;
+    const BenchResult r = run_benchmark(device, ck, "small", o);
+    ASSERT_FALSE(r.profile.empty());
+    EXPECT_EQ(r.profile.back().name, "read_hidden");
+    for (const CommandProfile& p : r.profile) EXPECT_NE(p.name, "classifier");
+    EXPECT_EQ(r.traffic.classifier_bytes, 0u);
+    EXPECT_EQ(r.waits_per_token, 1);
+}
+
+// The bench subcommand as the CLI parses it (run_cli adds it with add_bench_command).
+namespace {
+
+struct CliRun {
+    int exit_code;
+    std::string out;
+};
+
+CliRun run_bench_cli(const std::string& command_line) {
+    CLI::App app{"test", "llama-cl"};
+    BenchArgs args;
+    add_bench_command(app, args);
+    app.parse(command_line, /*program_name_included=*/false);
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::tmpfile(), std::fclose);
+    const int code = run_bench(args, out.get());
+    std::rewind(out.get());
+    std::string text;
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, out.get())) > 0;) text.append(buf, n);
+    return {code, text};
+}
+
+}  // namespace
+
+TEST(BenchCli, SyntheticPresetJsonAndText) {
+    const CliRun json = run_bench_cli("bench --synthetic tiny -n 3 --runs 1 --probe-mib 4 --work-shape 4x16 --json");
+    EXPECT_EQ(json.exit_code, 0);
+    const Json j = parse_json(json.out);
+    EXPECT_EQ(j["model"].string(), "synthetic:tiny");
+    EXPECT_EQ(j["work_shape"].string(), "4x16") << "--work-shape reaches the kernels";
+    EXPECT_EQ(j["tokens"].number(), 3);
+    EXPECT_EQ(j["config"]["dim"].number(), preset_config("tiny")->dim);
+    EXPECT_EQ(j["probe_bytes"].number(), 4 << 20);
+
+    const CliRun text = run_bench_cli("bench --synthetic tiny -n 2 --runs 1 --probe-mib 4 --layers-per-offload 1");
+    EXPECT_EQ(text.exit_code, 0);
+    for (const char* part : {"tok/s", "bytes/token", "roofline", "host waits", "host->device"})
+        EXPECT_NE(text.out.find(part), std::string::npos) << part << " in:\n" << text.out;
+}
+
+TEST(BenchCli, ModelSourceIsCheckedBeforeAnythingRuns) {
+    for (const char* line : {"bench", "bench model.bin --synthetic tiny", "bench --synthetic huge"}) {
+        try {
+            run_bench_cli(line);
+            ADD_FAILURE() << line << ": no error";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.exit_code(), 2) << line;
+            EXPECT_NE(std::string(e.what()).find("stories15M"), std::string::npos) << "lists the presets: " << e.what();
+        }
+    }
+}
+
+TEST(BenchCli, TheBinaryPrintsOneJsonObjectForACheckpointFile) {
+    // Needs `bench` wired into run_cli (src/cli.cpp).
+    TempDir dir;
+    const auto model = write_model(dir, small_config());
+    const CommandResult r = run_llama_cl("bench " + quote(model.string()) + " -n 2 --runs 1 --probe-mib 4 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const Json j = parse_json(r.out);
+    EXPECT_EQ(j["model"].string(), model.string());
+    for (const char* field : kRequiredFields) EXPECT_TRUE(j.has(field)) << field;
+    const CommandResult bad = run_llama_cl("bench " + quote(model.string()) + " -n 0");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_TRUE(bad.out.empty());
+    EXPECT_NE(bad.err.find("-n"), std::string::npos) << bad.err;
+}
