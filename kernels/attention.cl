@@ -34,18 +34,28 @@ __kernel void attention(__global const float* q, __global const float* key_cache
     }
 #else
     // GPU shape: one work-group per head; positions are spread over the work-items for the scores and
-    // the softmax, then (position-slice, dimension) pairs for the weighted sum of values.
+    // the softmax, then (position slice, column) pairs for the weighted sum of values, where a column is
+    // a float4 of the head when head_size allows it.
     __local float scratch[LOCAL];
+    __local float4 partial[LOCAL];
     const int h = get_group_id(0);
     const int lid = get_local_id(0);
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
+    const int vec = head_size % 4 == 0;
     float local_max = -INFINITY;
     for (int t = lid; t <= pos; t += LOCAL) {
         __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
         float score = 0.0f;
-        for (int i = 0; i < head_size; i++) score += qh[i] * k[i];
+        if (vec) {
+            for (int i = 0; i < head_size / 4; i++) {
+                const float4 x = vload4(i, qh), y = vload4(i, k);
+                score += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+            }
+        } else {
+            for (int i = 0; i < head_size; i++) score += qh[i] * k[i];
+        }
         score /= scale;
         a[t] = score;
         local_max = fmax(local_max, score);
@@ -60,26 +70,31 @@ __kernel void attention(__global const float* q, __global const float* key_cache
     const float inv_sum = 1.0f / group_reduce(local_sum, 0, scratch);
     barrier(CLK_GLOBAL_MEM_FENCE);  // every score of this head is in `a` before anyone reads them
 
-    // parts work-item groups of head_size each take every parts-th position; their sums meet in scratch.
-    const int width = head_size < LOCAL ? head_size : LOCAL;
-    const int parts = LOCAL / width;
-    const int part = lid / width;
-    for (int i = lid % width; i < head_size; i += width) {
-        float acc = 0.0f;
-        for (int t = part; t <= pos; t += parts) acc += a[t] * value_cache[(size_t)t * kv_dim + kv_off + i];
-        if (parts == 1) {
-            // Work-items past the first `width` (head_size < LOCAL < 2 head_size) hold no valid slice.
-            if (part == 0) out[h * head_size + i] = acc * inv_sum;
-            continue;
+    const int cols = vec ? head_size / 4 : head_size;
+    const int span = cols < LOCAL ? cols : LOCAL;  // work-items per position slice
+    const int parts = LOCAL / span;                // position slices summed in parallel
+    const int part = lid / span;
+    __global float* o = out + h * head_size;
+    for (int c = lid % span; c < cols; c += span) {
+        float4 acc = (float4)(0.0f);
+        if (part < parts) {
+            for (int t = part; t <= pos; t += parts) {
+                __global const float* v = value_cache + (size_t)t * kv_dim + kv_off;
+                const float w = a[t];
+                if (vec) acc += w * vload4(c, v);
+                else acc.x += w * v[c];
+            }
         }
-        scratch[lid] = part < parts ? acc : 0.0f;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (part == 0) {
-            float total = 0.0f;
-            for (int p = 0; p < parts; p++) total += scratch[p * width + i];
-            out[h * head_size + i] = total * inv_sum;
+        if (parts > 1) {  // the slices meet in local memory (uniform branch: parts is the same everywhere)
+            partial[lid] = part < parts ? acc : (float4)(0.0f);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (part == 0)
+                for (int p = 1; p < parts; p++) acc += partial[p * span + c];
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        if (part != 0) continue;  // only the first slice holds the total (and with parts == 1, the only one)
+        if (vec) vstore4(acc * inv_sum, c, o);
+        else o[c] = acc.x * inv_sum;
     }
 #endif
 }

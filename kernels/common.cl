@@ -162,6 +162,34 @@ inline float partial_dot_normed(__global const float* w, __global const float* x
     return sum;
 }
 
+// GPU shapes: the work-group copies its input vector (normalized on the way when `weight` is given)
+// into local memory once, so the rows' dot products read it from there instead of re-reading x, the norm
+// weights and doing the normalization per element for every row. Needs every work-item.
+inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss,
+                        int n) {
+    for (int j = get_local_id(0); j < n; j += LOCAL) staged[j] = weight ? weight[j] * (ss * x[j]) : x[j];
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+inline float partial_dot_staged(__global const float* w, __local const float* in, int n, int lane) {
+    float sum = 0.0f;
+    const int n4 = n / 4;
+    for (int j = lane; j < n4; j += ROW_THREADS) {
+        const float4 a = vload4(j, w), b = vload4(j, in);
+        sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += w[j] * in[j];
+    return sum;
+}
+
+// One row's dot product with the (normalized) input: from local memory when the work-group staged it
+// (staged_n > 0, GPU shapes with room for the vector), else straight from global memory.
+inline float row_dot(__global const float* w, __global const float* x, __global const float* weight, float ss,
+                     __local const float* staged, int staged_n, int n, int lane) {
+    if (staged_n > 0) return partial_dot_staged(w, staged, n, lane);
+    return weight ? partial_dot_normed(w, x, weight, ss, n, lane) : partial_dot(w, x, n, lane);
+}
+
 // The row this work-item works on and its lane within the row. Rows past `rows` are clamped to the last
 // one so that every work-item still reaches the barriers; the caller writes only when row_valid.
 #define ROW_SETUP(rows)                                                   \

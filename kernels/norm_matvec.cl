@@ -1,5 +1,6 @@
 // Matrix-vector products whose input is RMSNorm(x), the norm folded in (each work-group recomputes the
-// scale from x instead of a separate normalization kernel and buffer round trip).
+// scale from x instead of a separate normalization kernel and buffer round trip). `staged` is local
+// memory for the normalized input when staged_n > 0 (see stage_input in common.cl).
 
 // Attention entry of a layer: q, k, v = (wq, wk, wv) @ rmsnorm(x), RoPE applied to q and k, and k, v
 // stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
@@ -9,20 +10,21 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
                             __global const float* wq, __global const float* wk, __global const float* wv,
                             __global const float* rope, __global float* q, __global float* key_cache,
                             __global float* value_cache, __global float* xn, int dim, int kv_dim, int head_size,
-                            int pos) {
+                            int pos, __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     const int pairs = (dim + 2 * kv_dim) / 2;
     ROW_SETUP(pairs);
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
 
     int r = 2 * row;  // first row of the pair within its matrix
     __global const float* w = wq;
     int part = 0;     // 0: q, 1: k, 2: v
     if (r >= dim + kv_dim) { w = wv; r -= dim + kv_dim; part = 2; }
     else if (r >= dim) { w = wk; r -= dim; part = 1; }
-    const float v0 = row_sum(partial_dot_normed(w + (size_t)r * dim, x, rms_weight, ss, dim, lane), scratch);
-    const float v1 = row_sum(partial_dot_normed(w + (size_t)(r + 1) * dim, x, rms_weight, ss, dim, lane), scratch);
+    const float v0 = row_sum(row_dot(w + (size_t)r * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    const float v1 = row_sum(row_dot(w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
     if (!row_valid || lane != 0) return;
 
     if (part == 2) {
@@ -42,13 +44,15 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
 
 // FFN entry of a layer: hb = silu(w1 @ rmsnorm(x)) * (w3 @ rmsnorm(x)), one row of each per unit.
 __kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const float* w1,
-                          __global const float* w3, __global float* hb, __global float* xn, int dim, int hidden_dim) {
+                          __global const float* w3, __global float* hb, __global float* xn, int dim, int hidden_dim,
+                          __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     ROW_SETUP(hidden_dim);
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
-    const float gate = row_sum(partial_dot_normed(w1 + (size_t)row * dim, x, rms_weight, ss, dim, lane), scratch);
-    const float up = row_sum(partial_dot_normed(w3 + (size_t)row * dim, x, rms_weight, ss, dim, lane), scratch);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
+    const float gate = row_sum(row_dot(w1 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    const float up = row_sum(row_dot(w3 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
     if (!row_valid || lane != 0) return;
     float val = gate;
     val *= (1.0f / (1.0f + exp(-val)));  // silu, as run.c writes it
@@ -59,11 +63,13 @@ __kernel void ffn_gate_up(__global const float* x, __global const float* rms_wei
 // Final RMSNorm and classifier: out[row_base + i] = w[i] . rmsnorm(x) for the `rows` rows of this block
 // of the classifier (a large classifier is split into blocks that each fit one device allocation).
 __kernel void classifier(__global const float* x, __global const float* rms_weight, __global const float* w,
-                         __global float* logits, __global float* xn, int dim, int rows, int row_base) {
+                         __global float* logits, __global float* xn, int dim, int rows, int row_base,
+                         __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     ROW_SETUP(rows);
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
-    const float val = row_sum(partial_dot_normed(w + (size_t)row * dim, x, rms_weight, ss, dim, lane), scratch);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
+    const float val = row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
     if (row_valid && lane == 0) logits[row_base + row] = val;
 }

@@ -93,7 +93,8 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         const LayerBuffers& w = weights_.acquire(l);
 
         set_args(kernels_.attn_qkv_rope, work_.x, w.rms_att, w.wq, w.wk, w.wv, weights_.rope_table(), work_.q,
-                 kv_.keys(l), kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos);
+                 kv_.keys(l), kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos, kernels_.staged_space(dim),
+                 kernels_.staged_count(dim));
         launch(kernels_.attn_qkv_rope, kernels_.rows_global((dim + 2 * kv_dim) / 2), "attn_qkv_rope");
         boundary(l, Op::attn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::q, work_.q, 0, dim, observer);
@@ -105,16 +106,19 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         launch(kernels_.attention, kernels_.attention_global(c_.n_heads), "attention");
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
-        set_args(kernels_.matvec_residual, w.wo, work_.xb, work_.x, dim, dim);
+        set_args(kernels_.matvec_residual, w.wo, work_.xb, work_.x, dim, dim, kernels_.staged_space(dim),
+                 kernels_.staged_count(dim));
         launch(kernels_.matvec_residual, kernels_.rows_global(dim), "matvec_residual(wo)");
         boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
 
-        set_args(kernels_.ffn_gate_up, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden);
+        set_args(kernels_.ffn_gate_up, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden,
+                 kernels_.staged_space(dim), kernels_.staged_count(dim));
         launch(kernels_.ffn_gate_up, kernels_.rows_global(hidden), "ffn_gate_up");
         boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
 
-        set_args(kernels_.matvec_residual, w.w2, work_.hb, work_.x, hidden, dim);
+        set_args(kernels_.matvec_residual, w.w2, work_.hb, work_.x, hidden, dim, kernels_.staged_space(hidden),
+                 kernels_.staged_count(hidden));
         launch(kernels_.matvec_residual, kernels_.rows_global(dim), "matvec_residual(w2)");
         boundary(l, Op::ffn_residual, work_.x, 0, dim, observer);
     }
@@ -122,7 +126,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     if (finalize_ == Finalize::device) {
         for (const ClassifierBlock& block : weights_.classifier()) {
             set_args(kernels_.classifier, work_.x, weights_.rms_final(), block.weights, work_.logits, work_.xn, dim,
-                     block.rows, block.first_row);
+                     block.rows, block.first_row, kernels_.staged_space(dim), kernels_.staged_count(dim));
             launch(kernels_.classifier, kernels_.rows_global(block.rows), "classifier");
         }
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);

@@ -56,7 +56,8 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
     return shape;
 }
 
-KernelSet::KernelSet(const Device& device, const LaunchShape& shape) : shape_(shape) {
+KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
+    : shape_(shape), local_mem_bytes_(device.info().local_mem_bytes) {
     std::string options = "-DROW_THREADS=" + std::to_string(shape.row_threads) + " -DLOCAL=" +
                           std::to_string(shape.local_size) + " -DVECTOR_WIDTH=" + std::to_string(shape.vector_width);
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
@@ -82,4 +83,16 @@ cl::NDRange KernelSet::attention_global(int n_heads) const {
     return cl::NDRange(static_cast<std::size_t>(n_heads) * shape_.local_size);
 }
 
+int KernelSet::staged_count(int n) const {
+    if (shape_.row_threads == 1) return 0;  // CPU shapes read their input straight from memory
+    // Leave room for the reduction scratch and what the compiler keeps in local memory itself.
+    const std::uint64_t needed = (static_cast<std::uint64_t>(n) + shape_.local_size) * sizeof(float) + 1024;
+    return needed <= local_mem_bytes_ ? n : 0;
+}
+
+cl::LocalSpaceArg KernelSet::staged_space(int n) const {
+    return cl::Local(static_cast<std::size_t>(std::max(1, staged_count(n))) * sizeof(float));
+}
+
 }  // namespace llamacl
+

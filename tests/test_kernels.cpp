@@ -230,7 +230,8 @@ TEST_P(KernelVsReference, AttnQkvRope) {
             cl::Buffer vc_b = h.upload(std::vector<float>(cache_size, kSentinel));
             cl::Buffer xn_b = h.upload(std::vector<float>(dim, kSentinel));
             h.run(h.kernels.attn_qkv_rope, h.kernels.rows_global((dim + 2 * kv_dim) / 2), x_b, w_b, wq_b, wk_b, wv_b,
-                  rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos);
+                  rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos, h.kernels.staged_space(dim),
+                  h.kernels.staged_count(dim));
             const auto q_d = h.download(q_b, dim), xn_d = h.download(xn_b, dim);
             const auto kc_d = h.download(kc_b, cache_size), vc_d = h.download(vc_b, cache_size);
             const std::size_t at = static_cast<std::size_t>(pos) * kv_dim;
@@ -346,7 +347,8 @@ TEST_P(KernelVsReference, MatvecResidual) {
         for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
 
         cl::Buffer w_b = h.upload(w), in_b = h.upload(in), x_b = h.upload(x);
-        h.run(h.kernels.matvec_residual, h.kernels.rows_global(c.rows), w_b, in_b, x_b, c.n, c.rows);
+        h.run(h.kernels.matvec_residual, h.kernels.rows_global(c.rows), w_b, in_b, x_b, c.n, c.rows,
+              h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
         const auto x_d = h.download(x_b, x.size());
         expect_match(h, true, slice(x_d, 0, c.rows), expected, "x");
         expect_untouched(slice(x_d, c.rows, pad), "x past rows");
@@ -380,7 +382,8 @@ TEST_P(KernelVsReference, FfnGateUp) {
         cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), w1_b = h.upload(w1), w3_b = h.upload(w3);
         cl::Buffer hb_b = h.upload(std::vector<float>(c.hidden + pad, kSentinel));
         cl::Buffer xn_b = h.upload(std::vector<float>(c.dim, kSentinel));
-        h.run(h.kernels.ffn_gate_up, h.kernels.rows_global(c.hidden), x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden);
+        h.run(h.kernels.ffn_gate_up, h.kernels.rows_global(c.hidden), x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden,
+              h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         const auto hb_d = h.download(hb_b, c.hidden + pad);
         expect_match(h, false, slice(hb_d, 0, c.hidden), hb, "hb");  // silu's exp(): never exact
         expect_untouched(slice(hb_d, c.hidden, pad), "hb past hidden_dim");
@@ -420,7 +423,7 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
         // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
         const int rows2 = c.vocab - c.split;
         h.run(h.kernels.classifier, h.kernels.rows_global(rows2), x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
-              c.split);
+              c.split, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         auto got = h.download(logits_b, c.vocab + pad);
         expect_untouched(slice(got, 0, c.split), "logits before row_base");
         expect_match(h, true, slice(got, c.split, rows2), slice(logits, c.split, rows2), "logits of the block at row_base");
@@ -428,7 +431,8 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
         expect_untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
 
         // Then the block at row 0: the rest of the logits, and xn.
-        h.run(h.kernels.classifier, h.kernels.rows_global(c.split), x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0);
+        h.run(h.kernels.classifier, h.kernels.rows_global(c.split), x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0,
+              h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         got = h.download(logits_b, c.vocab + pad);
         expect_match(h, true, slice(got, 0, c.vocab), logits, "all logits");
         expect_untouched(slice(got, c.vocab, pad), "logits past the vocabulary");

@@ -1,6 +1,7 @@
 #pragma once
 // The compiled kernels and the work-group shape they were compiled for. Device quirks that decide the
 // shape live here and nowhere else.
+#include <cstdint>
 #include <string>
 
 #include "llamacl/device.hpp"
@@ -33,11 +34,17 @@ public:
     cl::NDRange rows_global(int rows) const;
     // Work-items for attention over n_heads heads.
     cl::NDRange attention_global(int n_heads) const;
+    // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
+    // floats, and n itself when the work-group should stage the input there (GPU shapes, when it fits in
+    // local memory next to the reduction scratch), else 0.
+    int staged_count(int n) const;
+    cl::LocalSpaceArg staged_space(int n) const;
 
     cl::Kernel attn_qkv_rope, attention, matvec_residual, ffn_gate_up, classifier;
 
 private:
     LaunchShape shape_;
+    std::uint64_t local_mem_bytes_;
 };
 
 }  // namespace llamacl
