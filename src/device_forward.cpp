@@ -70,8 +70,8 @@ cl::Event* DeviceForward::log_event(const char* name) {
     return &launch_log_->emplace_back(LaunchRecord{name, cl::Event()}).event;
 }
 
-void DeviceForward::launch(cl::Kernel& kernel, const cl::NDRange& global, const char* name) {
-    device_.queue().enqueueNDRangeKernel(kernel, cl::NullRange, global, kernels_.local(), nullptr, log_event(name));
+void DeviceForward::launch(cl::Kernel& kernel, const KernelSet::Range& range, const char* name) {
+    device_.queue().enqueueNDRangeKernel(kernel, cl::NullRange, range.global, range.local, nullptr, log_event(name));
     counters_.enqueues++;
 }
 
@@ -95,7 +95,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         set_args(kernels_.attn_qkv_rope, work_.x, w.rms_att, w.wq, w.wk, w.wv, weights_.rope_table(), work_.q,
                  kv_.keys(l), kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos, kernels_.staged_space(dim),
                  kernels_.staged_count(dim));
-        launch(kernels_.attn_qkv_rope, kernels_.rows_global((dim + 2 * kv_dim) / 2), "attn_qkv_rope");
+        launch(kernels_.attn_qkv_rope, kernels_.rows((dim + 2 * kv_dim) / 2), "attn_qkv_rope");
         boundary(l, Op::attn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::q, work_.q, 0, dim, observer);
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
@@ -103,23 +103,23 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
 
         set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, c_.n_heads,
                  c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos);
-        launch(kernels_.attention, kernels_.attention_global(c_.n_heads), "attention");
+        launch(kernels_.attention, kernels_.heads(c_.n_heads), "attention");
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
         set_args(kernels_.matvec_residual, w.wo, work_.xb, work_.x, dim, dim, kernels_.staged_space(dim),
                  kernels_.staged_count(dim));
-        launch(kernels_.matvec_residual, kernels_.rows_global(dim), "matvec_residual(wo)");
+        launch(kernels_.matvec_residual, kernels_.rows(dim), "matvec_residual(wo)");
         boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
 
         set_args(kernels_.ffn_gate_up, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden,
                  kernels_.staged_space(dim), kernels_.staged_count(dim));
-        launch(kernels_.ffn_gate_up, kernels_.rows_global(hidden), "ffn_gate_up");
+        launch(kernels_.ffn_gate_up, kernels_.rows(hidden), "ffn_gate_up");
         boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
 
         set_args(kernels_.matvec_residual, w.w2, work_.hb, work_.x, hidden, dim, kernels_.staged_space(hidden),
                  kernels_.staged_count(hidden));
-        launch(kernels_.matvec_residual, kernels_.rows_global(dim), "matvec_residual(w2)");
+        launch(kernels_.matvec_residual, kernels_.rows(dim), "matvec_residual(w2)");
         boundary(l, Op::ffn_residual, work_.x, 0, dim, observer);
     }
 
@@ -127,7 +127,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         for (const ClassifierBlock& block : weights_.classifier()) {
             set_args(kernels_.classifier, work_.x, weights_.rms_final(), block.weights, work_.logits, work_.xn, dim,
                      block.rows, block.first_row, kernels_.staged_space(dim), kernels_.staged_count(dim));
-            launch(kernels_.classifier, kernels_.rows_global(block.rows), "classifier");
+            launch(kernels_.classifier, kernels_.rows(block.rows), "classifier");
         }
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);
         boundary(-1, Op::logits, work_.logits, 0, c_.vocab_size, observer);

@@ -40,7 +40,7 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
     } else if (text == "exact") {
         shape = {1, 8, 1};
     } else if (text == "gpu") {
-        shape = {64, 256, 1};
+        shape = {16, 256, 1};
     } else {
         int rows = 0, local = 0;
         char tail = 0;
@@ -57,7 +57,9 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 }
 
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
-    : shape_(shape), local_mem_bytes_(device.info().local_mem_bytes) {
+    : shape_(shape),
+      local_mem_bytes_(device.info().local_mem_bytes),
+      compute_units_(static_cast<int>(device.info().compute_units)) {
     std::string options = "-DROW_THREADS=" + std::to_string(shape.row_threads) + " -DLOCAL=" +
                           std::to_string(shape.local_size) + " -DVECTOR_WIDTH=" + std::to_string(shape.vector_width);
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
@@ -71,16 +73,21 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     classifier = cl::Kernel(program, "classifier");
 }
 
-cl::NDRange KernelSet::rows_global(int rows) const {
-    const std::size_t rows_per_group = static_cast<std::size_t>(shape_.local_size / shape_.row_threads);
-    const std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
-    return cl::NDRange(groups * static_cast<std::size_t>(shape_.local_size));
+KernelSet::Range KernelSet::rows(int rows) const {
+    std::size_t rows_per_group = static_cast<std::size_t>(shape_.local_size / shape_.row_threads);
+    const auto groups = [&] { return (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group; };
+    // Two groups per compute unit at least, or the device idles while a few units do all the work.
+    if (shape_.row_threads > 1)
+        while (rows_per_group > 1 && groups() < 2 * static_cast<std::size_t>(compute_units_)) rows_per_group /= 2;
+    const std::size_t local = rows_per_group * static_cast<std::size_t>(shape_.row_threads);
+    return {cl::NDRange(groups() * local), cl::NDRange(local)};
 }
 
-cl::NDRange KernelSet::attention_global(int n_heads) const {
+KernelSet::Range KernelSet::heads(int n_heads) const {
+    const std::size_t local = static_cast<std::size_t>(shape_.local_size);
     // CPU shape: a work-item per head; GPU shape: a work-group per head.
-    if (shape_.row_threads == 1) return cl::NDRange(round_up(static_cast<std::size_t>(n_heads), shape_.local_size));
-    return cl::NDRange(static_cast<std::size_t>(n_heads) * shape_.local_size);
+    if (shape_.row_threads == 1) return {cl::NDRange(round_up(static_cast<std::size_t>(n_heads), local)), cl::NDRange(local)};
+    return {cl::NDRange(static_cast<std::size_t>(n_heads) * local), cl::NDRange(local)};
 }
 
 int KernelSet::staged_count(int n) const {

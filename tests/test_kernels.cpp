@@ -1,7 +1,7 @@
 // Every OpenCL kernel of the forward pass, called directly on random inputs of awkward sizes and
 // compared with its CPU twin (include/llamacl/reference.hpp, softmax in sampler.hpp), for each launch
 // shape the runtime can pick: "exact" (1 work-item per row, run.c's loops), "cpu" (1 work-item per row,
-// float16 multiply-adds), "gpu" (64x256, float4 loads and tree reductions), and "4x16", "2x2" (small
+// float16 multiply-adds), "gpu" (16x256, float4 loads, staged input and tree reductions), and "4x16", "2x2" (small
 // groups, so row counts and head sizes straddle them).
 //
 // Tolerances, and why:
@@ -81,10 +81,10 @@ struct Harness {
         return out;
     }
     template <typename... Args>
-    void run(cl::Kernel& kernel, const cl::NDRange& global, const Args&... args) {
+    void run(cl::Kernel& kernel, const KernelSet::Range& range, const Args&... args) {
         cl_uint index = 0;
         (kernel.setArg(index++, args), ...);  // the argument order of src/device_forward.cpp
-        device.queue().enqueueNDRangeKernel(kernel, cl::NullRange, global, kernels.local());
+        device.queue().enqueueNDRangeKernel(kernel, cl::NullRange, range.global, range.local);
         device.queue().finish();
     }
 };
@@ -229,7 +229,7 @@ TEST_P(KernelVsReference, AttnQkvRope) {
             cl::Buffer kc_b = h.upload(std::vector<float>(cache_size, kSentinel));
             cl::Buffer vc_b = h.upload(std::vector<float>(cache_size, kSentinel));
             cl::Buffer xn_b = h.upload(std::vector<float>(dim, kSentinel));
-            h.run(h.kernels.attn_qkv_rope, h.kernels.rows_global((dim + 2 * kv_dim) / 2), x_b, w_b, wq_b, wk_b, wv_b,
+            h.run(h.kernels.attn_qkv_rope, h.kernels.rows((dim + 2 * kv_dim) / 2), x_b, w_b, wq_b, wk_b, wv_b,
                   rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos, h.kernels.staged_space(dim),
                   h.kernels.staged_count(dim));
             const auto q_d = h.download(q_b, dim), xn_d = h.download(xn_b, dim);
@@ -304,7 +304,7 @@ void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>&
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
         cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.n_heads) * seq_len, kNaN));
         cl::Buffer out_b = h.upload(std::vector<float>(dim, kNaN));  // any element left unwritten fails
-        h.run(h.kernels.attention, h.kernels.attention_global(c.n_heads), q_b, k_b, v_b, att_b, out_b, c.n_heads,
+        h.run(h.kernels.attention, h.kernels.heads(c.n_heads), q_b, k_b, v_b, att_b, out_b, c.n_heads,
               c.head_size, kv_dim, kv_mul, seq_len, pos);
         expect_match(h, false, h.download(out_b, dim), out, "attention output");  // exp(): never exact
     }
@@ -347,7 +347,7 @@ TEST_P(KernelVsReference, MatvecResidual) {
         for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
 
         cl::Buffer w_b = h.upload(w), in_b = h.upload(in), x_b = h.upload(x);
-        h.run(h.kernels.matvec_residual, h.kernels.rows_global(c.rows), w_b, in_b, x_b, c.n, c.rows,
+        h.run(h.kernels.matvec_residual, h.kernels.rows(c.rows), w_b, in_b, x_b, c.n, c.rows,
               h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
         const auto x_d = h.download(x_b, x.size());
         expect_match(h, true, slice(x_d, 0, c.rows), expected, "x");
@@ -382,7 +382,7 @@ TEST_P(KernelVsReference, FfnGateUp) {
         cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), w1_b = h.upload(w1), w3_b = h.upload(w3);
         cl::Buffer hb_b = h.upload(std::vector<float>(c.hidden + pad, kSentinel));
         cl::Buffer xn_b = h.upload(std::vector<float>(c.dim, kSentinel));
-        h.run(h.kernels.ffn_gate_up, h.kernels.rows_global(c.hidden), x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden,
+        h.run(h.kernels.ffn_gate_up, h.kernels.rows(c.hidden), x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden,
               h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         const auto hb_d = h.download(hb_b, c.hidden + pad);
         expect_match(h, false, slice(hb_d, 0, c.hidden), hb, "hb");  // silu's exp(): never exact
@@ -422,7 +422,7 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
 
         // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
         const int rows2 = c.vocab - c.split;
-        h.run(h.kernels.classifier, h.kernels.rows_global(rows2), x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
+        h.run(h.kernels.classifier, h.kernels.rows(rows2), x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
               c.split, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         auto got = h.download(logits_b, c.vocab + pad);
         expect_untouched(slice(got, 0, c.split), "logits before row_base");
@@ -431,7 +431,7 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
         expect_untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
 
         // Then the block at row 0: the rest of the logits, and xn.
-        h.run(h.kernels.classifier, h.kernels.rows_global(c.split), x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0,
+        h.run(h.kernels.classifier, h.kernels.rows(c.split), x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0,
               h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         got = h.download(logits_b, c.vocab + pad);
         expect_match(h, true, slice(got, 0, c.vocab), logits, "all logits");

@@ -17,7 +17,7 @@ struct LaunchShape {
 };
 
 // CPUs (PoCL): one work-item per row, float16 multiply-adds along the row for the SIMD units, and no
-// local-memory reductions (slow there). GPUs: a work-group of 256 with 64 work-items per row, float4
+// local-memory reductions (slow there). GPUs: work-groups of up to 256 with 16 work-items per row, float4
 // loads and a tree reduction. "exact" is one work-item per row running run.c's sequential loops:
 // bit-identical to the reference wherever OpenCL's exp() agrees with the C library's.
 LaunchShape choose_launch_shape(const DeviceInfo& device);
@@ -29,11 +29,15 @@ public:
     KernelSet(const Device& device, const LaunchShape& shape);
 
     const LaunchShape& shape() const { return shape_; }
-    cl::NDRange local() const { return cl::NDRange(static_cast<std::size_t>(shape_.local_size)); }
-    // Work-items for a kernel computing `rows` output rows (or row pairs).
-    cl::NDRange rows_global(int rows) const;
+
+    struct Range {
+        cl::NDRange global, local;
+    };
+    // Work-items for a kernel computing `rows` output rows (or row pairs). On GPU shapes a small
+    // matrix gets fewer rows per work-group, so that there are groups for every compute unit.
+    Range rows(int rows) const;
     // Work-items for attention over n_heads heads.
-    cl::NDRange attention_global(int n_heads) const;
+    Range heads(int n_heads) const;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
     // floats, and n itself when the work-group should stage the input there (GPU shapes, when it fits in
     // local memory next to the reduction scratch), else 0.
@@ -45,6 +49,7 @@ public:
 private:
     LaunchShape shape_;
     std::uint64_t local_mem_bytes_;
+    int compute_units_;
 };
 
 }  // namespace llamacl
