@@ -5,10 +5,7 @@
 //   VECTOR_WIDTH  with ROW_THREADS == 1, elements a work-item takes per step: 1 runs run.c's sequential
 //                 loops in run.c's order (the "exact" shape, bit-identical to the reference); 16 hands
 //                 the row to the CPU's SIMD units as float16 multiply-adds (the "cpu" shape).
-//   LOCAL         the largest work-group size (a power of two, a multiple of ROW_THREADS): it sizes the
-//                 local arrays. Matrix-vector kernels may be launched with smaller power-of-two groups
-//                 (fewer rows per group, so that small matrices still fill every compute unit), so
-//                 they loop over get_local_size(0), never LOCAL.
+//   LOCAL         work-group size (a power of two, a multiple of ROW_THREADS).
 
 // run.c is compiled without FMA contraction; so are these kernels, so that the CPU shape reproduces its
 // arithmetic exactly.
@@ -49,7 +46,7 @@ inline float hsum(float8 v) {
 #if VECTOR_WIDTH > 1 && ROW_THREADS != 1
 #error VECTOR_WIDTH > 1 needs ROW_THREADS == 1
 #endif
-#define ROWS_PER_GROUP ((int)get_local_size(0) / ROW_THREADS)
+#define ROWS_PER_GROUP (LOCAL / ROW_THREADS)
 
 // Sum of `value` over the ROW_THREADS consecutive work-items that share a row; every work-item of the
 // group must call it (it contains barriers when ROW_THREADS > 1).
@@ -76,7 +73,7 @@ inline float group_reduce(float value, int is_max, __local float* scratch) {
     const int lid = get_local_id(0);
     scratch[lid] = value;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = (int)get_local_size(0) / 2; s > 0; s >>= 1) {
+    for (int s = LOCAL / 2; s > 0; s >>= 1) {
         if (lid < s) scratch[lid] = is_max ? fmax(scratch[lid], scratch[lid + s]) : scratch[lid] + scratch[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -102,7 +99,7 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     ss = hsum(acc);
     for (; j < n; j++) ss = mad(x[j], x[j], ss);
 #else
-    for (int j = get_local_id(0); j < n; j += get_local_size(0)) ss += x[j] * x[j];
+    for (int j = get_local_id(0); j < n; j += LOCAL) ss += x[j] * x[j];
     ss = group_reduce(ss, 0, scratch);
 #endif
     ss /= (float)n;
@@ -113,7 +110,7 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
 // Writes rmsnorm(x) * weight to out; called by one work-group so the normalized vector can be
 // inspected (--compare-cpu) without another kernel.
 inline void write_norm(__global float* out, __global const float* x, __global const float* weight, float ss, int n) {
-    for (int j = get_local_id(0); j < n; j += get_local_size(0)) out[j] = weight[j] * (ss * x[j]);
+    for (int j = get_local_id(0); j < n; j += LOCAL) out[j] = weight[j] * (ss * x[j]);
 }
 
 // This lane's part of dot(w, in) over n elements. With ROW_THREADS == 1 and VECTOR_WIDTH 1 this is
@@ -170,7 +167,7 @@ inline float partial_dot_normed(__global const float* w, __global const float* x
 // weights and doing the normalization per element for every row. Needs every work-item.
 inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss,
                         int n) {
-    for (int j = get_local_id(0); j < n; j += get_local_size(0)) staged[j] = weight ? weight[j] * (ss * x[j]) : x[j];
+    for (int j = get_local_id(0); j < n; j += LOCAL) staged[j] = weight ? weight[j] * (ss * x[j]) : x[j];
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 

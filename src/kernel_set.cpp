@@ -57,9 +57,7 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 }
 
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
-    : shape_(shape),
-      local_mem_bytes_(device.info().local_mem_bytes),
-      compute_units_(static_cast<int>(device.info().compute_units)) {
+    : shape_(shape), local_mem_bytes_(device.info().local_mem_bytes) {
     std::string options = "-DROW_THREADS=" + std::to_string(shape.row_threads) + " -DLOCAL=" +
                           std::to_string(shape.local_size) + " -DVECTOR_WIDTH=" + std::to_string(shape.vector_width);
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
@@ -74,13 +72,12 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
 }
 
 KernelSet::Range KernelSet::rows(int rows) const {
-    std::size_t rows_per_group = static_cast<std::size_t>(shape_.local_size / shape_.row_threads);
-    const auto groups = [&] { return (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group; };
-    // Two groups per compute unit at least, or the device idles while a few units do all the work.
-    if (shape_.row_threads > 1)
-        while (rows_per_group > 1 && groups() < 2 * static_cast<std::size_t>(compute_units_)) rows_per_group /= 2;
-    const std::size_t local = rows_per_group * static_cast<std::size_t>(shape_.row_threads);
-    return {cl::NDRange(groups() * local), cl::NDRange(local)};
+    // Fewer rows per group for small matrices was tried and lost on the H200 (each group recomputes
+    // the norm and stages the whole input vector, so smaller groups repeat that work more often).
+    const std::size_t local = static_cast<std::size_t>(shape_.local_size);
+    const std::size_t rows_per_group = local / static_cast<std::size_t>(shape_.row_threads);
+    const std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
+    return {cl::NDRange(groups * local), cl::NDRange(local)};
 }
 
 KernelSet::Range KernelSet::heads(int n_heads) const {

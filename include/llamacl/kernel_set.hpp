@@ -33,8 +33,7 @@ public:
     struct Range {
         cl::NDRange global, local;
     };
-    // Work-items for a kernel computing `rows` output rows (or row pairs). On GPU shapes a small
-    // matrix gets fewer rows per work-group, so that there are groups for every compute unit.
+    // Work-items for a kernel computing `rows` output rows (or row pairs).
     Range rows(int rows) const;
     // Work-items for attention over n_heads heads.
     Range heads(int n_heads) const;
@@ -49,7 +48,6 @@ public:
 private:
     LaunchShape shape_;
     std::uint64_t local_mem_bytes_;
-    int compute_units_;
 };
 
 }  // namespace llamacl
