@@ -1,8 +1,10 @@
 #include "llamacl/weight_staging.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace llamacl {
 
@@ -47,6 +49,27 @@ std::vector<float> rope_angles(const Config& c) {
         }
     }
     return table;
+}
+
+// Copies `bytes` from the mapped file into pinned memory with every core: one thread's memcpy from the
+// page cache runs at a few GB/s, well below the pinned host-to-device link (55 GB/s on the H200), so a
+// single-threaded copy would bound streaming.
+void parallel_copy(std::byte* dst, const float* src, std::size_t bytes) {
+    constexpr std::size_t kMinSlice = 8u << 20;
+    const std::size_t threads =
+        std::clamp<std::size_t>(bytes / kMinSlice, 1, std::max(1u, std::thread::hardware_concurrency()));
+    const auto* from = reinterpret_cast<const std::byte*>(src);
+    if (threads == 1) {
+        std::memcpy(dst, from, bytes);
+        return;
+    }
+    const std::size_t slice = (bytes + threads - 1) / threads;
+    std::vector<std::thread> workers;
+    for (std::size_t i = 0; i < threads; ++i) {
+        const std::size_t begin = i * slice, end = std::min(bytes, begin + slice);
+        if (begin < end) workers.emplace_back([=] { std::memcpy(dst + begin, from + begin, end - begin); });
+    }
+    for (std::thread& worker : workers) worker.join();
 }
 
 cl::Buffer upload_once(const Device& device, const float* data, std::size_t floats, const std::string& what) {
@@ -124,7 +147,7 @@ void WeightStaging::upload_chunk(int chunk) {
         const LayerWeights w = ck_.layer(l);
         for (const TensorView& t : kLayerTensors) {
             const std::size_t bytes = t.floats(c) * sizeof(float);
-            std::memcpy(host, w.*t.host, bytes);
+            parallel_copy(host, w.*t.host, bytes);
             cl::Event done;
             device_.queue().enqueueWriteBuffer(slots_[l - first].*t.buffer, CL_FALSE, 0, bytes, host, nullptr, &done);
             counters_.enqueues++;
