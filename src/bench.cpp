@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <span>
 
 #include "llamacl/embedded_kernels.hpp"
@@ -275,9 +276,6 @@ void check_bench_args(const BenchArgs& a) {
         throw usage_error("bench: give either a CHECKPOINT or --synthetic PRESET (one of " + joined(preset_names()) + ")");
     if (!a.synthetic.empty() && !preset_config(a.synthetic))
         throw usage_error("--synthetic: unknown preset '" + a.synthetic + "'; presets: " + joined(preset_names()));
-    if (a.layers_per_offload < 0)
-        throw usage_error("--layers-per-offload: must be between 1 and n_layers (got " +
-                          std::to_string(a.layers_per_offload) + ")");
     if (a.max_device_memory_mib < 0) throw usage_error("--max-device-memory: must be positive");
     if (a.probe_mib < 0) throw usage_error("--probe-mib: must be positive");
 }
@@ -476,7 +474,8 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
         ->capture_default_str();
     cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")->capture_default_str();
     cmd->add_option("--layers-per-offload", a.layers_per_offload,
-                    "layers staged on the device at once (1..n_layers); default: as many as fit");
+                    "layers staged on the device at once (1..n_layers); default: as many as fit")
+        ->check(CLI::Range(1, std::numeric_limits<int>::max()));
     cmd->add_option("--finalize", a.finalize, "where the final RMSNorm and classifier run: device or cpu")
         ->check(CLI::IsMember({"cpu", "device"}))
         ->capture_default_str();

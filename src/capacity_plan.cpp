@@ -73,7 +73,7 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     if (fits < 1)
         throw Error("model does not fit on the device even one layer at a time: " + numbers() +
                     (finalize == Finalize::device ? "; try --finalize=cpu to keep the classifier on the host" : "") +
-                    ", a shorter context, or --backend cpu");
+                    " or --backend cpu");
     p.layers_per_offload = fits;
     return p;
 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "llamacl/error.hpp"
 
@@ -69,6 +70,40 @@ std::uint64_t expected_file_bytes(const Config& c, int version, bool& overflow) 
     if (version == 0) floats = add(floats, t.freq_cis, overflow);
     const std::uint64_t header = version == 0 ? kV0HeaderBytes : kV1HeaderBytes;
     return add(header, mul(floats, sizeof(float), overflow), overflow);
+}
+
+// The byte counts ModelSize derives for the device plan and the CPU reference (KV cache, working
+// buffers) must not wrap around either; for v1 files seq_len is not tied to the file size at all.
+bool memory_sizes_overflow(const Config& c) {
+    bool o = false;
+    const std::uint64_t L = c.n_layers, seq = c.seq_len, kv = c.kv_dim(), f = sizeof(float);
+    mul(mul(mul(mul(2, L, o), seq, o), kv, o), f, o);  // KV cache
+    std::uint64_t working = add(mul(4, static_cast<std::uint64_t>(c.dim), o), mul(2, kv, o), o);
+    working = add(working, mul(2, static_cast<std::uint64_t>(c.hidden_dim), o), o);
+    working = add(working, mul(static_cast<std::uint64_t>(c.n_heads), seq, o), o);
+    working = add(working, static_cast<std::uint64_t>(c.vocab_size), o);
+    mul(working, f, o);
+    mul(mul(seq, static_cast<std::uint64_t>(c.head_size()), o), f, o);  // the device's RoPE table
+    return o;
+}
+
+// Files that are often mistaken for llama2.c checkpoints, recognised by their first bytes so the
+// message can say what the file is instead of reporting a nonsensical header.
+std::string foreign_format(const std::byte* base, std::uint64_t size) {
+    const auto starts_with = [&](std::string_view magic) {
+        return size >= magic.size() && std::memcmp(base, magic.data(), magic.size()) == 0;
+    };
+    if (starts_with("GGUF")) return "a GGUF file (llama.cpp)";
+    if (starts_with("PK\x03\x04")) return "a zip archive (a PyTorch .pt/.pth checkpoint?)";
+    if (starts_with("\x80\x02") || starts_with("\x80\x03") || starts_with("\x80\x04"))
+        return "a Python pickle (a PyTorch checkpoint?)";
+    if (size >= 10) {  // safetensors: a little-endian uint64 JSON length, then the JSON header
+        std::uint64_t json = 0;
+        std::memcpy(&json, base, sizeof json);
+        if (static_cast<char>(base[8]) == '{' && static_cast<char>(base[9]) == '"' && json > 1 && json <= size - 8)
+            return "a safetensors file (Hugging Face)";
+    }
+    return "";
 }
 
 std::string describe(const Config& c) {
@@ -137,7 +172,9 @@ struct Checkpoint::Storage {
 };
 
 Checkpoint Checkpoint::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it has no
+    // effect on the regular files we go on to map.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error(path + ": cannot open checkpoint: " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -178,47 +215,57 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
     if (size < kV0HeaderBytes)
         throw Error(path + ": truncated checkpoint: " + std::to_string(size) +
                     " bytes is smaller than the 28-byte llama2.c header");
-    std::uint32_t magic = 0;
-    std::memcpy(&magic, base, sizeof magic);
-    std::int32_t header[7];
     bool legacy = true;
-    if (magic == kMagicAk42) {
-        std::int32_t version = 0;
-        if (size < kV1HeaderBytes)
-            throw Error(path + ": truncated checkpoint: the versioned header needs 256 bytes, the file has " +
-                        std::to_string(size));
-        std::memcpy(&version, base + 4, sizeof version);
-        if (version == 2)
-            throw Error(path + ": llama2.c version 2 (int8 quantized) checkpoints are not supported yet; "
-                        "export fp32 weights (version 0 or 1)");
-        if (version != 1)
-            throw Error(path + ": unknown llama2.c checkpoint version " + std::to_string(version) +
-                        " (supported: legacy 0 and 1)");
-        std::memcpy(header, base + 8, sizeof header);
-        legacy = false;
-        version_ = 1;
-    } else {
-        std::memcpy(header, base, sizeof header);
-        version_ = 0;
-    }
-    config_ = parse_config(path, header, legacy);
-    if (!legacy) {
-        const std::uint8_t shared = static_cast<std::uint8_t>(base[8 + sizeof header]);
-        if (shared > 1)
-            throw Error(path + ": not a valid llama2.c checkpoint: shared-classifier flag is " +
-                        std::to_string(shared) + ", expected 0 or 1");
-        config_.shared_classifier = shared == 1;
-    }
+    try {
+        std::uint32_t magic = 0;
+        std::memcpy(&magic, base, sizeof magic);
+        std::int32_t header[7];
+        if (magic == kMagicAk42) {
+            std::int32_t version = 0;
+            if (size < kV1HeaderBytes)
+                throw Error(path + ": truncated checkpoint: the versioned header needs 256 bytes, the file has " +
+                            std::to_string(size));
+            std::memcpy(&version, base + 4, sizeof version);
+            if (version == 2)
+                throw Error(path + ": llama2.c version 2 (int8 quantized) checkpoints are not supported yet; "
+                            "export fp32 weights (version 0 or 1)");
+            if (version != 1)
+                throw Error(path + ": unknown llama2.c checkpoint version " + std::to_string(version) +
+                            " (supported: legacy 0 and 1)");
+            std::memcpy(header, base + 8, sizeof header);
+            legacy = false;
+            version_ = 1;
+        } else {
+            std::memcpy(header, base, sizeof header);
+            version_ = 0;
+        }
+        config_ = parse_config(path, header, legacy);
+        if (!legacy) {
+            const std::uint8_t shared = static_cast<std::uint8_t>(base[8 + sizeof header]);
+            if (shared > 1)
+                throw Error(path + ": not a valid llama2.c checkpoint: shared-classifier flag is " +
+                            std::to_string(shared) + ", expected 0 or 1");
+            config_.shared_classifier = shared == 1;
+        }
 
-    bool overflow = false;
-    const std::uint64_t expected = expected_file_bytes(config_, version_, overflow);
-    if (overflow)
-        throw Error(path + ": not a valid llama2.c checkpoint: the header's dimensions overflow 64-bit sizes (" +
-                    describe(config_) + ")");
-    if (expected != size)
-        throw Error(path + ": checkpoint size mismatch: the header (" + describe(config_) + ", version " +
-                    std::to_string(version_) + ") needs " + std::to_string(expected) + " bytes but the file has " +
-                    std::to_string(size) + (size < expected ? " (truncated download?)" : ""));
+        bool overflow = false;
+        const std::uint64_t expected = expected_file_bytes(config_, version_, overflow);
+        if (overflow || memory_sizes_overflow(config_))
+            throw Error(path + ": not a valid llama2.c checkpoint: the header's dimensions overflow 64-bit sizes (" +
+                        describe(config_) + ")");
+        if (expected != size)
+            throw Error(path + ": checkpoint size mismatch: the header (" + describe(config_) + ", version " +
+                        std::to_string(version_) + ") needs " + std::to_string(expected) +
+                        " bytes but the file has " + std::to_string(size) +
+                        (size < expected ? " (truncated download?)" : ""));
+    } catch (const Error&) {
+        // Only a file that is not a valid checkpoint is checked for other formats, so no checkpoint can
+        // ever be mistaken for one.
+        if (const std::string what = foreign_format(base, size); !what.empty())
+            throw Error(path + ": this is " + what + ", not a llama2.c checkpoint; export the model with "
+                        "llama2.c's export.py (version 0 or 1)");
+        throw;
+    }
 
     // Tensors are laid out back to back; walk them in file order.
     const TensorCounts t = tensor_counts(config_);

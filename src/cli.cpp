@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -68,7 +69,8 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     add_device_options(*cmd, a.platform, a.device);
     cmd->add_option("--layers-per-offload", a.layers_per_offload,
                     "layers staged on the device at once (1..n_layers); default: as many as fit, all when the "
-                    "model fits (resident)");
+                    "model fits (resident)")
+        ->check(CLI::Range(1, std::numeric_limits<int>::max()));
     cmd->add_option("--finalize", a.finalize,
                     "where the final RMSNorm and classifier run: device (read back logits) or cpu (read back the "
                     "final hidden state)")
@@ -96,13 +98,15 @@ void check_generate_args(const GenerateArgs& a) {
     if (!(a.temperature >= 0.0)) throw usage_error("-t: temperature must be >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
-    if (a.layers_per_offload < 0)
-        throw usage_error("--layers-per-offload: must be between 1 and n_layers (got " +
-                          std::to_string(a.layers_per_offload) + ")");
     if (a.max_device_memory_mib < 0) throw usage_error("--max-device-memory: must be positive");
     if (!(a.tolerance > 0)) throw usage_error("--tolerance: must be positive");
-    if (a.compare_cpu && a.backend == "cpu")
-        throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
+    if (a.backend == "cpu") {
+        if (a.compare_cpu)
+            throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
+        if (a.layers_per_offload != 0 || !a.work_shape.empty() || a.max_device_memory_mib != 0)
+            throw usage_error("--layers-per-offload, --work-shape and --max-device-memory apply to an OpenCL device, not to "
+                              "--backend cpu");
+    }
 }
 
 // Opens the OpenCL device for --backend opencl/auto; nullopt when auto finds no OpenCL at all.
@@ -275,6 +279,17 @@ int run_cli(int argc, char** argv) {
         return e.exit_code();
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "llama-cl: out of host memory\n");
+        return 1;
+    } catch (const cl::Error& e) {
+        // The runtime turns the errors it expects into Errors with the capacity plan; this is the net
+        // for the rest (drivers that allocate lazily report a shortage at the first use of a buffer).
+        const bool memory = e.err() == CL_MEM_OBJECT_ALLOCATION_FAILURE || e.err() == CL_OUT_OF_RESOURCES ||
+                            e.err() == CL_OUT_OF_HOST_MEMORY;
+        std::fprintf(stderr, "llama-cl: OpenCL error: %s%s\n", describe(e).c_str(),
+                     memory ? " (the device is out of memory: try a smaller --layers-per-offload or --finalize=cpu)" : "");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "llama-cl: internal error: %s\n", e.what());
         return 1;
     }
     return 2;

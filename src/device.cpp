@@ -336,7 +336,14 @@ cl::Buffer Device::allocate(std::size_t bytes, const std::string& what, cl_mem_f
         // CL_OUT_OF_RESOURCES on the first command that uses the buffer; callers handle that there.
         return cl::Buffer(context_, flags, bytes);
     } catch (const cl::Error& e) {
-        throw failure(describe(e));
+        const cl_int code = e.err();
+        const bool out_of_memory =
+            code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
+        throw Error(failure(describe(e)).what() +
+                    std::string(out_of_memory ? "; the device is out of memory: stage fewer layers at once with a "
+                                                "smaller --layers-per-offload (--verbose shows the plan), or use "
+                                                "--backend cpu"
+                                              : ""));
     }
 }
 

@@ -46,7 +46,7 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
         pos++;
         if (next == kBos) break;  // the model ends a sequence by starting a new one
         const std::string_view piece = writer.push(tokenizer.decode(token, next), in_prompt);
-        std::fwrite(piece.data(), 1, piece.size(), out);
+        if (!piece.empty()) std::fwrite(piece.data(), 1, piece.size(), out);
         std::fflush(out);
         token = next;
         if (start == clock::time_point{}) start = clock::now();  // skip the first pass, as run.c does

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include <unistd.h>
+
+#include "llamacl/error.hpp"
 #include "llamacl/sampler.hpp"  // softmax(), shared with sampling exactly as in run.c
 
 namespace llamacl {
@@ -80,9 +83,30 @@ void swiglu(float* hb, const float* hb2, int hidden_dim) {
     }
 }
 
+namespace {
+
+// The header's seq_len sizes the KV cache, and a v1 file's size does not bound it: refuse a context the
+// machine cannot hold before allocating (and zero-filling) it, naming the file.
+const Config& checked_for_host_memory(const Checkpoint& ck) {
+    const Config& c = ck.config();
+    const ModelSize size(c);
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page_size > 0) {
+        const std::uint64_t memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+        const std::uint64_t needed = size.kv_cache_bytes + size.working_bytes;
+        if (needed > memory)
+            throw Error(ck.path() + ": the CPU reference needs " + std::to_string(needed) +
+                        " bytes for its KV cache and activations (seq_len " + std::to_string(c.seq_len) +
+                        ") but this machine has " + std::to_string(memory) + " bytes of memory");
+    }
+    return c;
+}
+
+}  // namespace
+
 ReferenceForward::ReferenceForward(const Checkpoint& checkpoint)
     : ck_(checkpoint),
-      c_(checkpoint.config()),
+      c_(checked_for_host_memory(checkpoint)),
       x_(c_.dim),
       xb_(c_.dim),
       xb2_(c_.dim),

@@ -132,6 +132,19 @@ void check_config(const Config& c) {
         c.head_size() % 2 != 0)
         throw usage_error("invalid model shape: dimensions must be positive, dim divisible by n_heads, "
                           "n_heads by n_kv_heads, and the head size even");
+    // The file's size in bytes must fit 64 bits (the sizes below are summed in checkpoint_file_bytes).
+    const std::uint64_t L = c.n_layers, dim = c.dim, hidden = c.hidden_dim, vocab = c.vocab_size;
+    std::uint64_t per_layer = 0, total = 0;
+    const bool overflow =
+        __builtin_mul_overflow(dim, dim, &per_layer) || __builtin_mul_overflow(per_layer, 4, &per_layer) ||
+        __builtin_mul_overflow(hidden, dim, &total) || __builtin_mul_overflow(total, 3, &total) ||
+        __builtin_add_overflow(per_layer, total, &per_layer) || __builtin_mul_overflow(per_layer, L, &total) ||
+        __builtin_mul_overflow(vocab, dim, &per_layer) || __builtin_mul_overflow(per_layer, 2, &per_layer) ||
+        __builtin_add_overflow(total, per_layer, &total) ||
+        __builtin_mul_overflow(static_cast<std::uint64_t>(c.seq_len), dim, &per_layer) ||
+        __builtin_add_overflow(total, per_layer, &total) || __builtin_mul_overflow(total, 4, &total) ||
+        total > (std::uint64_t{1} << 60);
+    if (overflow) throw usage_error("invalid model shape: the checkpoint would be larger than 2^60 bytes");
 }
 
 }  // namespace

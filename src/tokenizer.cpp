@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <queue>
 #include <system_error>
+#include <tuple>
 
 #include "llamacl/error.hpp"
 
@@ -31,6 +33,10 @@ constexpr std::array<char, 512> make_byte_pieces() {
     return pieces;
 }
 constexpr std::array<char, 512> kBytePieces = make_byte_pieces();
+
+// "Nothing to print" as a view with a non-null data pointer: callers pass views straight to fwrite,
+// whose buffer argument must not be null even for zero bytes.
+constexpr std::string_view kNothing = "";
 
 // The C locale's isspace/isxdigit, spelled out so a global setlocale() elsewhere cannot change them.
 bool c_isspace(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
@@ -97,6 +103,9 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
     if (status.type() == fs::file_type::not_found) throw Error(path + ": tokenizer file not found");
     if (ec) throw Error(path + ": cannot open tokenizer file (" + ec.message() + ")");
     if (fs::is_directory(status)) throw Error(path + ": is a directory, not a tokenizer file");
+    // A FIFO or device would block or never end; a tokenizer is always a plain file.
+    if (!fs::is_regular_file(status))
+        throw Error(path + ": not a regular file; pass a llama2.c tokenizer.bin");
     const std::uintmax_t file_size = fs::file_size(path, ec);
     if (ec) throw Error(path + ": cannot read tokenizer file (" + ec.message() + ")");
     std::ifstream in(path, std::ios::binary);
@@ -208,6 +217,13 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     std::vector<int> tokens;
     tokens.reserve(text.size() + 3);
 
+    // BOS and EOS are ids 1 and 2 by convention; a tokenizer without them cannot encode them (run.c
+    // would read past a short vocabulary when it decodes or merges them).
+    for (const auto& [wanted, id, name] : {std::tuple{bos, 1, "BOS"}, std::tuple{eos, 2, "EOS"}})
+        if (wanted && id >= size())
+            throw Error(path_ + ": " + name + " (token id " + std::to_string(id) +
+                        ") is out of range: the tokenizer has only " + std::to_string(size()) + " entries");
+
     // Optional BOS (=1) token.
     if (bos) tokens.push_back(1);
 
@@ -248,34 +264,71 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
         }
         buffer.clear();
     }
-    // BOS's piece is read by the merge loop too; run.c would read past a one-entry vocabulary.
-    if (bos && tokens.size() > 1) check_id(1);
 
-    // Merge the best consecutive pair each iteration, according to the scores in vocab_scores.
-    // The comparison is strict, so among equal scores the leftmost pair wins.
+    // Merge the best consecutive pair each iteration, according to the scores in vocab_scores, as
+    // run.c does: the pair with the highest score, the leftmost among equal scores, and only pairs
+    // scoring above run.c's starting best of -1e10 (so never a NaN). run.c rescans every pair after
+    // each merge, which is quadratic in the prompt's length (minutes for a long prompt); this keeps
+    // the candidate pairs in a heap instead, ordered by (score, position), and makes the same merges
+    // in the same order in O(n log n). A merge keeps the left token's node, so node indices stay in
+    // text order and "leftmost" is "smallest left node index".
+    constexpr float kRunCStartScore = -1e10f;
+    struct Node {
+        int token;
+        std::size_t prev, next;  // neighbours in the current token list; kNone at the ends
+        bool alive;
+    };
+    constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    struct Candidate {
+        float score;
+        std::size_t left, right;   // the pair's nodes
+        int left_token, right_token, merged;
+    };
+    // The heap's top is the best candidate: highest score, then smallest left index.
+    const auto worse = [](const Candidate& a, const Candidate& b) {
+        if (a.score != b.score) return a.score < b.score;
+        return a.left > b.left;
+    };
+    std::vector<Node> nodes(tokens.size());
+    for (std::size_t i = 0; i < nodes.size(); i++)
+        nodes[i] = {tokens[i], i == 0 ? kNone : i - 1, i + 1 < nodes.size() ? i + 1 : kNone, true};
+    std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> heap(worse);
     std::string merged;
-    while (true) {
-        float best_score = -1e10f;
-        int best_id = -1;
-        std::size_t best_idx = 0;
-        bool found = false;
-        for (std::size_t i = 0; i + 1 < tokens.size(); i++) {
-            // Check whether we can merge the pair (tokens[i], tokens[i+1]).
-            merged.assign(piece_unchecked(tokens[i]));
-            merged.append(piece_unchecked(tokens[i + 1]));
-            const int id = lookup(merged);
-            if (id != -1 && scores_[static_cast<std::size_t>(id)] > best_score) {
-                best_score = scores_[static_cast<std::size_t>(id)];
-                best_id = id;
-                best_idx = i;
-                found = true;
-            }
-        }
-        if (!found) break;  // no more pairs can be merged
-        // Merge the pair into best_id and delete token best_idx+1.
-        tokens[best_idx] = best_id;
-        tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_idx) + 1);
+    const auto consider = [&](std::size_t left) {
+        if (left == kNone || nodes[left].next == kNone) return;
+        const std::size_t right = nodes[left].next;
+        // Check whether we can merge the pair (tokens[left], tokens[right]).
+        merged.assign(piece_unchecked(nodes[left].token));
+        merged.append(piece_unchecked(nodes[right].token));
+        const int id = lookup(merged);
+        if (id == -1) return;
+        const float score = scores_[static_cast<std::size_t>(id)];
+        if (!(score > kRunCStartScore)) return;
+        heap.push({score, left, right, nodes[left].token, nodes[right].token, id});
+    };
+    for (std::size_t i = 0; i + 1 < nodes.size(); i++) consider(i);
+    while (!heap.empty()) {
+        const Candidate c = heap.top();
+        heap.pop();
+        // Skip pairs that earlier merges changed: a pair's score depends only on its two tokens, so a
+        // candidate whose nodes are still adjacent and still hold the same tokens is exactly current.
+        Node& left = nodes[c.left];
+        if (!left.alive || left.next != c.right || left.token != c.left_token ||
+            nodes[c.right].token != c.right_token)
+            continue;
+        // Merge the pair into the left node and delete the right one.
+        Node& right = nodes[c.right];
+        left.token = c.merged;
+        left.next = right.next;
+        if (right.next != kNone) nodes[right.next].prev = c.left;
+        right.alive = false;
+        consider(left.prev);
+        consider(c.left);
     }
+    std::vector<int> result;
+    result.reserve(tokens.size() + 1);
+    for (std::size_t i = nodes.empty() ? kNone : 0; i != kNone; i = nodes[i].next) result.push_back(nodes[i].token);
+    tokens.swap(result);
 
     // Optional EOS (=2) token.
     if (eos) tokens.push_back(2);
@@ -298,11 +351,11 @@ std::string_view Tokenizer::decode(int prev_token, int token) const {
 std::string_view printable_piece(std::string_view piece) {
     // printf("%s") stops at the first NUL.
     piece = piece.substr(0, std::min(piece.size(), piece.find('\0')));
-    if (piece.empty()) return {};
+    if (piece.empty()) return kNothing;
     if (piece.size() == 1) {
         const auto byte = static_cast<unsigned char>(piece[0]);
         // Drop raw control bytes and lone high bytes, as run.c does: they would garble the terminal.
-        if (!(c_isprint(byte) || c_isspace(byte))) return {};
+        if (!(c_isprint(byte) || c_isspace(byte))) return kNothing;
     }
     return piece;
 }
@@ -317,7 +370,7 @@ std::string_view PieceWriter::push(std::string_view piece, bool from_prompt) {
         pending_ += static_cast<char>(byte);
         lo_ = 0x80;
         hi_ = 0xBF;
-        if (pending_.size() < need_) return {};
+        if (pending_.size() < need_) return kNothing;
         need_ = 0;
         complete_.swap(pending_);  // complete_ keeps the bytes alive for the caller until the next push
         pending_.clear();
@@ -338,10 +391,10 @@ std::string_view PieceWriter::push(std::string_view piece, bool from_prompt) {
         if (byte == 0xF0) lo_ = 0x90;
         if (byte == 0xF4) hi_ = 0x8F;
     } else {
-        return {};
+        return kNothing;
     }
     pending_ += static_cast<char>(byte);
-    return {};
+    return kNothing;
 }
 
 }  // namespace llamacl

@@ -28,8 +28,9 @@ public:
     // run.c's encode(): optional BOS (1), the dummy-prefix " " token when text is non-empty,
     // UTF-8 code points (byte fallback id = byte + 3 when a code point has no piece), then greedy
     // merges by best score, then optional EOS (2). Like run.c, text ends at its first NUL byte.
-    // Throws llamacl::Error when the tokenizer has no " " piece (run.c would emit id -1) or when
-    // a byte-fallback id is not a valid entry (run.c would read out of bounds).
+    // Throws llamacl::Error when the tokenizer has no " " piece (run.c would emit id -1), or when
+    // a byte-fallback id, or BOS (1) or EOS (2) when asked for, is not a valid entry (run.c would
+    // read out of bounds). Merging is O(n log n) in the text's length (run.c's loop is quadratic).
     std::vector<int> encode(std::string_view text, bool bos, bool eos) const;
 
     // run.c's decode(): the piece for `token`, minus its leading space right after BOS (1);

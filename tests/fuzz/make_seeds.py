@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in tests/fuzz/corpus/ (committed; rerun only to change them).
+
+checkpoint/: small valid llama2.c checkpoints (v0 and v1, shared and unshared classifier, MHA and GQA)
+and near-misses (version 2, a GGUF prefix). tokenizer/: fuzz_tokenizer inputs, i.e. a flags byte, a
+text-length byte, the text, then a tokenizer.bin.
+
+The hash-named files beside these seeds are inputs libFuzzer found while fuzzing from them, kept after
+`fuzz_TARGET -merge=1 NEW_DIR tests/fuzz/corpus/TARGET FOUND_DIR` reduced them to the ones that add
+coverage; .ci/run replays and extends the whole corpus on every run.
+"""
+import os
+import random
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def floats(rng, n):
+    return struct.pack(f"<{n}f", *[rng.uniform(-1, 1) for _ in range(n)])
+
+
+def checkpoint(dim, hidden, layers, heads, kv_heads, vocab, seq_len, version, shared, seed):
+    rng = random.Random(seed)
+    head = dim // heads
+    kv = head * kv_heads
+    rms = lambda n: floats(rng, n)
+    parts = {
+        "emb": floats(rng, vocab * dim), "rms_att": rms(layers * dim), "wq": floats(rng, layers * dim * dim),
+        "wk": floats(rng, layers * kv * dim), "wv": floats(rng, layers * kv * dim), "wo": floats(rng, layers * dim * dim),
+        "rms_ffn": rms(layers * dim), "w1": floats(rng, layers * hidden * dim), "w2": floats(rng, layers * dim * hidden),
+        "w3": floats(rng, layers * hidden * dim), "rms_final": rms(dim),
+        "cls": b"" if shared else floats(rng, vocab * dim),
+    }
+    fields = [dim, hidden, layers, heads, kv_heads, vocab if (shared or version == 1) else -vocab, seq_len]
+    if version == 0:
+        order = ["emb", "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3", "rms_final"]
+        body = b"".join(parts[k] for k in order) + bytes(4 * seq_len * head) + parts["cls"]
+        return struct.pack("<7i", *fields) + body
+    header = struct.pack("<Ii7iB", 0x616B3432, 1, *fields, 1 if shared else 0).ljust(256, b"\0")
+    order = ["rms_att", "rms_ffn", "rms_final", "emb", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "cls"]
+    return header + b"".join(parts[k] for k in order)
+
+
+def tokenizer(pieces):
+    max_len = max([1] + [len(p) for p, _ in pieces])
+    out = struct.pack("<i", max_len)
+    for p, score in pieces:
+        out += struct.pack("<fi", score, len(p)) + p
+    return out
+
+
+def byte_vocab():
+    return [(b"<unk>", 0.0), (b"\n<s>\n", 0.0), (b"\n</s>\n", 0.0)] + [(b"<0x%02X>" % b, 0.0) for b in range(256)]
+
+
+def fuzz_input(flags, text, tok):
+    return bytes([flags, len(text)]) + text + tok
+
+
+def write(sub, name, data):
+    d = os.path.join(HERE, "corpus", sub)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+write("checkpoint", "v0-shared", checkpoint(4, 4, 1, 2, 1, 4, 4, 0, True, 1))
+write("checkpoint", "v0-unshared", checkpoint(4, 6, 2, 2, 2, 5, 3, 0, False, 2))
+write("checkpoint", "v1-shared", checkpoint(4, 4, 1, 2, 1, 4, 4, 1, True, 3))
+write("checkpoint", "v1-unshared-gqa", checkpoint(8, 4, 1, 4, 2, 3, 2, 1, False, 4))
+v2 = bytearray(checkpoint(4, 4, 1, 2, 1, 4, 4, 1, True, 5))
+v2[4] = 2
+write("checkpoint", "v1-version-2", bytes(v2))
+write("checkpoint", "gguf-prefix", b"GGUF\x03\x00\x00\x00" + bytes(40))
+
+merges = [(b" ", 0.0), (b"H", 1.0), (b"e", 1.0), (b"l", 1.0), (b"o", 1.0), (b"w", 1.0), (b"r", 1.0), (b"d", 1.0),
+          (b"ll", 5.0), (b"He", 4.0), (b"llo", 6.0), (b"Hello", 7.0), (b" w", 3.0), (b"or", 3.0), (b"ld", 3.0),
+          (b" Hello", 8.0), (b"orld", 4.0), (b" world", 5.0)]
+write("tokenizer", "hello-merges", fuzz_input(1, b"Hello world", tokenizer([(b"<unk>", 0.0), (b"<s>", 0.0), (b"</s>", 0.0)] + merges)))
+write("tokenizer", "bytes-utf8", fuzz_input(3, "na\u00efve \u2603 \U0001F642 \xff\x80".encode("utf-8", "surrogateescape")[:60],
+                                             tokenizer(byte_vocab() + merges + [("\u00ef".encode(), 2.0), (b"\xe2\x98", 1.0)])))
+write("tokenizer", "duplicates-ties", fuzz_input(1, b"aaaa bb ab", tokenizer(byte_vocab() + [
+    (b" ", 0.0), (b"a", 1.0), (b"a", 1.0), (b"aa", 2.0), (b"aa", 2.0), (b"b", 0.0), (b"ab", 2.0), (b"bb", -1e10), (b" a", 2.0)])))
+write("tokenizer", "empty-text", fuzz_input(0, b"", tokenizer(byte_vocab()[:5])))
+write("tokenizer", "odd-byte-pieces", fuzz_input(1, b"\x01 z", tokenizer(byte_vocab()[:3] + [(b"<0x 1>", 1.0), (b"<0x-1>", 1.0), (b"<0x0x>", 1.0), (b"<0x4", 0.0), (b" ", 0.0)] + byte_vocab()[7:])))

@@ -1,0 +1,664 @@
+// Hostile input, end to end through the binary. A corpus of malformed checkpoints, tokenizers, prompts
+// and flags, generated here, each run through `llama-cl` and held to the error contract: exit status 1
+// (2 for usage), exactly one line on stderr that names the file or flag, nothing on stdout, no crash.
+// The file corpus runs under an address-space limit, so a size taken from an unvalidated header field
+// would fail the run instead of allocating. Also here: a missing OpenCL platform, a rehearsed small
+// device, prompts as long as the command line allows, and generation to the end of the context (the
+// KV cache full) on the CPU and OpenCL backends.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fuzz/naive_encode.hpp"
+#include "llamacl/capacity_plan.hpp"
+#include "llamacl/checkpoint.hpp"
+#include "llamacl/device.hpp"
+#include "llamacl/error.hpp"
+#include "llamacl/generate.hpp"
+#include "llamacl/reference.hpp"
+#include "llamacl/sampler.hpp"
+#include "llamacl/tokenizer.hpp"
+#include "models.hpp"
+#include "reference_cases.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LLAMACL_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LLAMACL_UNDER_ASAN 1
+#endif
+#endif
+
+using namespace llamacl;
+using namespace llamacl::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int32_t kInt32Max = std::numeric_limits<std::int32_t>::max();
+constexpr std::int32_t kInt32Min = std::numeric_limits<std::int32_t>::min();
+
+// A shape small enough to write hundreds of variants of, with a vocabulary the synthetic tokenizer
+// can cover (it needs 260 entries).
+Config file_config() { return Config{8, 16, 2, 2, 1, 260, 8, true}; }
+
+std::string bin() { return quote(LLAMACL_BINARY); }
+
+// Runs llama-cl with `args`, stopped after 60 s (a FIFO or a quadratic loop must not hang the suite:
+// `timeout` exits 124). `limit_memory` caps the address space at 1 GiB, far below anything a header
+// could ask for; it is skipped under AddressSanitizer, which reserves terabytes of shadow memory.
+CommandResult run(const std::string& args, bool limit_memory = false, const std::string& env = "") {
+    std::string command;
+#ifndef LLAMACL_UNDER_ASAN
+    if (limit_memory) command += "ulimit -v 1048576; ";
+#else
+    (void)limit_memory;
+#endif
+    command += env + (env.empty() ? "" : " ") + "timeout 60 " + bin() + " " + args;
+    return run_command(command);
+}
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+// The error contract for one run.
+void expect_error(const CommandResult& r, int code, std::initializer_list<std::string> mentions,
+                  const std::string& what) {
+    SCOPED_TRACE(what);
+    EXPECT_NE(r.exit_code, 124) << "timed out";
+    EXPECT_LT(r.exit_code, 128) << "crashed: " << r.err;
+    EXPECT_EQ(r.exit_code, code) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(lines(r.err), 1) << "stderr must be exactly one line:\n" << r.err;
+    EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << r.err;
+    EXPECT_EQ(r.err.rfind("llama-cl: ", 0), 0u) << r.err;
+    for (const std::string& m : mentions) EXPECT_NE(r.err.find(m), std::string::npos) << "expected \"" << m << "\" in: " << r.err;
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void put_i32(std::string& bytes, std::size_t offset, std::int32_t v) { std::memcpy(bytes.data() + offset, &v, 4); }
+void append_i32(std::string& out, std::int32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+void append_f32(std::string& out, float v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+
+struct Piece {
+    std::string bytes;
+    float score = 0.0f;
+};
+
+std::string tokenizer_bytes(const std::vector<Piece>& pieces, std::int32_t max_len) {
+    std::string out;
+    append_i32(out, max_len);
+    for (const Piece& p : pieces) {
+        append_f32(out, p.score);
+        append_i32(out, static_cast<std::int32_t>(p.bytes.size()));
+        out += p.bytes;
+    }
+    return out;
+}
+
+// <unk>, <s>, </s> and the 256 byte pieces: byte b is id b + 3, as in Llama's vocabulary.
+std::vector<Piece> byte_vocabulary() {
+    std::vector<Piece> pieces = {{"<unk>"}, {"\n<s>\n"}, {"\n</s>\n"}};
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        pieces.push_back({name});
+    }
+    return pieces;
+}
+
+// A directory holding a valid model (v0 and v1) and its tokenizer, plus the malformed variants.
+struct Corpus {
+    TempDir dir;
+    fs::path v0, v1, tok;
+    std::string v0_bytes, v1_bytes, tok_bytes;
+    Corpus() {
+        v0 = write_model(dir, file_config(), 0, 5, "good-v0.bin");
+        v1 = write_model(dir, file_config(), 1, 5, "good-v1.bin");
+        tok = dir / "tok.bin";
+        v0_bytes = read_file(v0);
+        v1_bytes = read_file(v1);
+        tok_bytes = read_file(tok);
+    }
+    fs::path file(const std::string& name, const std::string& bytes) const {
+        write_bytes(dir / name, bytes);
+        return dir / name;
+    }
+    std::string generate(const fs::path& model, const fs::path& tokenizer, const std::string& extra = "") const {
+        const bool steps = extra.find("-n ") != std::string::npos;
+        return "generate " + quote(model.string()) + " -z " + quote(tokenizer.string()) + " -s 1 " +
+               (steps ? "" : "-n 4 ") + extra;
+    }
+};
+
+// A v0 header: the 7 fields, then `floats` zero floats.
+std::string v0_file(std::vector<std::int32_t> h, std::size_t floats = 0) {
+    std::string b(28 + 4 * floats, '\0');
+    for (std::size_t i = 0; i < 7; ++i) put_i32(b, 4 * i, h[i]);
+    return b;
+}
+
+// A v1 header (magic, version 1, the 7 fields, the shared flag, padding), then `floats` zero floats.
+std::string v1_file(std::vector<std::int32_t> h, std::size_t floats = 0, std::uint8_t shared = 1) {
+    std::string b(256 + 4 * floats, '\0');
+    put_i32(b, 0, 0x616b3432);
+    put_i32(b, 4, 1);
+    for (std::size_t i = 0; i < 7; ++i) put_i32(b, 8 + 4 * i, h[i]);
+    b[36] = static_cast<char>(shared);
+    return b;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// Checkpoints
+
+// A malformed file, and what its one-line message must mention besides the file's path.
+struct FileCase {
+    std::string name;
+    std::string bytes;
+    std::vector<std::string> mentions;
+};
+
+TEST(MalformedCheckpoint, EveryCaseIsOneLineNamingTheFile) {
+    Corpus c;
+    const std::string& v0 = c.v0_bytes;
+    const std::string& v1 = c.v1_bytes;
+    const auto cut = [](const std::string& s, std::size_t n) { return s.substr(0, n); };
+    const auto with = [](std::string s, std::size_t offset, std::int32_t v) {
+        put_i32(s, offset, v);
+        return s;
+    };
+    std::string shared_flag = v1;
+    shared_flag[36] = 2;
+    std::string gguf = v0;
+    std::memcpy(gguf.data(), "GGUF\3\0\0\0", 8);
+    std::string zip = v0;
+    std::memcpy(zip.data(), "PK\3\4", 4);
+    std::string safetensors = "        {\"__metadata__\":{\"format\":\"pt\"}}";
+    const std::uint64_t json_len = safetensors.size() - 8;
+    std::memcpy(safetensors.data(), &json_len, 8);
+    std::string text;
+    for (int i = 0; i < 40; ++i) text += "This is not a checkpoint, it is a README.\n";
+
+    const std::vector<FileCase> cases = {
+        // Truncated or padded files.
+        {"empty.bin", "", {"truncated"}},
+        {"5-bytes.bin", cut(v0, 5), {"truncated", "28-byte"}},
+        {"header-only.bin", cut(v0, 28), {"truncated"}},
+        {"half.bin", cut(v0, v0.size() / 2), {"truncated"}},
+        {"one-short.bin", cut(v0, v0.size() - 1), {"truncated"}},
+        {"one-long.bin", v0 + '\0', {"size mismatch"}},
+        {"v1-header-cut.bin", cut(v1, 100), {"truncated", "256"}},
+        {"v1-one-short.bin", cut(v1, v1.size() - 1), {"truncated"}},
+        {"v1-padded.bin", v1 + std::string(4096, '\0'), {"size mismatch"}},
+        // Versions and flags.
+        {"version-2.bin", with(v1, 4, 2), {"version 2", "not supported yet"}},
+        {"version-3.bin", with(v1, 4, 3), {"version 3"}},
+        {"version-minus-1.bin", with(v1, 4, -1), {"version -1"}},
+        {"shared-flag-2.bin", shared_flag, {"shared-classifier flag"}},
+        // Dimensions: zero, negative, inconsistent (v0 header fields at 4*i, v1 at 8 + 4*i).
+        {"dim-0.bin", with(v0, 0, 0), {"positive"}},
+        {"hidden-negative.bin", with(v0, 4, -16), {"positive"}},
+        {"layers-0.bin", with(v0, 8, 0), {"positive"}},
+        {"heads-0.bin", with(v0, 12, 0), {"positive"}},
+        {"kv-heads-negative.bin", with(v0, 16, -1), {"positive"}},
+        {"vocab-0.bin", with(v0, 20, 0), {"positive"}},
+        {"vocab-int-min.bin", with(v0, 20, kInt32Min), {"positive"}},
+        {"v1-vocab-negative.bin", with(v1, 8 + 20, -260), {"positive"}},
+        {"seq-len-0.bin", with(v0, 24, 0), {"positive"}},
+        {"v1-seq-len-negative.bin", with(v1, 8 + 24, -8), {"positive"}},
+        {"dim-not-divisible.bin", v0_file({10, 16, 2, 4, 1, 260, 8}), {"divisible by n_heads"}},
+        {"kv-not-dividing.bin", v0_file({12, 16, 2, 6, 4, 260, 8}), {"multiple of n_kv_heads"}},
+        {"kv-above-heads.bin", v0_file({8, 16, 2, 2, 4, 260, 8}), {"multiple of n_kv_heads"}},
+        {"odd-head-size.bin", v0_file({10, 16, 2, 2, 2, 260, 8}), {"odd"}},
+        // Huge dimensions: 32-bit products are computed in 64 bits (so the file is simply the wrong
+        // size); 64-bit overflow of the file size or of the memory the model would need is refused.
+        {"products-over-32-bits.bin", v0_file({65536, 65536, 2, 2, 2, 65536, 65536}), {"size mismatch"}},
+        {"v1-products-over-32-bits.bin", v1_file({1 << 16, 1 << 16, 2, 2, 2, 1 << 16, 1 << 16}), {"size mismatch"}},
+        {"overflow-64.bin", v0_file({1 << 30, 1 << 30, 1 << 30, 2, 2, 1 << 30, 1 << 30}), {"overflow"}},
+        {"v1-kv-cache-overflows-64.bin", v1_file({2, 2, kInt32Max, 1, 1, 2, kInt32Max}), {"overflow"}},
+        {"max-everything.bin", v0_file({kInt32Max - 1, kInt32Max, kInt32Max, 1, 1, kInt32Max, kInt32Max}), {"overflow"}},
+        // Other formats and plain wrong files.
+        {"model.gguf", gguf, {"GGUF", "not a llama2.c checkpoint"}},
+        {"model.pth", zip, {"zip", "not a llama2.c checkpoint"}},
+        {"model.safetensors", safetensors, {"safetensors", "not a llama2.c checkpoint"}},
+        {"README.md", text, {"not a valid llama2.c checkpoint"}},
+    };
+    for (const FileCase& k : cases) {
+        const fs::path path = c.file(k.name, k.bytes);
+        std::vector<std::string> mentions = k.mentions;
+        mentions.push_back(path.string());
+        for (const std::string& args : {"info " + quote(path.string()), c.generate(path, c.tok, "--backend cpu")}) {
+            const CommandResult r = run(args, /*limit_memory=*/true);
+            SCOPED_TRACE(args);
+            expect_error(r, 1, {}, k.name);
+            for (const std::string& m : mentions) EXPECT_NE(r.err.find(m), std::string::npos) << k.name << ": expected \"" << m << "\" in: " << r.err;
+        }
+    }
+}
+
+TEST(MalformedCheckpoint, PathsThatAreNotReadableFiles) {
+    Corpus c;
+    const fs::path missing = c.dir / "missing.bin";
+    const fs::path directory = c.dir / "models";
+    fs::create_directory(directory);
+    const fs::path fifo = c.dir / "fifo.bin";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const std::vector<std::pair<fs::path, std::string>> cases = {
+        {missing, "No such file or directory"}, {directory, "not a regular file"}, {fifo, "not a regular file"}};
+    for (const auto& [path, problem] : cases) {
+        expect_error(run("info " + quote(path.string())), 1, {path.string(), problem}, "info " + path.string());
+        expect_error(run(c.generate(path, c.tok)), 1, {path.string(), problem}, "generate " + path.string());
+    }
+    // A file without read permission; root reads it anyway, so there the case cannot be made.
+    const fs::path locked = c.file("locked.bin", c.v0_bytes);
+    fs::permissions(locked, fs::perms::none);
+    if (::access(locked.c_str(), R_OK) == 0) {
+        std::printf("[   NOTE   ] running as root: the unreadable-file case is not checked\n");
+    } else {
+        expect_error(run("info " + quote(locked.string())), 1, {locked.string(), "Permission denied"}, "locked");
+    }
+}
+
+TEST(MalformedCheckpoint, AContextTooLargeForMemoryIsRefusedBeforeAllocating) {
+    // A version 1 header's seq_len is not tied to the file's size: this 300 KB file asks for a KV cache
+    // of 2 x 4 layers x (2^31 - 1) positions x 64 floats, 4 TiB. Both backends must refuse with the
+    // numbers before allocating (the request is far beyond any allocator, so a backend that tries
+    // fails at once instead of touching memory).
+    TempDir dir;
+    const Config huge{64, 64, 4, 8, 8, 260, kInt32Max, true};
+    const fs::path model = write_model(dir, huge, 1);
+    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " -n 4";
+    expect_error(run(base + " --backend cpu", /*limit_memory=*/true), 1, {model.string(), "KV cache"}, "cpu");
+    expect_error(run(base + " --backend opencl"), 1, {"KV cache", "MiB"}, "opencl");
+}
+
+TEST(MalformedCheckpoint, TruncatedAtEveryByteIsRejectedNamingTheFile) {
+    // In-process (thousands of cases): every proper prefix of a v0, v1 and unshared v0 file.
+    TempDir dir;
+    const Config shapes[] = {Config{8, 12, 2, 2, 1, 16, 6, true}, Config{8, 12, 1, 2, 2, 16, 6, false}};
+    for (const Config& shape : shapes) {
+        for (int version : {0, 1}) {
+            const fs::path path = dir / "whole.bin";
+            write_synthetic_checkpoint(path.string(), shape, version, 3, 1);
+            const std::string bytes = read_file(path);
+            const fs::path cut = dir / "cut.bin";
+            write_bytes(cut, bytes);
+            int rejected = 0;
+            for (std::size_t n = bytes.size(); n-- > 0;) {
+                ASSERT_EQ(::truncate(cut.c_str(), static_cast<off_t>(n)), 0);
+                try {
+                    Checkpoint::open(cut.string());
+                    ADD_FAILURE() << "a " << n << "-byte prefix of a " << bytes.size() << "-byte v" << version
+                                  << " file was accepted";
+                } catch (const Error& e) {
+                    const std::string msg = e.what();
+                    if (msg.find(cut.string()) == std::string::npos || msg.find("truncated") == std::string::npos)
+                        ADD_FAILURE() << n << " bytes: " << msg;
+                    ++rejected;
+                }
+            }
+            EXPECT_EQ(rejected, static_cast<int>(bytes.size()));
+            // The complete file still opens: the loop above did not reject it for another reason.
+            EXPECT_NO_THROW(Checkpoint::open(path.string()));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Tokenizers
+
+TEST(MalformedTokenizer, EveryCaseIsOneLineNamingTheFile) {
+    Corpus c;
+    const std::string& tok = c.tok_bytes;
+    const auto with = [](std::string s, std::size_t offset, std::int32_t v) {
+        put_i32(s, offset, v);
+        return s;
+    };
+    // The first entry starts at byte 4: score at 4, length at 8, piece ("<unk>") at 12.
+    const std::vector<FileCase> cases = {
+        {"empty.tok", "", {"truncated", "max_token_length"}},
+        {"2-bytes.tok", tok.substr(0, 2), {"truncated"}},
+        {"header-only.tok", tok.substr(0, 4), {"no entries"}},
+        {"max-len-0.tok", with(tok, 0, 0), {"max_token_length 0"}},
+        {"max-len-negative.tok", with(tok, 0, -7), {"max_token_length -7"}},
+        {"max-len-huge.tok", with(tok, 0, kInt32Max), {"max_token_length"}},
+        {"cut-in-score.tok", tok.substr(0, 6), {"truncated tokenizer entry 0"}},
+        {"cut-in-length.tok", tok.substr(0, 10), {"truncated tokenizer entry 0"}},
+        {"cut-in-piece.tok", tok.substr(0, 14), {"truncated tokenizer entry 0"}},
+        {"cut-in-last.tok", tok.substr(0, tok.size() - 1), {"truncated tokenizer entry 259"}},
+        {"length-negative.tok", with(tok, 8, -5), {"entry 0", "length -5"}},
+        {"length-int-min.tok", with(tok, 8, kInt32Min), {"entry 0", "length"}},
+        {"length-above-max.tok", with(tok, 8, 4096), {"entry 0", "length 4096"}},
+        {"length-huge.tok", with(with(tok, 0, 1 << 16), 8, 1 << 16), {"truncated tokenizer entry 0"}},
+        {"fewer-entries.tok", tokenizer_bytes(byte_vocabulary(), 8), {"259 entries", "vocabulary is 260"}},
+    };
+    for (const FileCase& k : cases) {
+        const fs::path path = c.file(k.name, k.bytes);
+        std::vector<std::string> mentions = k.mentions;
+        mentions.push_back(path.string());
+        std::vector<std::string> commands = {c.generate(c.v0, path, "--backend cpu")};
+        // `tokenize` needs no particular vocabulary size: a short tokenizer is fine there.
+        if (k.name != "fewer-entries.tok") commands.push_back("tokenize " + quote(path.string()) + " hello");
+        for (const std::string& args : commands) {
+            const CommandResult r = run(args, /*limit_memory=*/true);
+            SCOPED_TRACE(args);
+            expect_error(r, 1, {}, k.name);
+            for (const std::string& m : mentions)
+                EXPECT_NE(r.err.find(m), std::string::npos) << k.name << ": expected \"" << m << "\" in: " << r.err;
+        }
+    }
+
+    const fs::path directory = c.dir / "tokdir";
+    fs::create_directory(directory);
+    const fs::path fifo = c.dir / "tok.fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const std::vector<std::pair<fs::path, std::string>> paths = {
+        {c.dir / "missing.tok", "not found"}, {directory, "directory"}, {fifo, "not a regular file"}};
+    for (const auto& [path, problem] : paths) {
+        expect_error(run(c.generate(c.v0, path, "--backend cpu")), 1, {path.string(), problem}, path.string());
+        expect_error(run("tokenize " + quote(path.string()) + " hi"), 1, {path.string(), problem}, path.string());
+    }
+}
+
+TEST(MalformedTokenizer, TruncatedAtEveryByteLoadsWholeEntriesOrIsRejected) {
+    TempDir dir;
+    write_synthetic_tokenizer((dir / "whole.tok").string(), 300);
+    const std::string bytes = read_file(dir / "whole.tok");
+    // Byte offsets at which an entry ends: there the prefix is a valid, shorter tokenizer.
+    std::vector<std::size_t> boundaries = {4};
+    for (std::size_t at = 4; at < bytes.size();) {
+        std::int32_t len = 0;
+        std::memcpy(&len, bytes.data() + at + 4, 4);
+        at += 8 + static_cast<std::size_t>(len);
+        boundaries.push_back(at);
+    }
+    ASSERT_EQ(boundaries.back(), bytes.size());
+    const fs::path cut = dir / "cut.tok";
+    write_bytes(cut, bytes);
+    for (std::size_t n = bytes.size(); n-- > 0;) {
+        ASSERT_EQ(::truncate(cut.c_str(), static_cast<off_t>(n)), 0);
+        const auto boundary = std::find(boundaries.begin(), boundaries.end(), n);
+        const int whole_entries = static_cast<int>(boundary - boundaries.begin());
+        try {
+            const Tokenizer t = Tokenizer::load(cut.string(), 0);
+            if (boundary == boundaries.end() || whole_entries == 0)
+                ADD_FAILURE() << n << " bytes: accepted a prefix that ends inside an entry";
+            else
+                EXPECT_EQ(t.size(), whole_entries) << n << " bytes";
+        } catch (const Error& e) {
+            const std::string msg = e.what();
+            if (boundary != boundaries.end() && whole_entries > 0) ADD_FAILURE() << n << " bytes: " << msg;
+            if (msg.find(cut.string()) == std::string::npos) ADD_FAILURE() << n << " bytes: " << msg;
+        }
+        // With the model's vocabulary as the minimum every proper prefix is refused.
+        EXPECT_THROW(Tokenizer::load(cut.string(), 300), Error) << n << " bytes";
+    }
+}
+
+TEST(MalformedTokenizer, PiecesThatAreNotUtf8AreJustBytes) {
+    // Pieces are bytes, as in run.c: a tokenizer whose pieces are not UTF-8 loads, encodes, and the model
+    // may emit them (random weights do); nothing about that is an error.
+    TempDir dir;
+    const fs::path model = write_model(dir, Config{8, 16, 2, 2, 1, 300, 16, true});
+    std::vector<Piece> pieces = byte_vocabulary();
+    pieces.push_back({" ", 0.0f});
+    const char* invalid[] = {"\xff", "\xc3\x28", "a\x80", "\xed\xa0\x80", "\xf8\x88\x80\x80\x80", "\xc0\xaf", "\xfe\xfe"};
+    for (const char* p : invalid) pieces.push_back({p, 5.0f});
+    while (pieces.size() < 300) pieces.push_back({"<pad" + std::to_string(pieces.size()) + ">", -1.0f});
+    const fs::path path = dir / "not-utf8.tok";
+    write_bytes(path, tokenizer_bytes(pieces, 8));
+    const CommandResult r = run("generate " + quote(model.string()) + " -z " + quote(path.string()) +
+                                " --backend cpu -n 0 -t 1 -s 1 -i " + quote("a\x80\xff x"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;  // only the speed line
+    const CommandResult ids = run("tokenize " + quote(path.string()) + " " + quote("\xff\xc3\x28"));
+    EXPECT_EQ(ids.exit_code, 0) << ids.err;
+    // BOS, " ", the piece "\xff", then "\xc3" and "(" as byte tokens: no piece holds either alone.
+    EXPECT_EQ(ids.out, "1 259 260 198 43\n");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Prompts
+
+TEST(HostilePrompt, EmptyAndInvalidUtf8PromptsBehaveLikeRunC) {
+    Corpus c;
+    // An empty prompt is no prompt: generation starts from BOS.
+    const CommandResult none = run(c.generate(c.v0, c.tok, "--backend cpu -t 1"));
+    const CommandResult empty = run(c.generate(c.v0, c.tok, "--backend cpu -t 1 -i ''"));
+    EXPECT_EQ(none.exit_code, 0) << none.err;
+    EXPECT_EQ(empty.exit_code, 0) << empty.err;
+    EXPECT_EQ(empty.out, none.out);
+    // Invalid UTF-8 falls back to byte tokens (byte b is id b + 3), as run.c's encode does.
+    const CommandResult ids = run("tokenize " + quote(c.tok.string()) + " " + quote("\xff\xfe"));
+    EXPECT_EQ(ids.exit_code, 0) << ids.err;
+    EXPECT_EQ(ids.out, "1 259 258 257\n");  // BOS, " ", 0xFF, 0xFE
+    const CommandResult gen = run(c.generate(c.v0, c.tok, "--backend cpu -n 0 -i " + quote("\xff\xfe\xc3")));
+    EXPECT_EQ(gen.exit_code, 0) << gen.err;
+}
+
+TEST(HostilePrompt, PromptsAsLongAsTheCommandLineAllowsFailFast) {
+    // Linux caps one argument at 128 KiB (and the test's own `sh -c` command line with it). run.c's
+    // merge loop is quadratic in the prompt's length (about 7 minutes for this one); encoding must be
+    // fast enough that the seq_len check answers at once.
+    Corpus c;
+    const std::string prompt(120 * 1024, 'a');
+    const auto start = std::chrono::steady_clock::now();
+    const CommandResult r = run(c.generate(c.v0, c.tok, "--backend cpu -n 0 -i " + prompt));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    expect_error(r, 1, {"-i", "seq_len"}, "120 KiB prompt");
+    EXPECT_LT(seconds, 30.0);
+    // Longer than -n but within the context: a usage error naming -n.
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu -n 1 -i x")), 2, {"-n allows 1", "raise -n"},
+                 "prompt longer than -n");
+}
+
+TEST(HostilePrompt, HeapMergesEqualRunCsQuadraticLoop) {
+    // Random small vocabularies (duplicates, equal scores, scores at or below run.c's -1e10 floor, NaN)
+    // and random texts: Tokenizer::encode must make exactly run.c's merges.
+    TempDir dir;
+    std::mt19937 rng(12345);
+    const std::string alphabet = "ab c\xc3\xa9";
+    const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    int compared = 0;
+    for (int round = 0; round < 300; ++round) {
+        std::vector<Piece> pieces = byte_vocabulary();
+        pieces.push_back({" ", 0.0f});
+        const int extra = 5 + pick(40);
+        for (int i = 0; i < extra; ++i) {
+            std::string p;
+            for (int len = 1 + pick(4); len > 0; --len) p += alphabet[static_cast<std::size_t>(pick(static_cast<int>(alphabet.size())))];
+            const float scores[] = {0.0f, 1.0f, -1.0f, 2.5f, -1e10f, -2e10f, std::nanf(""), static_cast<float>(pick(7))};
+            pieces.push_back({p, scores[pick(8)]});
+        }
+        const fs::path path = dir / "random.tok";
+        write_bytes(path, tokenizer_bytes(pieces, 8));
+        const Tokenizer t = Tokenizer::load(path.string(), 0);
+        for (int k = 0; k < 10; ++k) {
+            std::string text;
+            for (int len = pick(60); len > 0; --len) text += alphabet[static_cast<std::size_t>(pick(static_cast<int>(alphabet.size())))];
+            const bool bos = pick(2) == 1, eos = pick(2) == 1;
+            ASSERT_EQ(t.encode(text, bos, eos), naive_encode(t, text, bos, eos)) << "round " << round << " text '" << text << "'";
+            ++compared;
+        }
+    }
+    EXPECT_EQ(compared, 3000);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Flags and devices
+
+TEST(HostileFlags, LayersPerOffloadOutsideOneToNLayersIsAUsageError) {
+    Corpus c;  // 2 layers
+    for (const char* k : {"0", "-1", "3", "1000000"}) {
+        const std::string flags = std::string("--backend opencl --layers-per-offload ") + k;
+        expect_error(run(c.generate(c.v0, c.tok, flags)), 2, {"--layers-per-offload"}, flags);
+    }
+}
+
+TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
+    Corpus c;
+    for (const char* flags : {"--device no-such-device", "--device 99", "--device 7.3", "--platform no-such-platform"}) {
+        const std::string selector = std::string(flags).substr(std::string(flags).find(' ') + 1);
+        for (const char* backend : {"opencl", "auto"})
+            expect_error(run(c.generate(c.v0, c.tok, std::string("--backend ") + backend + " " + flags)), 1,
+                         {"no OpenCL device matches", "\"" + selector + "\"", "available:"}, flags);
+    }
+    expect_error(run(c.generate(c.v0, c.tok, "--backend opencl --work-shape 3x5")), 2, {"--work-shape"}, "--work-shape");
+    expect_error(run(c.generate(c.v0, c.tok, "--backend opencl --max-device-memory -1")), 2, {"--max-device-memory"},
+                 "--max-device-memory -1");
+}
+
+TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
+    // ocl-icd reads the driver list from OCL_ICD_VENDORS when it is set: an empty directory is a machine
+    // without OpenCL.
+    Corpus c;
+    const fs::path vendors = c.dir / "no-vendors";
+    fs::create_directory(vendors);
+    const std::string env = "OCL_ICD_VENDORS=" + quote(vendors.string());
+    expect_error(run("devices", false, env), 1, {"no OpenCL platform found", "--backend cpu"}, "devices");
+    expect_error(run(c.generate(c.v0, c.tok, "--backend opencl"), false, env), 1, {"no OpenCL platform found"},
+                 "--backend opencl");
+    // A device selector is a request for OpenCL: no silent fallback.
+    expect_error(run(c.generate(c.v0, c.tok, "--device 0"), false, env), 1, {"no OpenCL platform found"}, "--device 0");
+
+    const CommandResult cpu = run(c.generate(c.v0, c.tok, "--backend cpu -t 1"));
+    const CommandResult fallback = run(c.generate(c.v0, c.tok, "--backend auto -t 1"), false, env);
+    EXPECT_EQ(fallback.exit_code, 0) << fallback.err;
+    EXPECT_EQ(fallback.out, cpu.out);
+    EXPECT_EQ(fallback.err.rfind("llama-cl: no OpenCL device (no OpenCL platform found", 0), 0u) << fallback.err;
+    EXPECT_NE(fallback.err.find("using the CPU reference\n"), std::string::npos) << fallback.err;
+}
+
+TEST(SmallDevice, OutOfMemoryNamesTheNumbersAndSuggestsLayersPerOffload) {
+    // --max-device-memory rehearses a device with room for exactly one layer besides the KV cache,
+    // constants and working buffers.
+    TempDir dir;
+    const Config config{64, 128, 4, 4, 2, 300, 32, true};
+    const fs::path model = write_model(dir, config);
+    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -n 6 -s 3 -t 1";
+    DeviceInfo roomy;
+    roomy.name = "test";
+    roomy.global_mem_bytes = roomy.max_alloc_bytes = std::uint64_t{1} << 40;
+    const CapacityPlan all = plan_capacity(config, roomy, Finalize::device, 0);
+    const std::uint64_t fixed = all.persistent_bytes() + all.working_bytes;
+    // usable = limit / 10 * 9 must land halfway between one and two layers.
+    const double usable = static_cast<double>(fixed) + 1.5 * static_cast<double>(all.layer_bytes);
+    char mib[64];
+    std::snprintf(mib, sizeof mib, "%.6f", usable / 0.9 / (1024.0 * 1024.0));
+    ASSERT_EQ(plan_capacity(config, roomy, Finalize::device, 0,
+                            static_cast<std::uint64_t>(std::atof(mib) * 1024.0 * 1024.0)).layers_per_offload, 1);
+
+    const std::string small = base + " --backend opencl --max-device-memory " + mib;
+    expect_error(run(small + " --layers-per-offload 2"), 1,
+                 {"--layers-per-offload 2 does not fit", "KV cache", "MiB", "use --layers-per-offload 1"}, "K=2");
+    // Left to choose, it streams one layer at a time and prints what the CPU prints.
+    const CommandResult streamed = run(small);
+    EXPECT_EQ(streamed.exit_code, 0) << streamed.err;
+    EXPECT_EQ(streamed.out, run(base + " --backend cpu").out);
+    // Not even one layer fits.
+    expect_error(run(base + " --backend opencl --max-device-memory 0.01"), 1, {"does not fit", "MiB", "--backend cpu"}, "0.01 MiB");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Generation to the end of the context: the last position fills the KV cache.
+
+namespace {
+
+// Runs the CPU reference in-process and returns how many positions generation ran and what it printed.
+std::pair<int, std::string> generate_in_process(const fs::path& model, const fs::path& tokenizer, const std::string& prompt,
+                                                float temperature, std::uint64_t seed) {
+    const Checkpoint ck = Checkpoint::open(model.string());
+    const Tokenizer tok = Tokenizer::load(tokenizer.string(), ck.config().vocab_size);
+    const int steps = effective_steps(0, ck.config().seq_len);
+    const std::vector<int> ids = encode_prompt(tok, prompt, steps, ck.config().seq_len, ck.config().vocab_size);
+    ReferenceForward forward(ck);
+    Sampler sampler(ck.config().vocab_size, temperature, 0.9f, seed);
+    std::FILE* out = std::tmpfile();
+    const GenerateStats stats = generate(forward, tok, sampler, ids, steps, out);
+    std::string text(static_cast<std::size_t>(std::ftell(out)), '\0');
+    std::rewind(out);
+    const std::size_t got = std::fread(text.data(), 1, text.size(), out);
+    text.resize(got);
+    std::fclose(out);
+    return {stats.positions, text};
+}
+
+}  // namespace
+
+TEST(FullContext, Stories260KGreedyToTheEndMatchesAcrossBackendsAndExtendsRunC) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    const fs::path model = shared / "models/stories260K.bin", tok = shared / "models/tok512.bin";
+    const std::string base = "generate " + quote(model.string()) + " -z " + quote(tok.string()) + " -t 0 -n 0";
+    // No prompt: the story runs past run.c's 256-step reference case (to the BOS that ends it), and the
+    // reference case's text is its beginning.
+    const CommandResult cpu = run(base + " --backend cpu");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+    std::string v1 = read_file(shared / "reference/expected/v1_greedy_noprompt.txt");
+    v1.pop_back();  // the newline printed after the last step
+    EXPECT_EQ(cpu.out.rfind(v1, 0), 0u) << cpu.out;
+    EXPECT_GT(cpu.out.size(), v1.size() + 1);
+    for (const char* flags : {"--backend opencl", "--backend opencl --layers-per-offload 1 --finalize=cpu"}) {
+        const CommandResult ocl = run(base + " " + flags);
+        EXPECT_EQ(ocl.exit_code, 0) << ocl.err;
+        EXPECT_EQ(ocl.out, cpu.out) << flags;
+    }
+
+    // A prompt long enough that generation reaches position 511, seq_len - 1: every KV-cache row is
+    // written and the last token attends over all 512.
+    std::string prompt = cpu.out.substr(0, cpu.out.size() - 1) + " " + v1;
+    const Tokenizer t = Tokenizer::load(tok.string(), 512);
+    while (t.encode(prompt, true, false).size() > 480) prompt.resize(prompt.rfind(' '));
+    const auto [positions, text] = generate_in_process(model, tok, prompt, 0.0f, 1);
+    EXPECT_EQ(positions, 512);
+    const std::string args = base + " -i " + quote(prompt);
+    const CommandResult full_cpu = run(args + " --backend cpu");
+    EXPECT_EQ(full_cpu.exit_code, 0) << full_cpu.err;
+    EXPECT_EQ(full_cpu.out, text);
+    for (const char* flags : {"--backend opencl", "--backend opencl --layers-per-offload 2"}) {
+        const CommandResult ocl = run(args + " " + flags);
+        EXPECT_EQ(ocl.exit_code, 0) << ocl.err;
+        EXPECT_EQ(ocl.out, full_cpu.out) << flags;
+    }
+}
+
+TEST(FullContext, GeneratedModelSamplesToTheEndIdenticallyOnCpuAndOpencl) {
+    TempDir dir;
+    const Config config = small_config(2, false);  // seq_len 40, GQA, unshared classifier
+    const fs::path model = write_model(dir, config, 1, 21);
+    const fs::path tok = dir / "tok.bin";
+    const std::uint64_t seed = 4;
+    const auto [positions, text] = generate_in_process(model, tok, "", 1.0f, seed);
+    ASSERT_EQ(positions, config.seq_len) << "the model sampled BOS early with this seed; pick another";
+    // -n 0 and -n above seq_len both mean the whole context.
+    for (const char* n : {"0", "1000"}) {
+        const std::string base = "generate " + quote(model.string()) + " -z " + quote(tok.string()) + " -t 1 -p 0.9 -s " +
+                                 std::to_string(seed) + " -n " + n;
+        const CommandResult cpu = run(base + " --backend cpu");
+        EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
+        EXPECT_EQ(cpu.out, text);
+        for (const char* flags : {"--backend opencl", "--backend opencl --layers-per-offload 1"}) {
+            const CommandResult ocl = run(base + " " + flags);
+            EXPECT_EQ(ocl.exit_code, 0) << ocl.err;
+            EXPECT_EQ(ocl.out, text) << flags;
+        }
+    }
+}
