@@ -190,14 +190,10 @@ inline float row_dot(__global const float* w, __global const float* x, __global 
     return weight ? partial_dot_normed(w, x, weight, ss, n, lane) : partial_dot(w, x, n, lane);
 }
 
-// Rows of a matrix-vector kernel: a work-item (or, with ROW_THREADS > 1, a team of ROW_THREADS
-// work-items) computes ITEM_ROWS consecutive output rows, so that what it prepares once per row set
-// (RMSNorm's scale on CPU shapes, where every work-item computes it alone) is shared by several rows.
-// The kernels loop `for item in 0..ITEM_ROWS` over row FIRST_ROW + item; rows past the end are clamped
-// to the last one so that every work-item still reaches the barriers of the GPU shapes, and only valid
-// rows are written.
-#ifndef ITEM_ROWS
-#define ITEM_ROWS 1
-#endif
-#define ROW_LANE ((int)get_local_id(0) % ROW_THREADS)
-#define FIRST_ROW (((int)get_group_id(0) * ROWS_PER_GROUP + (int)get_local_id(0) / ROW_THREADS) * ITEM_ROWS)
+// The row this work-item works on and its lane within the row. Rows past `rows` are clamped to the last
+// one so that every work-item still reaches the barriers; the caller writes only when row_valid.
+#define ROW_SETUP(rows)                                                   \
+    const int lane = get_local_id(0) % ROW_THREADS;                       \
+    const int row_unclamped = get_group_id(0) * ROWS_PER_GROUP + get_local_id(0) / ROW_THREADS; \
+    const int row_valid = row_unclamped < (rows);                         \
+    const int row = row_valid ? row_unclamped : (rows) - 1

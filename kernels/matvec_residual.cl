@@ -3,12 +3,8 @@
 __kernel void matvec_residual(__global const float* w, __global const float* in, __global float* x, int n, int rows,
                               __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
-    const int lane = ROW_LANE;
+    ROW_SETUP(rows);
     if (staged_n > 0) stage_input(staged, in, 0, 0.0f, n);
-    for (int item = 0; item < ITEM_ROWS; item++) {
-        const int row_valid = FIRST_ROW + item < rows;
-        const int row = row_valid ? FIRST_ROW + item : rows - 1;
-        const float val = row_sum(row_dot(w + (size_t)row * n, in, 0, 0.0f, staged, staged_n, n, lane), scratch);
-        if (row_valid && lane == 0) x[row] += val;
-    }
+    const float val = row_sum(row_dot(w + (size_t)row * n, in, 0, 0.0f, staged, staged_n, n, lane), scratch);
+    if (row_valid && lane == 0) x[row] += val;
 }

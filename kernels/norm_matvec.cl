@@ -13,36 +13,33 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
                             int pos, __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     const int pairs = (dim + 2 * kv_dim) / 2;
-    const int lane = ROW_LANE;
+    ROW_SETUP(pairs);
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
 
-    for (int item = 0; item < ITEM_ROWS; item++) {
-        const int pair_valid = FIRST_ROW + item < pairs;
-        int r = 2 * (pair_valid ? FIRST_ROW + item : pairs - 1);  // first row of the pair within its matrix
-        __global const float* w = wq;
-        int part = 0;  // 0: q, 1: k, 2: v
-        if (r >= dim + kv_dim) { w = wv; r -= dim + kv_dim; part = 2; }
-        else if (r >= dim) { w = wk; r -= dim; part = 1; }
-        const float v0 = row_sum(row_dot(w + (size_t)r * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-        const float v1 = row_sum(row_dot(w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-        if (!pair_valid || lane != 0) continue;
+    int r = 2 * row;  // first row of the pair within its matrix
+    __global const float* w = wq;
+    int part = 0;     // 0: q, 1: k, 2: v
+    if (r >= dim + kv_dim) { w = wv; r -= dim + kv_dim; part = 2; }
+    else if (r >= dim) { w = wk; r -= dim; part = 1; }
+    const float v0 = row_sum(row_dot(w + (size_t)r * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    const float v1 = row_sum(row_dot(w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    if (!row_valid || lane != 0) return;
 
-        if (part == 2) {
-            value_cache[(size_t)pos * kv_dim + r] = v0;
-            value_cache[(size_t)pos * kv_dim + r + 1] = v1;
-            continue;
-        }
-        const int f = (r % head_size) / 2;
-        __global const float* cs = rope + (size_t)pos * head_size + 2 * f;
-        const float fcr = cs[0], fci = cs[1];
-        const float a = v0 * fcr - v1 * fci;
-        const float b = v0 * fci + v1 * fcr;
-        __global float* out = part == 0 ? q : key_cache + (size_t)pos * kv_dim;
-        out[r] = a;
-        out[r + 1] = b;
+    if (part == 2) {
+        value_cache[(size_t)pos * kv_dim + r] = v0;
+        value_cache[(size_t)pos * kv_dim + r + 1] = v1;
+        return;
     }
+    const int f = (r % head_size) / 2;
+    __global const float* cs = rope + (size_t)pos * head_size + 2 * f;
+    const float fcr = cs[0], fci = cs[1];
+    const float a = v0 * fcr - v1 * fci;
+    const float b = v0 * fci + v1 * fcr;
+    __global float* out = part == 0 ? q : key_cache + (size_t)pos * kv_dim;
+    out[r] = a;
+    out[r + 1] = b;
 }
 
 // FFN entry of a layer: hb = silu(w1 @ rmsnorm(x)) * (w3 @ rmsnorm(x)), one row of each per unit.
@@ -50,21 +47,17 @@ __kernel void ffn_gate_up(__global const float* x, __global const float* rms_wei
                           __global const float* w3, __global float* hb, __global float* xn, int dim, int hidden_dim,
                           __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
-    const int lane = ROW_LANE;
+    ROW_SETUP(hidden_dim);
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
-    for (int item = 0; item < ITEM_ROWS; item++) {
-        const int row_valid = FIRST_ROW + item < hidden_dim;
-        const int row = row_valid ? FIRST_ROW + item : hidden_dim - 1;
-        const float gate = row_sum(row_dot(w1 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-        const float up = row_sum(row_dot(w3 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-        if (!row_valid || lane != 0) continue;
-        float val = gate;
-        val *= (1.0f / (1.0f + exp(-val)));  // silu, as run.c writes it
-        val *= up;
-        hb[row] = val;
-    }
+    const float gate = row_sum(row_dot(w1 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    const float up = row_sum(row_dot(w3 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    if (!row_valid || lane != 0) return;
+    float val = gate;
+    val *= (1.0f / (1.0f + exp(-val)));  // silu, as run.c writes it
+    val *= up;
+    hb[row] = val;
 }
 
 // Final RMSNorm and classifier: out[row_base + i] = w[i] . rmsnorm(x) for the `rows` rows of this block
@@ -73,14 +66,10 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
                          __global float* logits, __global float* xn, int dim, int rows, int row_base,
                          __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
-    const int lane = ROW_LANE;
+    ROW_SETUP(rows);
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
-    for (int item = 0; item < ITEM_ROWS; item++) {
-        const int row_valid = FIRST_ROW + item < rows;
-        const int row = row_valid ? FIRST_ROW + item : rows - 1;
-        const float val = row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-        if (row_valid && lane == 0) logits[row_base + row] = val;
-    }
+    const float val = row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    if (row_valid && lane == 0) logits[row_base + row] = val;
 }

@@ -22,9 +22,8 @@ std::size_t round_up(std::size_t v, std::size_t multiple) { return (v + multiple
 }  // namespace
 
 std::string LaunchShape::describe() const {
-    std::string text = std::to_string(row_threads) + " work-item" + (row_threads == 1 ? "" : "s") + " per " +
-                       (item_rows > 1 ? std::to_string(item_rows) + " rows" : std::string("row")) +
-                       ", work-groups of " + std::to_string(local_size);
+    std::string text = std::to_string(row_threads) + " work-item" + (row_threads == 1 ? "" : "s") +
+                       " per row, work-groups of " + std::to_string(local_size);
     if (row_threads == 1)
         text += vector_width == 1 ? ", run.c's sequential loops" : ", float" + std::to_string(vector_width) + " steps";
     return text;
@@ -37,11 +36,11 @@ LaunchShape choose_launch_shape(const DeviceInfo& device) {
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device) {
     LaunchShape shape;
     if (text == "cpu") {
-        shape = {1, 1, 16, 4};
+        shape = {1, 1, 16};
     } else if (text == "exact") {
-        shape = {1, 1, 1, 4};
+        shape = {1, 1, 1};
     } else if (text == "gpu") {
-        shape = {16, 256, 1, 1};
+        shape = {16, 256, 1};
     } else {
         int rows = 0, local = 0;
         char tail = 0;
@@ -49,7 +48,7 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
             !is_power_of_two(local) || local % rows != 0)
             throw usage_error("--work-shape: expected cpu, gpu, exact or ROWxLOCAL with powers of two, ROW dividing "
                               "LOCAL (e.g. 32x256), got '" + text + "'");
-        shape = {rows, local, 1, 1};
+        shape = {rows, local, 1};
     }
     // Respect the device's limit; a row never has more work-items than its group.
     shape.local_size = std::min(shape.local_size, largest_power_of_two_at_most(device.max_work_group_size));
@@ -60,8 +59,7 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     : shape_(shape), local_mem_bytes_(device.info().local_mem_bytes) {
     std::string options = "-DROW_THREADS=" + std::to_string(shape.row_threads) + " -DLOCAL=" +
-                          std::to_string(shape.local_size) + " -DVECTOR_WIDTH=" + std::to_string(shape.vector_width) +
-                          " -DITEM_ROWS=" + std::to_string(shape.item_rows);
+                          std::to_string(shape.local_size) + " -DVECTOR_WIDTH=" + std::to_string(shape.vector_width);
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) options += " -cl-fp32-correctly-rounded-divide-sqrt";
@@ -77,8 +75,7 @@ KernelSet::Range KernelSet::rows(int rows) const {
     // Fewer rows per group for small matrices was tried and lost on the H200 (each group recomputes
     // the norm and stages the whole input vector, so smaller groups repeat that work more often).
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);
-    const std::size_t rows_per_group =
-        local / static_cast<std::size_t>(shape_.row_threads) * static_cast<std::size_t>(shape_.item_rows);
+    const std::size_t rows_per_group = local / static_cast<std::size_t>(shape_.row_threads);
     const std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
     return {cl::NDRange(groups * local), cl::NDRange(local)};
 }

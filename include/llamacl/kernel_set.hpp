@@ -13,16 +13,14 @@ struct LaunchShape {
     int row_threads = 1;   // work-items cooperating on one output row (power of two)
     int local_size = 8;    // work-group size (power of two, multiple of row_threads)
     int vector_width = 1;  // with row_threads 1: elements per step (1: run.c's exact loop order)
-    int item_rows = 1;     // consecutive rows per work-item (team): shares the RMSNorm scale on CPUs
     std::string describe() const;
 };
 
-// CPUs (PoCL): work-groups of one work-item, each computing 4 rows (the RMSNorm scale once for the
-// 4) with float16 multiply-adds along each row for the SIMD units, and no local-memory reductions
-// (slow there). Measured on PoCL, 2 cores, stories15M: 8 work-items of 1 row 276 tok/s, 1 of 4 rows
-// 417 tok/s (docs/benchmarks.md). GPUs: work-groups of up to 256 with 16 work-items per row, float4
-// loads and a tree reduction. "exact" is the CPU shape running run.c's sequential loops:
-// bit-identical to the reference wherever OpenCL's exp() agrees with the C library's.
+// CPUs (PoCL): work-groups of one work-item per row, float16 multiply-adds along the row for the SIMD
+// units, and no local-memory reductions (slow there). GPUs: work-groups of 256 with 16 work-items per
+// row, float4 loads, the input staged in local memory and a tree reduction. "exact" is the CPU shape
+// running run.c's sequential loops: bit-identical to the reference wherever OpenCL's exp() agrees with
+// the C library's.
 LaunchShape choose_launch_shape(const DeviceInfo& device);
 // Parses "cpu", "gpu", "exact" (the shapes above, for any device) or "ROWxLOCAL", e.g. "32x256".
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device);
