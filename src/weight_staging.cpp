@@ -1,10 +1,11 @@
 #include "llamacl/weight_staging.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
+
+#include "llamacl/reference.hpp"
 
 namespace llamacl {
 
@@ -34,22 +35,6 @@ constexpr TensorView kLayerTensors[] = {
     {&LayerBuffers::w2, &LayerWeights::w2, ffn_floats, "w2"},
     {&LayerBuffers::w3, &LayerWeights::w3, ffn_floats, "w3"},
 };
-
-// cos and sin of pos * 10000^(-2i/head_size) for every position and frequency, computed as run.c does
-// (float powf, cosf, sinf), so the device rotates by exactly the reference's angles.
-std::vector<float> rope_angles(const Config& c) {
-    const int head_size = c.head_size();
-    std::vector<float> table(static_cast<std::size_t>(c.seq_len) * head_size);
-    for (int pos = 0; pos < c.seq_len; ++pos) {
-        for (int i = 0; i < head_size; i += 2) {
-            const float freq = 1.0f / powf(10000.0f, static_cast<float>(i) / static_cast<float>(head_size));
-            const float val = static_cast<float>(pos) * freq;
-            table[static_cast<std::size_t>(pos) * head_size + i] = cosf(val);
-            table[static_cast<std::size_t>(pos) * head_size + i + 1] = sinf(val);
-        }
-    }
-    return table;
-}
 
 // Copies `bytes` from the mapped file into pinned memory with every core: one thread's memcpy from the
 // page cache runs at a few GB/s, well below the pinned host-to-device link (55 GB/s on the H200), so a
@@ -106,7 +91,7 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
                                                  "pinned staging for " + std::to_string(plan.layers_per_offload) + " layers");
     }
 
-    const std::vector<float> rope = rope_angles(c);
+    const std::vector<float> rope = llamacl::rope_table(c.seq_len, c.head_size());
     rope_ = upload_once(device, rope.data(), rope.size(), "RoPE table");
     if (finalize == Finalize::device) {
         rms_final_ = upload_once(device, ck.rms_final(), c.dim, "final RMSNorm weights");

@@ -168,20 +168,6 @@ void expect_untouched(std::span<const float> got, const std::string& what) {
                            << (got.empty() ? 0.0f : got[first]);
 }
 
-// RoPE's (cos, sin) table, (seq_len, head_size / 2, 2), with the formula of WeightStaging's rope_angles.
-std::vector<float> rope_table(int seq_len, int head_size) {
-    std::vector<float> table(static_cast<std::size_t>(seq_len) * head_size);
-    for (int pos = 0; pos < seq_len; ++pos) {
-        for (int i = 0; i < head_size; i += 2) {
-            const float freq = 1.0f / powf(10000.0f, static_cast<float>(i) / static_cast<float>(head_size));
-            const float val = static_cast<float>(pos) * freq;
-            table[static_cast<std::size_t>(pos) * head_size + i] = cosf(val);
-            table[static_cast<std::size_t>(pos) * head_size + i + 1] = sinf(val);
-        }
-    }
-    return table;
-}
-
 class KernelVsReference : public ::testing::TestWithParam<std::string> {
 protected:
     Harness& h() { return harness(GetParam()); }
