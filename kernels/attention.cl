@@ -75,9 +75,13 @@ __kernel void attention(__global const float* q, __global const float* key_cache
     const int parts = LOCAL / span;                // position slices summed in parallel
     const int part = lid / span;
     __global float* o = out + h * head_size;
-    for (int c = lid % span; c < cols; c += span) {
+    // Every work-item runs the same iterations (a barrier inside a loop must be reached uniformly, even
+    // when the branch around it is not taken); `active` says whether this one has a column this round.
+    for (int c0 = 0; c0 < cols; c0 += span) {
+        const int c = c0 + lid % span;
+        const int active = c < cols && part < parts;
         float4 acc = (float4)(0.0f);
-        if (part < parts) {
+        if (active) {
             for (int t = part; t <= pos; t += parts) {
                 __global const float* v = value_cache + (size_t)t * kv_dim + kv_off;
                 const float w = a[t];
@@ -86,13 +90,13 @@ __kernel void attention(__global const float* q, __global const float* key_cache
             }
         }
         if (parts > 1) {  // the slices meet in local memory (uniform branch: parts is the same everywhere)
-            partial[lid] = part < parts ? acc : (float4)(0.0f);
+            partial[lid] = acc;
             barrier(CLK_LOCAL_MEM_FENCE);
             if (part == 0)
-                for (int p = 1; p < parts; p++) acc += partial[p * span + c];
+                for (int p = 1; p < parts; p++) acc += partial[p * span + lid % span];
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        if (part != 0) continue;  // only the first slice holds the total (and with parts == 1, the only one)
+        if (part != 0 || c >= cols) continue;  // the first slice holds the total (with parts == 1, the only one)
         if (vec) vstore4(acc * inv_sum, c, o);
         else o[c] = acc.x * inv_sum;
     }
