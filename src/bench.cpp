@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <span>
 
 #include "llamacl/embedded_kernels.hpp"
@@ -276,7 +275,7 @@ void check_bench_args(const BenchArgs& a) {
         throw usage_error("bench: give either a CHECKPOINT or --synthetic PRESET (one of " + joined(preset_names()) + ")");
     if (!a.synthetic.empty() && !preset_config(a.synthetic))
         throw usage_error("--synthetic: unknown preset '" + a.synthetic + "'; presets: " + joined(preset_names()));
-    if (a.max_device_memory_mib < 0) throw usage_error("--max-device-memory: must be positive");
+    check_runtime_args(a.runtime);
     if (a.probe_mib < 0) throw usage_error("--probe-mib: must be positive");
 }
 
@@ -473,22 +472,9 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
                     "times the last positions of the context)")
         ->capture_default_str();
     cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")->capture_default_str();
-    cmd->add_option("--layers-per-offload", a.layers_per_offload,
-                    "layers staged on the device at once (1..n_layers); default: as many as fit")
-        ->check(CLI::Range(1, std::numeric_limits<int>::max()));
-    cmd->add_option("--finalize", a.finalize, "where the final RMSNorm and classifier run: device or cpu")
-        ->check(CLI::IsMember({"cpu", "device"}))
-        ->capture_default_str();
-    cmd->add_option("--work-shape", a.work_shape,
-                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
-    cmd->add_option("--max-device-memory", a.max_device_memory_mib,
-                    "plan as if the device had only this many MiB (rehearse streaming on a smaller device)");
+    add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--probe-mib", a.probe_mib,
                     "bandwidth probe buffer size in MiB (default: min(1024, max allocation, global memory / 4))");
-    cmd->add_option("--platform", a.platform, "OpenCL platform: index or case-insensitive name substring");
-    cmd->add_option("--device", a.device,
-                    "OpenCL device: index, platform.device, or case-insensitive name substring (default: the first "
-                    "GPU, else the first device)");
     cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
 }
@@ -496,15 +482,12 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
 int run_bench(const BenchArgs& a, std::FILE* out) {
     check_bench_args(a);
     const Checkpoint ck = load_model(a);
-    Device device = Device::open(a.platform, a.device, a.profile);
+    Device device = Device::open(a.runtime.platform, a.runtime.device, a.profile);
     BenchOptions o;
     o.tokens = a.tokens;
     o.context = a.context;
     o.runs = a.runs;
-    o.device.layers_per_offload = a.layers_per_offload;
-    o.device.finalize = a.finalize == "cpu" ? Finalize::cpu : Finalize::device;
-    if (!a.work_shape.empty()) o.device.shape = parse_launch_shape(a.work_shape, device.info());
-    o.device.memory_limit = static_cast<std::uint64_t>(a.max_device_memory_mib * static_cast<double>(kMiB));
+    o.device = device_options(a.runtime, device.info());
     o.probe_bytes = static_cast<std::uint64_t>(a.probe_mib * static_cast<double>(kMiB));
     o.profile = a.profile;
     const BenchResult result = run_benchmark(device, ck, a.synthetic.empty() ? a.checkpoint : "synthetic:" + a.synthetic, o);

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <limits>
 #include <memory>
 #include <optional>
 
@@ -17,6 +16,7 @@
 #include "llamacl/error.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/reference.hpp"
+#include "llamacl/runtime_args.hpp"
 #include "llamacl/sampler.hpp"
 #include "llamacl/tokenizer.hpp"
 
@@ -33,22 +33,11 @@ struct GenerateArgs {
     int steps = 256;
     std::string prompt;
     std::string backend = "auto";
-    std::string platform, device;
-    int layers_per_offload = 0;
-    std::string finalize = "device";
-    std::string work_shape;
-    double max_device_memory_mib = 0;
+    RuntimeArgs runtime;
     bool verbose = false;
     bool compare_cpu = false;
     double tolerance = kDefaultTolerance;
 };
-
-void add_device_options(CLI::App& cmd, std::string& platform, std::string& device) {
-    cmd.add_option("--platform", platform, "OpenCL platform: index or case-insensitive name substring");
-    cmd.add_option("--device", device,
-                   "OpenCL device: index, platform.device, or case-insensitive name substring (default: the first "
-                   "GPU, else the first device)");
-}
 
 void add_generate(CLI::App& app, GenerateArgs& a) {
     CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (run.c-compatible flags and output)");
@@ -66,20 +55,7 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
                     "exists, else cpu)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
-    add_device_options(*cmd, a.platform, a.device);
-    cmd->add_option("--layers-per-offload", a.layers_per_offload,
-                    "layers staged on the device at once (1..n_layers); default: as many as fit, all when the "
-                    "model fits (resident)")
-        ->check(CLI::Range(1, std::numeric_limits<int>::max()));
-    cmd->add_option("--finalize", a.finalize,
-                    "where the final RMSNorm and classifier run: device (read back logits) or cpu (read back the "
-                    "final hidden state)")
-        ->check(CLI::IsMember({"cpu", "device"}))
-        ->capture_default_str();
-    cmd->add_option("--work-shape", a.work_shape,
-                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
-    cmd->add_option("--max-device-memory", a.max_device_memory_mib,
-                    "plan as if the device had only this many MiB (rehearse a smaller device)");
+    add_runtime_options(*cmd, a.runtime);
     cmd->add_flag("--compare-cpu", a.compare_cpu,
                   "run the CPU reference in lockstep and compare every device boundary with it; the last stderr "
                   "line names the first divergence (token, layer, operation), exit status 3 if there is one. "
@@ -98,12 +74,12 @@ void check_generate_args(const GenerateArgs& a) {
     if (!(a.temperature >= 0.0)) throw usage_error("-t: temperature must be >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
-    if (a.max_device_memory_mib < 0) throw usage_error("--max-device-memory: must be positive");
+    check_runtime_args(a.runtime);
     if (!(a.tolerance > 0)) throw usage_error("--tolerance: must be positive");
     if (a.backend == "cpu") {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
-        if (a.layers_per_offload != 0 || !a.work_shape.empty() || a.max_device_memory_mib != 0)
+        if (a.runtime.shapes_the_runtime())
             throw usage_error("--layers-per-offload, --work-shape and --max-device-memory apply to an OpenCL device, not to "
                               "--backend cpu");
     }
@@ -113,11 +89,11 @@ void check_generate_args(const GenerateArgs& a) {
 std::optional<Device> open_device(const GenerateArgs& a) {
     if (a.backend == "cpu") return std::nullopt;
     try {
-        return Device::open(a.platform, a.device);
+        return Device::open(a.runtime.platform, a.runtime.device);
     } catch (const Error& e) {
         // auto falls back to the reference only when there is no OpenCL at all; a selector that
         // matches nothing is still the user's mistake.
-        if (a.backend == "auto" && a.platform.empty() && a.device.empty()) {
+        if (a.backend == "auto" && a.runtime.platform.empty() && a.runtime.device.empty()) {
             std::fprintf(stderr, "llama-cl: no OpenCL device (%s); using the CPU reference\n", e.what());
             return std::nullopt;
         }
@@ -153,12 +129,7 @@ int run_generate(const GenerateArgs& a) {
     DeviceForward* on_device = nullptr;
     std::unique_ptr<LockstepCompare> compare;  // drives the device and the reference together
     if (device) {
-        DeviceOptions options;
-        options.layers_per_offload = a.layers_per_offload;
-        options.finalize = a.finalize == "cpu" ? Finalize::cpu : Finalize::device;
-        if (!a.work_shape.empty()) options.shape = parse_launch_shape(a.work_shape, device->info());
-        options.memory_limit = static_cast<std::uint64_t>(a.max_device_memory_mib * 1024.0 * 1024.0);
-        auto forward = std::make_unique<DeviceForward>(*device, ck, options);
+        auto forward = std::make_unique<DeviceForward>(*device, ck, device_options(a.runtime, device->info()));
         on_device = forward.get();
         if (const char* fault = std::getenv("LLAMACL_INJECT_FAULT"); fault && *fault) {
             on_device->inject_fault(parse_fault(fault, c));

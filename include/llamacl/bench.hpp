@@ -14,6 +14,7 @@
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
 #include "llamacl/device_forward.hpp"
+#include "llamacl/runtime_args.hpp"
 #include "llamacl/kernel_set.hpp"
 
 namespace CLI {
@@ -109,12 +110,8 @@ struct BenchArgs {
     int tokens = 32;
     int context = 0;
     int runs = 3;
-    int layers_per_offload = 0;
-    std::string finalize = "device";
-    std::string work_shape;
-    double max_device_memory_mib = 0;
+    RuntimeArgs runtime;
     double probe_mib = 0;
-    std::string platform, device;
     bool profile = false;
     bool json = false;
 };

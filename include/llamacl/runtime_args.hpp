@@ -1,0 +1,27 @@
+#pragma once
+// The command-line options that choose the OpenCL device and shape the runtime on it, shared by
+// `generate` and `bench` so both spell, check and apply them the same way.
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "llamacl/device_forward.hpp"
+
+namespace llamacl {
+
+struct RuntimeArgs {
+    std::string platform, device;     // selectors, see Device::open
+    int layers_per_offload = 0;       // 0: as many as fit
+    std::string finalize = "device";
+    std::string work_shape;           // empty: chosen for the device
+    double max_device_memory_mib = 0; // 0: the device's own memory
+
+    // Whether any option that only means something on an OpenCL device was given.
+    bool shapes_the_runtime() const;
+};
+
+void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
+// Usage errors (exit 2) for values CLI11's checks cannot express.
+void check_runtime_args(const RuntimeArgs& args);
+DeviceOptions device_options(const RuntimeArgs& args, const DeviceInfo& device);
+
+}  // namespace llamacl

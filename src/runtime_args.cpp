@@ -1,0 +1,46 @@
+#include "llamacl/runtime_args.hpp"
+
+#include <limits>
+
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+bool RuntimeArgs::shapes_the_runtime() const {
+    return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0;
+}
+
+void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
+    cmd.add_option("--platform", a.platform, "OpenCL platform: index or case-insensitive name substring");
+    cmd.add_option("--device", a.device,
+                   "OpenCL device: index, platform.device, or case-insensitive name substring (default: the first "
+                   "GPU, else the first device)");
+    cmd.add_option("--layers-per-offload", a.layers_per_offload,
+                   "layers staged on the device at once (1..n_layers); default: as many as fit, all when the "
+                   "model fits (resident)")
+        ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+    cmd.add_option("--finalize", a.finalize,
+                   "where the final RMSNorm and classifier run: device (read back logits) or cpu (read back the "
+                   "final hidden state)")
+        ->check(CLI::IsMember({"cpu", "device"}))
+        ->capture_default_str();
+    cmd.add_option("--work-shape", a.work_shape,
+                   "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
+    cmd.add_option("--max-device-memory", a.max_device_memory_mib,
+                   "plan as if the device had only this many MiB (rehearse a smaller device)");
+}
+
+void check_runtime_args(const RuntimeArgs& a) {
+    if (a.max_device_memory_mib < 0) throw usage_error("--max-device-memory: must be positive");
+}
+
+DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
+    DeviceOptions options;
+    options.layers_per_offload = a.layers_per_offload;
+    options.finalize = a.finalize == "cpu" ? Finalize::cpu : Finalize::device;
+    if (!a.work_shape.empty()) options.shape = parse_launch_shape(a.work_shape, device);
+    options.memory_limit = static_cast<std::uint64_t>(a.max_device_memory_mib * 1024.0 * 1024.0);
+    return options;
+}
+
+}  // namespace llamacl
