@@ -70,8 +70,9 @@ cl::Event* DeviceForward::log_event(const char* name) {
     return &launch_log_->emplace_back(LaunchRecord{name, cl::Event()}).event;
 }
 
-void DeviceForward::launch(cl::Kernel& kernel, const KernelSet::Range& range, const char* name) {
-    device_.queue().enqueueNDRangeKernel(kernel, cl::NullRange, range.global, range.local, nullptr, log_event(name));
+void DeviceForward::launch(const KernelSet::Launch& l, const char* name) {
+    device_.queue().enqueueNDRangeKernel(*l.kernel, cl::NullRange, l.range.global, l.range.local, nullptr,
+                                         log_event(name));
     counters_.enqueues++;
 }
 
@@ -92,10 +93,11 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
 
-        set_args(kernels_.attn_qkv_rope, work_.x, w.rms_att, w.wq, w.wk, w.wv, weights_.rope_table(), work_.q,
-                 kv_.keys(l), kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos, kernels_.staged_space(dim),
+        const KernelSet::Launch qkv = kernels_.matvec(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim);
+        set_args(*qkv.kernel, work_.x, w.rms_att, w.wq, w.wk, w.wv, weights_.rope_table(), work_.q, kv_.keys(l),
+                 kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos, kernels_.staged_space(dim),
                  kernels_.staged_count(dim));
-        launch(kernels_.attn_qkv_rope, kernels_.rows((dim + 2 * kv_dim) / 2), "attn_qkv_rope");
+        launch(qkv, "attn_qkv_rope");
         boundary(l, Op::attn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::q, work_.q, 0, dim, observer);
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
@@ -103,31 +105,34 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
 
         set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, c_.n_heads,
                  c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos);
-        launch(kernels_.attention, kernels_.heads(c_.n_heads), "attention");
+        launch({&kernels_.attention, kernels_.heads(c_.n_heads)}, "attention");
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
-        set_args(kernels_.matvec_residual, w.wo, work_.xb, work_.x, dim, dim, kernels_.staged_space(dim),
-                 kernels_.staged_count(dim));
-        launch(kernels_.matvec_residual, kernels_.rows(dim), "matvec_residual(wo)");
+        const KernelSet::Launch wo = kernels_.matvec(KernelSet::Matvec::matvec_residual, dim, dim);
+        set_args(*wo.kernel, w.wo, work_.xb, work_.x, dim, dim, kernels_.staged_space(dim), kernels_.staged_count(dim));
+        launch(wo, "matvec_residual(wo)");
         boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
 
-        set_args(kernels_.ffn_gate_up, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden,
+        const KernelSet::Launch gate_up = kernels_.matvec(KernelSet::Matvec::ffn_gate_up, hidden, dim);
+        set_args(*gate_up.kernel, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden,
                  kernels_.staged_space(dim), kernels_.staged_count(dim));
-        launch(kernels_.ffn_gate_up, kernels_.rows(hidden), "ffn_gate_up");
+        launch(gate_up, "ffn_gate_up");
         boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
 
-        set_args(kernels_.matvec_residual, w.w2, work_.hb, work_.x, hidden, dim, kernels_.staged_space(hidden),
+        const KernelSet::Launch w2 = kernels_.matvec(KernelSet::Matvec::matvec_residual, dim, hidden);
+        set_args(*w2.kernel, w.w2, work_.hb, work_.x, hidden, dim, kernels_.staged_space(hidden),
                  kernels_.staged_count(hidden));
-        launch(kernels_.matvec_residual, kernels_.rows(dim), "matvec_residual(w2)");
+        launch(w2, "matvec_residual(w2)");
         boundary(l, Op::ffn_residual, work_.x, 0, dim, observer);
     }
 
     if (finalize_ == Finalize::device) {
         for (const ClassifierBlock& block : weights_.classifier()) {
-            set_args(kernels_.classifier, work_.x, weights_.rms_final(), block.weights, work_.logits, work_.xn, dim,
+            const KernelSet::Launch cls = kernels_.matvec(KernelSet::Matvec::classifier, block.rows, dim);
+            set_args(*cls.kernel, work_.x, weights_.rms_final(), block.weights, work_.logits, work_.xn, dim,
                      block.rows, block.first_row, kernels_.staged_space(dim), kernels_.staged_count(dim));
-            launch(kernels_.classifier, kernels_.rows(block.rows), "classifier");
+            launch(cls, "classifier");
         }
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);
         boundary(-1, Op::logits, work_.logits, 0, c_.vocab_size, observer);

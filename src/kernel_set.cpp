@@ -56,14 +56,28 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
     return shape;
 }
 
+int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups) {
+    int threads = shape.row_threads;
+    if (threads == 1) return threads;  // CPU shapes: a work-item owns its row
+    const auto groups = [&](int t) { return (rows + shape.local_size / t - 1) / (shape.local_size / t); };
+    while (groups(threads) < min_groups && threads * 2 <= shape.local_size && threads * 2 <= n / 4) threads *= 2;
+    return threads;
+}
+
+// A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
+// work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
+// norm and input staging (docs/benchmarks.md, "widened rows").
+constexpr int min_groups_per_compute_unit = 2;
+
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
-    : shape_(shape), local_mem_bytes_(device.info().local_mem_bytes) {
-    std::string options = "-DROW_THREADS=" + std::to_string(shape.row_threads) + " -DLOCAL=" +
-                          std::to_string(shape.local_size) + " -DVECTOR_WIDTH=" + std::to_string(shape.vector_width);
+    : device_(device),
+      shape_(shape),
+      min_groups_(min_groups_per_compute_unit * static_cast<int>(device.info().compute_units)),
+      local_mem_bytes_(device.info().local_mem_bytes) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
-    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) options += " -cl-fp32-correctly-rounded-divide-sqrt";
-    const cl::Program program = device.build_program(options);
+    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) fp_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
+    const cl::Program program = device.build_program(options(shape_.row_threads));
     attn_qkv_rope = cl::Kernel(program, "attn_qkv_rope");
     attention = cl::Kernel(program, "attention");
     matvec_residual = cl::Kernel(program, "matvec_residual");
@@ -71,11 +85,39 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     classifier = cl::Kernel(program, "classifier");
 }
 
-KernelSet::Range KernelSet::rows(int rows) const {
-    // Fewer rows per group for small matrices was tried and lost on the H200 (each group recomputes
-    // the norm and stages the whole input vector, so smaller groups repeat that work more often).
+std::string KernelSet::options(int row_threads) const {
+    return "-DROW_THREADS=" + std::to_string(row_threads) + " -DLOCAL=" + std::to_string(shape_.local_size) +
+           " -DVECTOR_WIDTH=" + std::to_string(shape_.vector_width) + fp_options_;
+}
+
+KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
+    const int threads = widened_row_threads(shape_, rows, n, min_groups_);
+    Build* b = nullptr;
+    if (threads != shape_.row_threads) {
+        auto it = widened_.find(threads);
+        if (it == widened_.end()) {
+            const cl::Program program = device_.build_program(options(threads));
+            it = widened_.emplace(threads, Build{cl::Kernel(program, "attn_qkv_rope"), cl::Kernel(program, "matvec_residual"),
+                                                 cl::Kernel(program, "ffn_gate_up"), cl::Kernel(program, "classifier")})
+                     .first;
+        }
+        b = &it->second;
+    }
+    cl::Kernel* kernel = nullptr;
+    switch (which) {
+    case Matvec::attn_qkv_rope: kernel = b ? &b->attn_qkv_rope : &attn_qkv_rope; break;
+    case Matvec::matvec_residual: kernel = b ? &b->matvec_residual : &matvec_residual; break;
+    case Matvec::ffn_gate_up: kernel = b ? &b->ffn_gate_up : &ffn_gate_up; break;
+    case Matvec::classifier: kernel = b ? &b->classifier : &classifier; break;
+    }
+    return {kernel, this->rows(rows, threads)};
+}
+
+KernelSet::Range KernelSet::rows(int rows) const { return this->rows(rows, shape_.row_threads); }
+
+KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);
-    const std::size_t rows_per_group = local / static_cast<std::size_t>(shape_.row_threads);
+    const std::size_t rows_per_group = local / static_cast<std::size_t>(row_threads);
     const std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
     return {cl::NDRange(groups * local), cl::NDRange(local)};
 }

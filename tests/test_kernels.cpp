@@ -87,6 +87,13 @@ struct Harness {
         device.queue().enqueueNDRangeKernel(kernel, cl::NullRange, range.global, range.local);
         device.queue().finish();
     }
+    // A matrix-vector kernel as the runtime launches it: the build and range KernelSet::matvec picks for
+    // `rows` rows of n elements (widened rows included).
+    template <typename... Args>
+    void run(KernelSet::Matvec which, int rows, int n, const Args&... args) {
+        const KernelSet::Launch l = kernels.matvec(which, rows, n);
+        run(*l.kernel, l.range, args...);
+    }
 };
 
 Harness& harness(const std::string& shape_name) {
@@ -215,7 +222,7 @@ TEST_P(KernelVsReference, AttnQkvRope) {
             cl::Buffer kc_b = h.upload(std::vector<float>(cache_size, kSentinel));
             cl::Buffer vc_b = h.upload(std::vector<float>(cache_size, kSentinel));
             cl::Buffer xn_b = h.upload(std::vector<float>(dim, kSentinel));
-            h.run(h.kernels.attn_qkv_rope, h.kernels.rows((dim + 2 * kv_dim) / 2), x_b, w_b, wq_b, wk_b, wv_b,
+            h.run(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim, x_b, w_b, wq_b, wk_b, wv_b,
                   rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos, h.kernels.staged_space(dim),
                   h.kernels.staged_count(dim));
             const auto q_d = h.download(q_b, dim), xn_d = h.download(xn_b, dim);
@@ -333,7 +340,7 @@ TEST_P(KernelVsReference, MatvecResidual) {
         for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
 
         cl::Buffer w_b = h.upload(w), in_b = h.upload(in), x_b = h.upload(x);
-        h.run(h.kernels.matvec_residual, h.kernels.rows(c.rows), w_b, in_b, x_b, c.n, c.rows,
+        h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n, w_b, in_b, x_b, c.n, c.rows,
               h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
         const auto x_d = h.download(x_b, x.size());
         expect_match(h, true, slice(x_d, 0, c.rows), expected, "x");
@@ -368,7 +375,7 @@ TEST_P(KernelVsReference, FfnGateUp) {
         cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), w1_b = h.upload(w1), w3_b = h.upload(w3);
         cl::Buffer hb_b = h.upload(std::vector<float>(c.hidden + pad, kSentinel));
         cl::Buffer xn_b = h.upload(std::vector<float>(c.dim, kSentinel));
-        h.run(h.kernels.ffn_gate_up, h.kernels.rows(c.hidden), x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden,
+        h.run(KernelSet::Matvec::ffn_gate_up, c.hidden, c.dim, x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden,
               h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         const auto hb_d = h.download(hb_b, c.hidden + pad);
         expect_match(h, false, slice(hb_d, 0, c.hidden), hb, "hb");  // silu's exp(): never exact
@@ -408,7 +415,7 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
 
         // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
         const int rows2 = c.vocab - c.split;
-        h.run(h.kernels.classifier, h.kernels.rows(rows2), x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
+        h.run(KernelSet::Matvec::classifier, rows2, c.dim, x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
               c.split, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         auto got = h.download(logits_b, c.vocab + pad);
         expect_untouched(slice(got, 0, c.split), "logits before row_base");
@@ -417,13 +424,29 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
         expect_untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
 
         // Then the block at row 0: the rest of the logits, and xn.
-        h.run(h.kernels.classifier, h.kernels.rows(c.split), x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0,
+        h.run(KernelSet::Matvec::classifier, c.split, c.dim, x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0,
               h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         got = h.download(logits_b, c.vocab + pad);
         expect_match(h, true, slice(got, 0, c.vocab), logits, "all logits");
         expect_untouched(slice(got, c.vocab, pad), "logits past the vocabulary");
         expect_match(h, true, h.download(xn_b, c.dim), xn, "xn with row_base == 0");
     }
+}
+
+// The rule that gives short matrices more work-items per row: double while the launch has fewer groups
+// than asked, a row still has a float4 per work-item and a group still holds a row.
+TEST(WidenedRowThreads, DoublesUntilTheLaunchHasEnoughGroups) {
+    const LaunchShape gpu{16, 256, 1};
+    // 4096 rows, 16 per group: 256 groups; 264 asked -> 32 per row (8 rows a group, 512 groups).
+    EXPECT_EQ(widened_row_threads(gpu, 4096, 4096, 264), 32);
+    EXPECT_EQ(widened_row_threads(gpu, 4096, 4096, 256), 16);  // already enough
+    EXPECT_EQ(widened_row_threads(gpu, 2048, 8192, 264), 64);  // 128 -> 256 -> 512 groups
+    // Bounded by the group (one row per group of 256) and by the row's float4s (n = 512: 128 of them).
+    EXPECT_EQ(widened_row_threads(gpu, 3, 100000, 1000), 256);
+    EXPECT_EQ(widened_row_threads(gpu, 3, 512, 1000), 128);
+    EXPECT_EQ(widened_row_threads(gpu, 3, 40, 1000), 16);  // never narrower than the shape's own
+    // CPU shapes keep one work-item per row.
+    EXPECT_EQ(widened_row_threads(LaunchShape{1, 1, 16}, 3, 100000, 1000), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),

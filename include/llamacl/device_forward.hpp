@@ -68,7 +68,7 @@ public:
 
 private:
     void run(int token, int pos, const BoundaryObserver& observer);
-    void launch(cl::Kernel& kernel, const KernelSet::Range& range, const char* name);
+    void launch(const KernelSet::Launch& launch, const char* name);
     // Where the next command's event goes: a new record in the launch log, or nullptr when it is off.
     cl::Event* log_event(const char* name);
     // Applies an injected fault to, and reports, `count` floats of `buffer` from `offset`.

@@ -2,6 +2,7 @@
 // The compiled kernels and the work-group shape they were compiled for. Device quirks that decide the
 // shape live here and nowhere else.
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "llamacl/device.hpp"
@@ -25,6 +26,12 @@ LaunchShape choose_launch_shape(const DeviceInfo& device);
 // Parses "cpu", "gpu", "exact" (the shapes above, for any device) or "ROWxLOCAL", e.g. "32x256".
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device);
 
+// Work-items per row for a launch of `rows` rows of `n` elements: the shape's own, doubled (GPU shapes)
+// while the launch would have fewer than `min_groups` work-groups, each work-item would still get a
+// float4 of the row, and a work-group still holds a whole row. A short matrix (wo and w2, every matrix
+// of a small model) otherwise leaves compute units idle or too few work-items on each to hide latency.
+int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups);
+
 class KernelSet {
 public:
     KernelSet(const Device& device, const LaunchShape& shape);
@@ -34,7 +41,18 @@ public:
     struct Range {
         cl::NDRange global, local;
     };
-    // Work-items for a kernel computing `rows` output rows (or row pairs).
+
+    // The matrix-vector kernels, by what they compute.
+    enum class Matvec { attn_qkv_rope, matvec_residual, ffn_gate_up, classifier };
+    struct Launch {
+        cl::Kernel* kernel;
+        Range range;
+    };
+    // The kernel and range for `rows` output rows (or row pairs) of `n` elements each, built for the
+    // row's widened_row_threads (each distinct width is compiled once, when first needed).
+    Launch matvec(Matvec which, int rows, int n);
+
+    // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs).
     Range rows(int rows) const;
     // Work-items for attention over n_heads heads.
     Range heads(int n_heads) const;
@@ -47,7 +65,17 @@ public:
     cl::Kernel attn_qkv_rope, attention, matvec_residual, ffn_gate_up, classifier;
 
 private:
+    struct Build {
+        cl::Kernel attn_qkv_rope, matvec_residual, ffn_gate_up, classifier;
+    };
+    std::string options(int row_threads) const;  // the program's build options for that row width
+    Range rows(int rows, int row_threads) const;
+
+    Device device_;
+    std::string fp_options_;
     LaunchShape shape_;
+    int min_groups_;
+    std::map<int, Build> widened_;  // builds for row widths other than the shape's own
     std::uint64_t local_mem_bytes_;
 };
 
