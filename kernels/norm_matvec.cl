@@ -60,15 +60,30 @@ __kernel void ffn_gate_up(__global const float* x, __global const float* rms_wei
     hb[row] = val;
 }
 
+// RMSNorm on its own, by one work-group: out = rmsnorm(x) * weight, run.c's rmsnorm.
+__kernel void rmsnorm(__global const float* x, __global const float* weight, __global float* out, int n) {
+    __local float scratch[LOCAL];
+    write_norm(out, x, weight, rms_scale(x, n, scratch), n);
+}
+
 // Final RMSNorm and classifier: out[row_base + i] = w[i] . rmsnorm(x) for the `rows` rows of this block
 // of the classifier (a large classifier is split into blocks that each fit one device allocation).
+// With rms_weight NULL, x is already normalized (the rmsnorm kernel's output, which the CPU shapes run
+// first: there a work-item owns a row, and recomputing the scale per row would double the classifier's
+// arithmetic). Either way each product is w[j] * (weight[j] * (ss * x[j])), so the logits agree bit for bit.
 __kernel void classifier(__global const float* x, __global const float* rms_weight, __global const float* w,
                          __global float* logits, __global float* xn, int dim, int rows, int row_base,
                          __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     ROW_SETUP(rows);
+#if ROW_THREADS == 1
+    const float ss = rms_weight ? rms_scale(x, dim, scratch) : 0.0f;
+#else
+    // GPU shapes always normalize here; their rms_scale has barriers, which PoCL's compiler mishandles
+    // under a branch, even a uniform one.
     const float ss = rms_scale(x, dim, scratch);
-    if (get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
+#endif
+    if (rms_weight && get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
     const float val = row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
     if (row_valid && lane == 0) logits[row_base + row] = val;

@@ -305,6 +305,8 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, 
     if (name == "matvec_residual(wo)") return layers * dim * dim * f;
     if (name == "ffn_gate_up") return layers * (dim + 2 * hidden * dim) * f;  // rms_ffn, w1, w3
     if (name == "matvec_residual(w2)") return layers * hidden * dim * f;
+    // The final norm's weights are counted with the classifier, which reads them when it normalizes itself.
+    if (name == "rmsnorm(final)") return 0;
     if (name == "classifier") return token_traffic(c, finalize, first_pos, tokens).classifier_bytes;
     if (name == "write_embedding" || name == "read_hidden") return dim * f;
     if (name == "read_logits") return static_cast<std::uint64_t>(c.vocab_size) * f;

@@ -128,10 +128,18 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     }
 
     if (finalize_ == Finalize::device) {
+        // The classifier normalizes x itself, or reads xn normalized once before it.
+        const bool separate_norm = kernels_.separate_final_norm();
+        if (separate_norm) {
+            set_args(kernels_.rmsnorm, work_.x, weights_.rms_final(), work_.xn, dim);
+            launch({&kernels_.rmsnorm, kernels_.rows(1)}, "rmsnorm(final)");
+        }
+        const cl::Buffer& input = separate_norm ? work_.xn : work_.x;
+        const cl::Buffer& norm_weight = separate_norm ? cl::Buffer() : weights_.rms_final();
         for (const ClassifierBlock& block : weights_.classifier()) {
             const KernelSet::Launch cls = kernels_.matvec(KernelSet::Matvec::classifier, block.rows, dim);
-            set_args(*cls.kernel, work_.x, weights_.rms_final(), block.weights, work_.logits, work_.xn, dim,
-                     block.rows, block.first_row, kernels_.staged_space(dim), kernels_.staged_count(dim));
+            set_args(*cls.kernel, input, norm_weight, block.weights, work_.logits, work_.xn, dim, block.rows,
+                     block.first_row, kernels_.staged_space(dim), kernels_.staged_count(dim));
             launch(cls, "classifier");
         }
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);

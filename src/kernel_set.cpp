@@ -83,6 +83,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     matvec_residual = cl::Kernel(program, "matvec_residual");
     ffn_gate_up = cl::Kernel(program, "ffn_gate_up");
     classifier = cl::Kernel(program, "classifier");
+    rmsnorm = cl::Kernel(program, "rmsnorm");
 }
 
 std::string KernelSet::options(int row_threads) const {

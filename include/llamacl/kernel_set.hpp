@@ -62,7 +62,12 @@ public:
     int staged_count(int n) const;
     cl::LocalSpaceArg staged_space(int n) const;
 
-    cl::Kernel attn_qkv_rope, attention, matvec_residual, ffn_gate_up, classifier;
+    // Whether the final RMSNorm runs as its own kernel before the classifier reads its output (CPU
+    // shapes, where each row would otherwise recompute it) or inside every classifier work-group (GPU
+    // shapes, where that is cheaper than one more launch).
+    bool separate_final_norm() const { return shape_.row_threads == 1; }
+
+    cl::Kernel attn_qkv_rope, attention, matvec_residual, ffn_gate_up, classifier, rmsnorm;
 
 private:
     struct Build {
