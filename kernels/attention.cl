@@ -1,8 +1,15 @@
 // Grouped-query attention of one position over the cached positions 0..pos of one layer. Query head h
 // reads KV head h / kv_mul. `att` is scratch of n_heads x seq_len scores.
+//
+// GPU shapes may split a head's positions into chunks of chunk_len (flash-decoding): one work-group per
+// (head, chunk), so that a long context keeps every compute unit reading the cache rather than one
+// work-group per head. With one chunk (chunk_len > pos) the group writes the head's output itself;
+// with several, each writes its chunk's maximum score m, sum of exp(score - m) and unnormalized
+// weighted sum of values to `partial` (head, chunk, head_size + 2), and attention_combine rescales
+// and adds them. CPU shapes take one chunk.
 __kernel void attention(__global const float* q, __global const float* key_cache, __global const float* value_cache,
-                        __global float* att, __global float* out, int n_heads, int head_size, int kv_dim, int kv_mul,
-                        int seq_len, int pos) {
+                        __global float* att, __global float* out, __global float* partial_out, int n_heads,
+                        int head_size, int kv_dim, int kv_mul, int seq_len, int pos, int chunk_len) {
     const float scale = sqrt((float)head_size);
 #if ROW_THREADS == 1
     // CPU shape: one work-item per head running run.c's loops in run.c's order.
@@ -33,19 +40,21 @@ __kernel void attention(__global const float* q, __global const float* key_cache
         for (int i = 0; i < head_size; i++) o[i] += w * v[i];
     }
 #else
-    // GPU shape: one work-group per head; positions are spread over the work-items for the scores and
-    // the softmax, then (position slice, column) pairs for the weighted sum of values, where a column is
-    // a float4 of the head when head_size allows it.
+    // GPU shape: one work-group per (head, chunk); the chunk's positions are spread over the work-items
+    // for the scores and the softmax, then (position slice, column) pairs for the weighted sum of values,
+    // where a column is a float4 of the head when head_size allows it.
     __local float scratch[LOCAL];
     __local float4 partial[LOCAL];
-    const int h = get_group_id(0);
+    const int chunks = (pos + chunk_len) / chunk_len;
+    const int h = get_group_id(0) / chunks, chunk = get_group_id(0) % chunks;
+    const int t0 = chunk * chunk_len, t1 = min(t0 + chunk_len, pos + 1);  // this group's positions
     const int lid = get_local_id(0);
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
     const int vec = head_size % 4 == 0;
     float local_max = -INFINITY;
-    for (int t = lid; t <= pos; t += LOCAL) {
+    for (int t = t0 + lid; t < t1; t += LOCAL) {
         __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
         float score = 0.0f;
         if (vec) {
@@ -62,13 +71,14 @@ __kernel void attention(__global const float* q, __global const float* key_cache
     }
     const float max_val = group_reduce(local_max, 1, scratch);
     float local_sum = 0.0f;
-    for (int t = lid; t <= pos; t += LOCAL) {
+    for (int t = t0 + lid; t < t1; t += LOCAL) {
         const float e = exp(a[t] - max_val);
         a[t] = e;
         local_sum += e;
     }
-    const float inv_sum = 1.0f / group_reduce(local_sum, 0, scratch);
-    barrier(CLK_GLOBAL_MEM_FENCE);  // every score of this head is in `a` before anyone reads them
+    const float sum = group_reduce(local_sum, 0, scratch);
+    const float inv_sum = 1.0f / sum;
+    barrier(CLK_GLOBAL_MEM_FENCE);  // every score of this chunk is in `a` before anyone reads them
 
     const int cols = vec ? head_size / 4 : head_size;
     const int span = cols < LOCAL ? cols : LOCAL;  // work-items per position slice
@@ -82,7 +92,7 @@ __kernel void attention(__global const float* q, __global const float* key_cache
         const int active = c < cols && part < parts;
         float4 acc = (float4)(0.0f);
         if (active) {
-            for (int t = part; t <= pos; t += parts) {
+            for (int t = t0 + part; t < t1; t += parts) {
                 __global const float* v = value_cache + (size_t)t * kv_dim + kv_off;
                 const float w = a[t];
                 if (vec) acc += w * vload4(c, v);
@@ -97,8 +107,36 @@ __kernel void attention(__global const float* q, __global const float* key_cache
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         if (part != 0 || c >= cols) continue;  // the first slice holds the total (with parts == 1, the only one)
-        if (vec) vstore4(acc * inv_sum, c, o);
-        else o[c] = acc.x * inv_sum;
+        if (chunks > 1) {
+            __global float* p = partial_out + ((size_t)h * chunks + chunk) * (head_size + 2) + 2;
+            if (vec) vstore4(acc, c, p);
+            else p[c] = acc.x;
+        } else if (vec) {
+            vstore4(acc * inv_sum, c, o);
+        } else {
+            o[c] = acc.x * inv_sum;
+        }
+    }
+    if (chunks > 1 && lid == 0) {
+        __global float* p = partial_out + ((size_t)h * chunks + chunk) * (head_size + 2);
+        p[0] = max_val;
+        p[1] = sum;
     }
 #endif
+}
+
+// The heads' outputs from their chunks' partial results (see attention): with M the largest chunk
+// maximum, out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) s_c. One work-group per head.
+__kernel void attention_combine(__global const float* partial, __global float* out, int head_size, int chunks) {
+    const int h = get_group_id(0);
+    __global const float* p = partial + (size_t)h * chunks * (head_size + 2);
+    float m = -INFINITY;
+    for (int c = 0; c < chunks; c++) m = fmax(m, p[c * (head_size + 2)]);
+    float total = 0.0f;
+    for (int c = 0; c < chunks; c++) total += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 1];
+    for (int i = get_local_id(0); i < head_size; i += get_local_size(0)) {
+        float acc = 0.0f;
+        for (int c = 0; c < chunks; c++) acc += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 2 + i];
+        out[h * head_size + i] = acc / total;
+    }
 }

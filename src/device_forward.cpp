@@ -28,7 +28,7 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       finalize_(options.finalize),
       plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
       kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info())),
-      work_(device, c_),
+      work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len)),
       kv_(device, c_),
       weights_(device, ck, plan_, options.finalize, counters_) {
     if (finalize_ == Finalize::device) {
@@ -103,9 +103,17 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
         boundary(l, Op::v, kv_.values(l), kv_at_pos, kv_dim, observer);
 
-        set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, c_.n_heads,
-                 c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos);
-        launch({&kernels_.attention, kernels_.heads(c_.n_heads)}, "attention");
+        // Chunks of equal length but the last; the kernel derives their count from chunk_len the same way.
+        const int wanted = kernels_.attention_chunks(c_.n_heads, c_.head_size(), pos + 1);
+        const int chunk_len = (pos + wanted) / wanted;
+        const int chunks = (pos + chunk_len) / chunk_len;
+        set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, work_.att_partial,
+                 c_.n_heads, c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos, chunk_len);
+        launch({&kernels_.attention, kernels_.heads(c_.n_heads, chunks)}, "attention");
+        if (chunks > 1) {
+            set_args(kernels_.attention_combine, work_.att_partial, work_.xb, c_.head_size(), chunks);
+            launch({&kernels_.attention_combine, kernels_.heads(c_.n_heads)}, "attention_combine");
+        }
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
         const KernelSet::Launch wo = kernels_.matvec(KernelSet::Matvec::matvec_residual, dim, dim);

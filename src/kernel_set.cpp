@@ -80,6 +80,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     const cl::Program program = device.build_program(options(shape_.row_threads));
     attn_qkv_rope = cl::Kernel(program, "attn_qkv_rope");
     attention = cl::Kernel(program, "attention");
+    attention_combine = cl::Kernel(program, "attention_combine");
     matvec_residual = cl::Kernel(program, "matvec_residual");
     ffn_gate_up = cl::Kernel(program, "ffn_gate_up");
     classifier = cl::Kernel(program, "classifier");
@@ -123,11 +124,18 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     return {cl::NDRange(groups * local), cl::NDRange(local)};
 }
 
-KernelSet::Range KernelSet::heads(int n_heads) const {
+KernelSet::Range KernelSet::heads(int n_heads, int chunks) const {
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);
-    // CPU shape: a work-item per head; GPU shape: a work-group per head.
+    // CPU shape: a work-item per head; GPU shape: a work-group per (head, chunk).
     if (shape_.row_threads == 1) return {cl::NDRange(round_up(static_cast<std::size_t>(n_heads), local)), cl::NDRange(local)};
-    return {cl::NDRange(static_cast<std::size_t>(n_heads) * local), cl::NDRange(local)};
+    return {cl::NDRange(static_cast<std::size_t>(n_heads) * static_cast<std::size_t>(chunks) * local), cl::NDRange(local)};
+}
+
+int KernelSet::attention_chunks(int n_heads, int head_size, int positions) const {
+    if (shape_.row_threads == 1) return 1;
+    const int wanted = (min_groups_ + n_heads - 1) / n_heads;
+    const std::int64_t elements = static_cast<std::int64_t>(positions) * head_size;
+    return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(wanted, elements / kMinAttentionChunk)));
 }
 
 int KernelSet::staged_count(int n) const {

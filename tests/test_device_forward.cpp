@@ -115,6 +115,37 @@ INSTANTIATE_TEST_SUITE_P(
                       BoundaryCase{"GQA_4x16", 2, "4x16", 3, Finalize::device}, BoundaryCase{"GQA_2x2", 2, "2x2", 1, Finalize::device}),
     [](const auto& p) { return std::string(p.param.name); });
 
+// A long context on a GPU shape splits each head's positions into chunks (flash-decoding) once there are
+// enough of them; one query head makes that happen early on any device. Every position's attention
+// output must still match the reference.
+TEST(DeviceAttention, ChunkedLongContextMatchesTheReference) {
+    TempDir dir;
+    const Config c{128, 100, 2, 1, 1, 300, 300, true};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 5).string());
+    Device device = open_test_device();
+    DeviceOptions options;
+    options.shape = parse_launch_shape("gpu", device.info());
+    DeviceForward dev(device, ck, options);
+    ReferenceForward ref(ck);
+    const KernelSet probe(device, *options.shape);
+    ASSERT_GT(probe.attention_chunks(c.n_heads, c.head_size(), c.seq_len), 1) << "the context must be long enough to split";
+    int token = 1;
+    for (int pos = 0; pos < c.seq_len; ++pos) {
+        std::vector<std::vector<float>> expected;
+        ref.forward(token, pos, [&](int, Op op, std::span<const float> v) {
+            if (op == Op::attention) expected.emplace_back(v.begin(), v.end());
+        });
+        std::size_t i = 0;
+        const std::span<float> logits = dev.forward(token, pos, [&](int layer, Op op, std::span<const float> v) {
+            if (op != Op::attention) return;
+            ASSERT_LT(i, expected.size());
+            EXPECT_LT(relative_error(v, expected[i]), 1e-4) << "pos " << pos << " layer " << layer;
+            ++i;
+        });
+        token = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+}
+
 class DeviceCounters : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceCounters, WaitsAndBytesPerTokenFollowThePlan) {

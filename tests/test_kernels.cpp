@@ -295,25 +295,43 @@ void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>&
         reference_attention(q, keys, values, out, c.n_heads, c.head_size, kv_dim, kv_mul, pos);
 
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
-        cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.n_heads) * seq_len, kNaN));
-        cl::Buffer out_b = h.upload(std::vector<float>(dim, kNaN));  // any element left unwritten fails
-        h.run(h.kernels.attention, h.kernels.heads(c.n_heads), q_b, k_b, v_b, att_b, out_b, c.n_heads,
-              c.head_size, kv_dim, kv_mul, seq_len, pos);
-        expect_match(h, false, h.download(out_b, dim), out, "attention output");  // exp(): never exact
+        // One chunk, and on GPU shapes chunks of 7 and 16 positions (uneven last chunks included).
+        std::vector<int> chunk_lengths = {pos + 1};
+        if (h.kernels.shape().row_threads > 1) chunk_lengths.insert(chunk_lengths.end(), {7, 16});
+        for (int chunk_len : chunk_lengths) {
+            const int chunks = (pos + chunk_len) / chunk_len;
+            SCOPED_TRACE("chunks of " + std::to_string(chunk_len) + " positions: " + std::to_string(chunks));
+            cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.n_heads) * seq_len, kNaN));
+            cl::Buffer out_b = h.upload(std::vector<float>(dim, kNaN));  // any element left unwritten fails
+            cl::Buffer partial_b = h.upload(
+                std::vector<float>(static_cast<std::size_t>(c.n_heads) * chunks * (c.head_size + 2), kNaN));
+            h.run(h.kernels.attention, h.kernels.heads(c.n_heads, chunks), q_b, k_b, v_b, att_b, out_b, partial_b,
+                  c.n_heads, c.head_size, kv_dim, kv_mul, seq_len, pos, chunk_len);
+            if (chunks > 1)
+                h.run(h.kernels.attention_combine, h.kernels.heads(c.n_heads), partial_b, out_b, c.head_size, chunks);
+            expect_match(h, false, h.download(out_b, dim), out, "attention output");  // exp(): never exact
+        }
     }
 }
 
-TEST_P(KernelVsReference, Attention) {
-    Harness& h = this->h();
-    const int seq_len = 40;
-    const std::vector<int> positions = {0, 1, 37, seq_len - 1};
-    const AttentionCase cases[] = {
-        {"MHA", 4, 4, 6},    {"GQA kv_mul 2", 4, 2, 8}, {"GQA kv_mul 3", 6, 2, 48},
-        {"MQA", 3, 1, 130},  {"MHA", 2, 2, 130},        {"GQA kv_mul 3", 3, 1, 6},
-        {"GQA kv_mul 2", 4, 2, 10},  // 16 / 10: one part, as 130 with LOCAL 256
-    };
-    unsigned seed = 77;
-    for (const AttentionCase& c : cases) check_attention(h, c, positions, seq_len, seed++);
+// The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
+// elements than the minimum, one chunk on CPU shapes.
+TEST_P(KernelVsReference, AttentionChunks) {
+    const KernelSet& k = this->h().kernels;
+    const int head_size = 64, positions_per_chunk = KernelSet::kMinAttentionChunk / head_size;
+    for (int positions : {1, positions_per_chunk - 1, positions_per_chunk, 3 * positions_per_chunk + 5,
+                          100 * positions_per_chunk}) {
+        const int chunks = k.attention_chunks(1, head_size, positions);
+        if (k.shape().row_threads == 1) {
+            EXPECT_EQ(chunks, 1);
+            continue;
+        }
+        EXPECT_GE(chunks, 1);
+        if (chunks > 1)
+            EXPECT_GE(positions / chunks, positions_per_chunk) << positions << " positions in " << chunks << " chunks";
+        EXPECT_LE(chunks, k.attention_chunks(1, head_size, positions + positions_per_chunk)) << "grows with context";
+    }
+    if (k.shape().row_threads > 1) EXPECT_GT(k.attention_chunks(1, head_size, 100 * positions_per_chunk), 1);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 #pragma once
 // The device executor: runs whole transformer layers on the OpenCL device. Per token it enqueues, on the
 // one in-order queue and with no host wait in between, the embedding row upload and five fused kernels
-// per layer (attn_qkv_rope, attention, matvec_residual for wo, ffn_gate_up, matvec_residual for w2),
-// then the classifier. The host waits only where it has a reason to:
+// per layer (attn_qkv_rope, attention, matvec_residual for wo, ffn_gate_up, matvec_residual for w2;
+// plus attention_combine when a long context splits attention into chunks), then the classifier (after
+// the final RMSNorm on its own, for CPU shapes). The host waits only where it has a reason to:
 //   - before refilling pinned staging memory the device may still be copying from (streaming only:
 //     WeightStaging::upload_chunk, once per chunk), and
 //   - to read the result it needs: the logits (--finalize=device) or the final hidden state

@@ -54,8 +54,15 @@ public:
 
     // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs).
     Range rows(int rows) const;
-    // Work-items for attention over n_heads heads.
-    Range heads(int n_heads) const;
+    // Work-items for attention over n_heads heads, each split into `chunks` chunks of positions.
+    Range heads(int n_heads, int chunks = 1) const;
+    // Chunks to split each head's `positions` cached positions into (see kernels/attention.cl): on GPU
+    // shapes enough for two work-groups per compute unit, but no chunk with fewer than
+    // kMinAttentionChunk keys' elements (positions x head_size): a short chunk saves less than the
+    // combining launch costs (measured on the H200: docs/benchmarks.md). 1 on CPU shapes, which run a
+    // head per work-item.
+    int attention_chunks(int n_heads, int head_size, int positions) const;
+    static constexpr int kMinAttentionChunk = 8192;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
     // floats, and n itself when the work-group should stage the input there (GPU shapes, when it fits in
     // local memory next to the reduction scratch), else 0.
@@ -67,7 +74,7 @@ public:
     // shapes, where that is cheaper than one more launch).
     bool separate_final_norm() const { return shape_.row_threads == 1; }
 
-    cl::Kernel attn_qkv_rope, attention, matvec_residual, ffn_gate_up, classifier, rmsnorm;
+    cl::Kernel attn_qkv_rope, attention, attention_combine, matvec_residual, ffn_gate_up, classifier, rmsnorm;
 
 private:
     struct Build {
@@ -79,7 +86,7 @@ private:
     Device device_;
     std::string fp_options_;
     LaunchShape shape_;
-    int min_groups_;
+    int min_groups_;  // a launch wants at least this many work-groups
     std::map<int, Build> widened_;  // builds for row widths other than the shape's own
     std::uint64_t local_mem_bytes_;
 };

@@ -7,13 +7,15 @@
 namespace llamacl {
 
 struct WorkingBuffers {
-    WorkingBuffers(const Device& device, const Config& config);
+    // attention_chunks: the most chunks attention splits a head into (KernelSet::attention_chunks).
+    WorkingBuffers(const Device& device, const Config& config, int attention_chunks);
     cl::Buffer x;       // residual stream (dim)
     cl::Buffer xn;      // last RMSNorm output, kept for inspection only: kernels fold the norm in (dim)
     cl::Buffer q;       // query after RoPE (dim)
     cl::Buffer xb;      // attention output (dim)
     cl::Buffer hb;      // SwiGLU output (hidden_dim)
     cl::Buffer att;     // attention scores (n_heads, seq_len)
+    cl::Buffer att_partial;  // attention's per-chunk results (n_heads, attention_chunks, head_size + 2)
     cl::Buffer logits;  // classifier output (vocab)
 };
 
