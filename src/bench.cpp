@@ -180,10 +180,11 @@ const char* finalize_name(Finalize f) { return f == Finalize::device ? "device" 
 
 std::string shape_name(const LaunchShape& s) { return std::to_string(s.row_threads) + "x" + std::to_string(s.local_size); }
 
-std::string plan_text(const CapacityPlan& p) {
+std::string plan_text(const CapacityPlan& p, bool host_mirror) {
     if (p.resident()) return "all " + std::to_string(p.n_layers) + " layers resident";
     return std::to_string(p.layers_per_offload) + " layers per offload (" + std::to_string(p.chunks()) +
-           " chunks per token, weights stream from pinned host memory)";
+           " chunks per token, weights stream from " +
+           (host_mirror ? "a pinned mirror of the layers" : "one pinned buffer refilled per chunk") + ")";
 }
 
 std::string profile_table(const BenchResult& r) {
@@ -373,6 +374,7 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         DeviceForward model(device, ck, o.device);
         r.plan = model.plan();
         r.shape = model.shape();
+        r.host_mirror = model.host_mirror();
         time_decode(model, o, r);
     } catch (const cl::Error& e) {
         throw Error(device.info().name + ": " + describe(e));
@@ -391,7 +393,7 @@ std::string format_bench_text(const BenchResult& r) {
     t += "model:       " + r.model +
          format(": dim %d, hidden %d, %d layers, %d/%d heads, vocab %d, seq_len %d\n", c.dim, c.hidden_dim,
                 c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
-    t += "plan:        " + plan_text(r.plan) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
+    t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
     std::string runs;
     for (double v : r.run_tok_s) runs += format(" %.2f", v);
@@ -427,6 +429,7 @@ std::string format_bench_json(const BenchResult& r) {
         .raw("config", json_config(r.config))
         .number("layers_per_offload", r.plan.layers_per_offload)
         .boolean("resident", r.plan.resident())
+        .boolean("host_mirror", r.host_mirror)
         .number("chunks_per_token", r.plan.chunks())
         .string("finalize", finalize_name(r.finalize))
         .string("work_shape", shape_name(r.shape))

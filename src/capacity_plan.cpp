@@ -1,5 +1,7 @@
 #include "llamacl/capacity_plan.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -17,6 +19,12 @@ std::string mib(std::uint64_t bytes) {
 }
 
 }  // namespace
+
+std::uint64_t host_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0) return 0;
+    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+}
 
 std::string CapacityPlan::describe() const {
     return "capacity: KV cache " + mib(kv_cache_bytes) + " + constants " + mib(constant_bytes) + " + working " +

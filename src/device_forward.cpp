@@ -30,7 +30,7 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info())),
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len)),
       kv_(device, c_),
-      weights_(device, ck, plan_, options.finalize, counters_) {
+      weights_(device, ck, plan_, options.finalize, options.host_mirror, counters_) {
     if (finalize_ == Finalize::device) {
         logits_host_ = std::make_unique<PinnedBuffer>(device, static_cast<std::size_t>(c_.vocab_size) * sizeof(float),
                                                       "logits read-back");

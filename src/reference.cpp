@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include <unistd.h>
 
+#include "llamacl/capacity_plan.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/sampler.hpp"  // softmax(), shared with sampling exactly as in run.c
 
@@ -103,9 +103,7 @@ namespace {
 const Config& checked_for_host_memory(const Checkpoint& ck) {
     const Config& c = ck.config();
     const ModelSize size(c);
-    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page_size > 0) {
-        const std::uint64_t memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+    if (const std::uint64_t memory = host_memory_bytes(); memory > 0) {
         const std::uint64_t needed = size.kv_cache_bytes + size.working_bytes;
         if (needed > memory)
             throw Error(ck.path() + ": the CPU reference needs " + std::to_string(needed) +

@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "llamacl/capacity_plan.hpp"
 #include "llamacl/reference.hpp"
 
 namespace llamacl {
@@ -66,7 +67,7 @@ cl::Buffer upload_once(const Device& device, const float* data, std::size_t floa
 }  // namespace
 
 WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const CapacityPlan& plan, Finalize finalize,
-                             RuntimeCounters& counters)
+                             bool host_mirror, RuntimeCounters& counters)
     : device_(device), ck_(ck), plan_(plan), counters_(counters) {
     const Config& c = ck.config();
     for (int s = 0; s < plan.layers_per_offload; ++s) {
@@ -86,6 +87,23 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
                                                   t.floats(c) * sizeof(float), w.*t.host);
         }
         device.queue().finish();
+    } else if (host_mirror && plan.layer_bytes * c.n_layers <= host_memory_bytes() / 2) {
+        for (int chunk = 0; chunk < plan.chunks(); ++chunk) {
+            const int first = chunk * plan.layers_per_offload;
+            const int last = std::min(first + plan.layers_per_offload, c.n_layers);
+            mirror_.push_back(std::make_unique<PinnedBuffer>(device, plan.layer_bytes * (last - first),
+                                                             "pinned mirror of layers " + std::to_string(first) +
+                                                                 ".." + std::to_string(last - 1)));
+            auto* host = static_cast<std::byte*>(mirror_.back()->data());
+            for (int l = first; l < last; ++l) {
+                const LayerWeights w = ck.layer(l);
+                for (const TensorView& t : kLayerTensors) {
+                    const std::size_t bytes = t.floats(c) * sizeof(float);
+                    parallel_copy(host, w.*t.host, bytes);
+                    host += bytes;
+                }
+            }
+        }
     } else {
         pinned_ = std::make_unique<PinnedBuffer>(device, plan.layer_bytes * plan.layers_per_offload,
                                                  "pinned staging for " + std::to_string(plan.layers_per_offload) + " layers");
@@ -118,27 +136,29 @@ const LayerBuffers& WeightStaging::acquire(int layer) {
 
 void WeightStaging::upload_chunk(int chunk) {
     const Config& c = ck_.config();
-    // The host is about to refill the pinned memory: wait until the device has copied the last chunk
-    // out of it. (The device-side slots need no wait: the in-order queue runs this chunk's copies only
-    // after every kernel that read the previous chunk.)
-    if (pinned_in_use_() != nullptr) {
+    // Without a mirror the host is about to refill the pinned memory: wait until the device has copied
+    // the last chunk out of it. (The device-side slots need no wait: the in-order queue runs this
+    // chunk's copies only after every kernel that read the previous chunk.)
+    const bool mirrored = !mirror_.empty();
+    if (!mirrored && pinned_in_use_() != nullptr) {
         pinned_in_use_.wait();
         counters_.host_waits++;
     }
     const int first = chunk * plan_.layers_per_offload;
     const int last = std::min(first + plan_.layers_per_offload, c.n_layers);
-    auto* host = static_cast<std::byte*>(pinned_->data());
+    auto* host = static_cast<std::byte*>(mirrored ? mirror_[chunk]->data() : pinned_->data());
     for (int l = first; l < last; ++l) {
         const LayerWeights w = ck_.layer(l);
         for (const TensorView& t : kLayerTensors) {
             const std::size_t bytes = t.floats(c) * sizeof(float);
-            parallel_copy(host, w.*t.host, bytes);
+            if (!mirrored) parallel_copy(host, w.*t.host, bytes);
             cl::Event done;
-            device_.queue().enqueueWriteBuffer(slots_[l - first].*t.buffer, CL_FALSE, 0, bytes, host, nullptr, &done);
+            device_.queue().enqueueWriteBuffer(slots_[l - first].*t.buffer, CL_FALSE, 0, bytes, host, nullptr,
+                                               mirrored ? nullptr : &done);
             counters_.enqueues++;
             counters_.weight_bytes_uploaded += bytes;
             host += bytes;
-            pinned_in_use_ = done;
+            if (!mirrored) pinned_in_use_ = done;
         }
     }
     staged_chunk_ = chunk;

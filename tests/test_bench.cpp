@@ -272,9 +272,11 @@ TEST(BenchRun, StreamingCountsChunkWaitsUploadsAndProbesHostToDevice) {
     BenchOptions o = quick_options(3);
     o.context = 4;
     o.device.layers_per_offload = 2;  // 2 chunks per token
+    o.device.host_mirror = false;     // one pinned buffer refilled per chunk
     const Json j = parse_json(format_bench_json(run_benchmark(device, ck, "small", o)));
 
     EXPECT_FALSE(j["resident"].boolean());
+    EXPECT_FALSE(j["host_mirror"].boolean());
     EXPECT_EQ(j["chunks_per_token"].number(), 2);
     EXPECT_FALSE(j["h2d_gbs"].is_null());
     const RuntimeCounters counted = runtime_counts(device, ck, o.device, 4, 3);
@@ -285,6 +287,20 @@ TEST(BenchRun, StreamingCountsChunkWaitsUploadsAndProbesHostToDevice) {
     const std::uint64_t embedding = static_cast<std::uint64_t>(c.vocab_size) * c.dim * sizeof(float);
     EXPECT_EQ(j["bytes_per_token"].number(),
               static_cast<double>(ModelSize(c).weight_bytes() - embedding) + kv_reads_per_token(c, 4, 3));
+}
+
+TEST(BenchRun, AMirroredModelStreamsWithOneWaitPerToken) {
+    const Config c = small_config(6, false);
+    const Checkpoint ck = in_memory(c);
+    Device device = Device::open("", "");
+    BenchOptions o = quick_options(3);
+    o.device.layers_per_offload = 1;
+    const Json j = parse_json(format_bench_json(run_benchmark(device, ck, "small", o)));
+    EXPECT_TRUE(j["host_mirror"].boolean()) << "a few KB of layers fit half of any machine's memory";
+    const RuntimeCounters counted = runtime_counts(device, ck, o.device, 0, 3);
+    EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 3));
+    EXPECT_EQ(j["waits_per_token"].number(), 1) << "only the logits read";
+    EXPECT_EQ(j["uploaded_bytes_per_token"].number(), static_cast<double>(ModelSize(c).layer_bytes() * c.n_layers));
 }
 
 TEST(BenchRun, ContextIsClampedSoTheTimedTokensEndAtSeqLen) {

@@ -146,27 +146,41 @@ TEST(DeviceAttention, ChunkedLongContextMatchesTheReference) {
     }
 }
 
-class DeviceCounters : public ::testing::TestWithParam<int> {};
+// (layers per offload, whether streaming may use the pinned mirror)
+class DeviceCounters : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(DeviceCounters, WaitsAndBytesPerTokenFollowThePlan) {
-    const int k = GetParam();
+    const auto [k, mirror] = GetParam();
     TempDir dir;
     const Config c = small_config();  // 3 layers
     const Checkpoint ck = Checkpoint::open(write_model(dir, c).string());
     Device device = open_test_device();
     DeviceOptions options;
     options.layers_per_offload = k;
+    options.host_mirror = mirror;
     DeviceForward dev(device, ck, options);
+    DeviceOptions resident_options;
+    resident_options.shape = dev.shape();
+    DeviceForward resident(device, ck, resident_options);  // the same kernels on resident weights
     const int chunks = (c.n_layers + k - 1) / k;
     ASSERT_EQ(dev.plan().chunks(), chunks);
+    EXPECT_EQ(dev.host_mirror(), mirror && k < c.n_layers) << "a few KB of layers always fit the mirror";
     dev.forward(1, 0);  // the first token fills the pipeline; measure steady-state tokens after it
+    resident.forward(1, 0);
     for (int pos = 1; pos < 4; ++pos) {
         const RuntimeCounters before = dev.counters();
-        dev.forward(5 + pos, pos);
+        const std::span<float> logits = dev.forward(5 + pos, pos);
         const RuntimeCounters d = dev.counters() - before;
+        const std::span<float> expected = resident.forward(5 + pos, pos);
+        EXPECT_EQ(std::memcmp(logits.data(), expected.data(), expected.size_bytes()), 0)
+            << "streamed weights give the resident logits bit for bit";
         if (k == c.n_layers) {
             EXPECT_EQ(d.host_waits, 1u) << "resident weights: only the logits read may wait";
             EXPECT_EQ(d.weight_bytes_uploaded, 0u) << "resident weights are never uploaded again";
+        } else if (mirror) {
+            EXPECT_EQ(d.host_waits, 1u) << "a mirrored model is never copied again: only the logits read waits";
+            EXPECT_EQ(d.weight_bytes_uploaded, ModelSize(c).layer_bytes() * c.n_layers)
+                << "streaming uploads every layer once per token";
         } else {
             EXPECT_LE(d.host_waits, static_cast<std::uint64_t>(chunks + 1));
             EXPECT_EQ(d.weight_bytes_uploaded, ModelSize(c).layer_bytes() * c.n_layers)
@@ -182,7 +196,7 @@ TEST_P(DeviceCounters, WaitsAndBytesPerTokenFollowThePlan) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(LayersPerOffload, DeviceCounters, ::testing::Values(1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(LayersPerOffload, DeviceCounters, ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Bool()));
 
 TEST(DeviceCapacity, AutomaticKFollowsTheMemoryContract) {
     TempDir dir;

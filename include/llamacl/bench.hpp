@@ -72,6 +72,7 @@ struct BenchResult {
     Config config;
     CapacityPlan plan;
     LaunchShape shape;
+    bool host_mirror = false;  // streaming from a pinned mirror (weight_staging.hpp)
     Finalize finalize = Finalize::device;
     int tokens = 0;
     int context = 0;            // as run (after clamping)

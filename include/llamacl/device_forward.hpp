@@ -4,8 +4,8 @@
 // per layer (attn_qkv_rope, attention, matvec_residual for wo, ffn_gate_up, matvec_residual for w2;
 // plus attention_combine when a long context splits attention into chunks), then the classifier (after
 // the final RMSNorm on its own, for CPU shapes). The host waits only where it has a reason to:
-//   - before refilling pinned staging memory the device may still be copying from (streaming only:
-//     WeightStaging::upload_chunk, once per chunk), and
+//   - before refilling pinned staging memory the device may still be copying from (streaming without a
+//     pinned mirror only: WeightStaging::upload_chunk, once per chunk), and
 //   - to read the result it needs: the logits (--finalize=device) or the final hidden state
 //     (--finalize=cpu, where the CPU reference runs the final RMSNorm and classifier).
 #include <memory>
@@ -30,6 +30,7 @@ struct DeviceOptions {
     Finalize finalize = Finalize::device;
     std::optional<LaunchShape> shape;    // default: choose_launch_shape() for the device
     std::uint64_t memory_limit = 0;      // 0: the device's own global memory
+    bool host_mirror = true;             // streaming: allow a pinned host mirror (see weight_staging.hpp)
 };
 
 // One command of a token's schedule, recorded for `bench --profile`: a fixed label (the kernel's name,
@@ -65,6 +66,7 @@ public:
 
     const RuntimeCounters& counters() const { return counters_; }
     const CapacityPlan& plan() const { return plan_; }
+    bool host_mirror() const { return weights_.mirrored(); }
     const LaunchShape& shape() const { return kernels_.shape(); }
 
 private:
