@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <string>
 
 #include "llamacl/device.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/kernel_set.hpp"
 
 namespace llamacl {
 
@@ -24,6 +27,32 @@ std::uint64_t host_memory_bytes() {
     const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
     if (pages <= 0 || page_size <= 0) return 0;
     return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+}
+
+namespace {
+
+// The first number in `path` (0 when unreadable or not a number, as cgroup v2 writes "max").
+std::uint64_t read_number(const char* path, const char* key = nullptr) {
+    std::ifstream in(path);
+    std::string word;
+    if (key) {
+        while (in >> word && word != key) {
+        }
+    }
+    std::uint64_t value = 0;
+    return in >> value ? value : 0;
+}
+
+}  // namespace
+
+std::uint64_t available_host_memory_bytes() {
+    std::uint64_t available = read_number("/proc/meminfo", "MemAvailable:") * 1024;
+    if (available == 0) available = host_memory_bytes();
+    // In a container the cgroup's limit binds before the machine's memory does.
+    const std::uint64_t limit = read_number("/sys/fs/cgroup/memory.max");
+    const std::uint64_t used = read_number("/sys/fs/cgroup/memory.current");
+    if (limit > 0) available = std::min(available, limit > used ? limit - used : 0);
+    return available;
 }
 
 std::string CapacityPlan::describe() const {
@@ -48,9 +77,12 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     p.kv_cache_bytes = size.kv_cache_bytes;
     p.constant_bytes = static_cast<std::uint64_t>(c.seq_len) * c.head_size() * f;  // RoPE cos/sin table
     if (finalize == Finalize::device) p.constant_bytes += (size.embedding_params + c.dim) * f;
-    // x, xn, q, xb (dim each), hb (hidden_dim), attention scores (n_heads x seq_len), logits (vocab)
+    // x, xn, q, xb (dim each), hb (hidden_dim), attention scores (n_heads x seq_len), logits (vocab),
+    // and attention's per-chunk results (n_heads x chunks x (head_size + 2), for at most
+    // max_attention_chunks chunks whatever the device)
     p.working_bytes = (4ull * c.dim + c.hidden_dim + static_cast<std::uint64_t>(c.n_heads) * c.seq_len +
-                       static_cast<std::uint64_t>(c.vocab_size)) * f;
+                       static_cast<std::uint64_t>(c.vocab_size) +
+                       static_cast<std::uint64_t>(c.n_heads) * max_attention_chunks(c) * (c.head_size() + 2)) * f;
     p.layer_bytes = size.layer_bytes();
 
     const std::uint64_t largest_tensor = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.hidden_dim) * c.dim,

@@ -80,7 +80,7 @@ void check_generate_args(const GenerateArgs& a) {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
         if (a.runtime.shapes_the_runtime())
-            throw usage_error("--layers-per-offload, --work-shape and --max-device-memory apply to an OpenCL device, not to "
+            throw usage_error("--layers-per-offload, --work-shape, --max-device-memory and --no-host-mirror apply to an OpenCL device, not to "
                               "--backend cpu");
     }
 }

@@ -138,6 +138,11 @@ int KernelSet::attention_chunks(int n_heads, int head_size, int positions) const
     return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(wanted, elements / kMinAttentionChunk)));
 }
 
+int max_attention_chunks(const Config& c) {
+    const std::int64_t elements = static_cast<std::int64_t>(c.seq_len) * c.head_size();
+    return static_cast<int>(std::max<std::int64_t>(1, elements / KernelSet::kMinAttentionChunk));
+}
+
 int KernelSet::staged_count(int n) const {
     if (shape_.row_threads == 1) return 0;  // CPU shapes read their input straight from memory
     // Leave room for the reduction scratch and what the compiler keeps in local memory itself.

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/sampler.hpp"  // softmax(), shared with sampling exactly as in run.c

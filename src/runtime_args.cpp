@@ -7,7 +7,7 @@
 namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {
-    return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0;
+    return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0 || no_host_mirror;
 }
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
@@ -28,6 +28,10 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
     cmd.add_option("--max-device-memory", a.max_device_memory_mib,
                    "plan as if the device had only this many MiB (rehearse a smaller device)");
+    cmd.add_flag("--no-host-mirror", a.no_host_mirror,
+                 "when layers stream, refill one pinned buffer per chunk instead of keeping a pinned copy of "
+                 "the streamed layers in host memory (kept by default when they take at most half of the "
+                 "available memory)");
 }
 
 void check_runtime_args(const RuntimeArgs& a) {
@@ -40,6 +44,7 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
     options.finalize = a.finalize == "cpu" ? Finalize::cpu : Finalize::device;
     if (!a.work_shape.empty()) options.shape = parse_launch_shape(a.work_shape, device);
     options.memory_limit = static_cast<std::uint64_t>(a.max_device_memory_mib * 1024.0 * 1024.0);
+    options.host_mirror = !a.no_host_mirror;
     return options;
 }
 

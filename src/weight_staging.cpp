@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "llamacl/capacity_plan.hpp"
+#include "llamacl/error.hpp"
 #include "llamacl/reference.hpp"
 
 namespace llamacl {
@@ -87,26 +88,12 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
                                                   t.floats(c) * sizeof(float), w.*t.host);
         }
         device.queue().finish();
-    } else if (host_mirror && plan.layer_bytes * c.n_layers <= host_memory_bytes() / 2) {
-        for (int chunk = 0; chunk < plan.chunks(); ++chunk) {
-            const int first = chunk * plan.layers_per_offload;
-            const int last = std::min(first + plan.layers_per_offload, c.n_layers);
-            mirror_.push_back(std::make_unique<PinnedBuffer>(device, plan.layer_bytes * (last - first),
-                                                             "pinned mirror of layers " + std::to_string(first) +
-                                                                 ".." + std::to_string(last - 1)));
-            auto* host = static_cast<std::byte*>(mirror_.back()->data());
-            for (int l = first; l < last; ++l) {
-                const LayerWeights w = ck.layer(l);
-                for (const TensorView& t : kLayerTensors) {
-                    const std::size_t bytes = t.floats(c) * sizeof(float);
-                    parallel_copy(host, w.*t.host, bytes);
-                    host += bytes;
-                }
-            }
-        }
     } else {
-        pinned_ = std::make_unique<PinnedBuffer>(device, plan.layer_bytes * plan.layers_per_offload,
-                                                 "pinned staging for " + std::to_string(plan.layers_per_offload) + " layers");
+        if (host_mirror && plan.layer_bytes * c.n_layers <= available_host_memory_bytes() / 2) fill_mirror();
+        if (mirror_.empty())
+            pinned_ = std::make_unique<PinnedBuffer>(device, plan.layer_bytes * plan.layers_per_offload,
+                                                     "pinned staging for " + std::to_string(plan.layers_per_offload) +
+                                                         " layers");
     }
 
     const std::vector<float> rope = llamacl::rope_table(c.seq_len, c.head_size());
@@ -124,6 +111,30 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
                                                static_cast<std::size_t>(rows) * c.dim, "classifier"),
                                    first, rows});
         }
+    }
+}
+
+void WeightStaging::fill_mirror() {
+    const Config& c = ck_.config();
+    try {
+        for (int chunk = 0; chunk < plan_.chunks(); ++chunk) {
+            const int first = chunk * plan_.layers_per_offload;
+            const int last = std::min(first + plan_.layers_per_offload, c.n_layers);
+            mirror_.push_back(std::make_unique<PinnedBuffer>(
+                device_, plan_.layer_bytes * (last - first),
+                "pinned mirror of layers " + std::to_string(first) + ".." + std::to_string(last - 1)));
+            auto* host = static_cast<std::byte*>(mirror_.back()->data());
+            for (int l = first; l < last; ++l) {
+                const LayerWeights w = ck_.layer(l);
+                for (const TensorView& t : kLayerTensors) {
+                    const std::size_t bytes = t.floats(c) * sizeof(float);
+                    parallel_copy(host, w.*t.host, bytes);
+                    host += bytes;
+                }
+            }
+        }
+    } catch (const Error&) {
+        mirror_.clear();  // the driver refused the pinned memory after all: stream through one buffer
     }
 }
 

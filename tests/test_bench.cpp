@@ -440,6 +440,20 @@ TEST(BenchCli, SyntheticPresetJsonAndText) {
         EXPECT_NE(text.out.find(part), std::string::npos) << part << " in:\n" << text.out;
 }
 
+TEST(BenchCli, NoHostMirrorRefillsOnePinnedBufferPerChunk) {
+    const Config tiny = *preset_config("tiny");
+    for (const bool mirror : {true, false}) {
+        const CliRun run = run_bench_cli(std::string("bench --synthetic tiny -n 2 --runs 1 --probe-mib 4 "
+                                                     "--layers-per-offload 1 --json") +
+                                         (mirror ? "" : " --no-host-mirror"));
+        EXPECT_EQ(run.exit_code, 0);
+        const Json j = parse_json(run.out);
+        EXPECT_EQ(j["host_mirror"].boolean(), mirror);
+        // the logits read, and without the mirror one wait per chunk (one layer each)
+        EXPECT_EQ(j["waits_per_token"].number(), mirror ? 1 : 1 + tiny.n_layers);
+    }
+}
+
 TEST(BenchCli, ModelSourceIsCheckedBeforeAnythingRuns) {
     for (const char* line : {"bench", "bench model.bin --synthetic tiny", "bench --synthetic huge"}) {
         try {

@@ -295,9 +295,9 @@ void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>&
         reference_attention(q, keys, values, out, c.n_heads, c.head_size, kv_dim, kv_mul, pos);
 
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
-        // One chunk, and on GPU shapes chunks of 7 and 16 positions (uneven last chunks included).
+        // One chunk, and on GPU shapes chunks of 1, 3, 7 and 16 positions (uneven last chunks included).
         std::vector<int> chunk_lengths = {pos + 1};
-        if (h.kernels.shape().row_threads > 1) chunk_lengths.insert(chunk_lengths.end(), {7, 16});
+        if (h.kernels.shape().row_threads > 1) chunk_lengths.insert(chunk_lengths.end(), {1, 3, 7, 16});
         for (int chunk_len : chunk_lengths) {
             const int chunks = (pos + chunk_len) / chunk_len;
             SCOPED_TRACE("chunks of " + std::to_string(chunk_len) + " positions: " + std::to_string(chunks));
@@ -314,6 +314,19 @@ void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>&
     }
 }
 
+TEST_P(KernelVsReference, Attention) {
+    Harness& h = this->h();
+    const int seq_len = 40;
+    const std::vector<int> positions = {0, 1, 6, 7, 8, 16, 37, seq_len - 1};
+    const AttentionCase cases[] = {
+        {"MHA", 4, 4, 6},    {"GQA kv_mul 2", 4, 2, 8}, {"GQA kv_mul 3", 6, 2, 48},
+        {"MQA", 3, 1, 130},  {"MHA", 2, 2, 130},        {"GQA kv_mul 3", 3, 1, 6},
+        {"GQA kv_mul 2", 4, 2, 10},  // 16 / 10: one part, as 130 with LOCAL 256
+    };
+    unsigned seed = 77;
+    for (const AttentionCase& c : cases) check_attention(h, c, positions, seq_len, seed++);
+}
+
 // The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
 // elements than the minimum, one chunk on CPU shapes.
 TEST_P(KernelVsReference, AttentionChunks) {
@@ -327,11 +340,14 @@ TEST_P(KernelVsReference, AttentionChunks) {
             continue;
         }
         EXPECT_GE(chunks, 1);
-        if (chunks > 1)
+        if (chunks > 1) {
             EXPECT_GE(positions / chunks, positions_per_chunk) << positions << " positions in " << chunks << " chunks";
+        }
         EXPECT_LE(chunks, k.attention_chunks(1, head_size, positions + positions_per_chunk)) << "grows with context";
     }
-    if (k.shape().row_threads > 1) EXPECT_GT(k.attention_chunks(1, head_size, 100 * positions_per_chunk), 1);
+    if (k.shape().row_threads > 1) {
+        EXPECT_GT(k.attention_chunks(1, head_size, 100 * positions_per_chunk), 1);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------

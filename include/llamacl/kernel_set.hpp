@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
 
 namespace llamacl {
@@ -32,6 +33,10 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 // of a small model) otherwise leaves compute units idle or too few work-items on each to hide latency.
 int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups);
 
+// The most chunks attention_chunks can split a head of this model into on any device: the bound the
+// capacity plan counts for attention's per-chunk results.
+int max_attention_chunks(const Config& config);
+
 class KernelSet {
 public:
     KernelSet(const Device& device, const LaunchShape& shape);
@@ -57,10 +62,10 @@ public:
     // Work-items for attention over n_heads heads, each split into `chunks` chunks of positions.
     Range heads(int n_heads, int chunks = 1) const;
     // Chunks to split each head's `positions` cached positions into (see kernels/attention.cl): on GPU
-    // shapes enough for two work-groups per compute unit, but no chunk with fewer than
-    // kMinAttentionChunk keys' elements (positions x head_size): a short chunk saves less than the
-    // combining launch costs (measured on the H200: docs/benchmarks.md). 1 on CPU shapes, which run a
-    // head per work-item.
+    // shapes enough for two work-groups per compute unit, but at least kMinAttentionChunk keys'
+    // elements (positions x head_size) per chunk on average (the last may be a little shorter): a
+    // short chunk saves less than the combining launch costs (measured on the H200:
+    // docs/benchmarks.md). 1 on CPU shapes, which run a head per work-item.
     int attention_chunks(int n_heads, int head_size, int positions) const;
     static constexpr int kMinAttentionChunk = 8192;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n

@@ -14,6 +14,7 @@ struct RuntimeArgs {
     std::string finalize = "device";
     std::string work_shape;           // empty: chosen for the device
     double max_device_memory_mib = 0; // 0: the device's own memory
+    bool no_host_mirror = false;      // streaming: never keep a pinned copy of the layers
 
     // Whether any option that only means something on an OpenCL device was given.
     bool shapes_the_runtime() const;

@@ -8,7 +8,8 @@
 // starts. Streaming copies come from pinned host memory (55 GB/s on the H200 against 7.6 from pageable
 // memory), in one of two ways:
 //   - a pinned mirror: every chunk copied once from the mapped file into pinned memory of its own,
-//     when the streamed layers take at most half of the machine's memory. Nothing is ever rewritten,
+//     when the streamed layers take at most half of the memory still available (MemAvailable, within
+//     the cgroup's limit) and the driver grants it. Nothing is ever rewritten,
 //     so uploads need no host wait and no host copy per token.
 //   - otherwise one pinned buffer of K layers, refilled chunk by chunk. The host may refill it only once
 //     the previous copy out of it has completed: the one place it waits.
@@ -50,6 +51,7 @@ public:
     const std::vector<ClassifierBlock>& classifier() const { return classifier_; }  // empty with --finalize=cpu
 
 private:
+    void fill_mirror();  // leaves mirror_ empty when the pinned memory cannot be had
     void upload_chunk(int chunk);
 
     const Device& device_;
