@@ -31,16 +31,8 @@ inline float hsum(float16 v) {
     const float2 c = b.lo + b.hi;
     return c.x + c.y;
 }
-#elif VECTOR_WIDTH == 8
-typedef float8 floatv;
-#define vloadv vload8
-inline float hsum(float8 v) {
-    const float4 b = v.lo + v.hi;
-    const float2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
 #elif VECTOR_WIDTH != 1
-#error VECTOR_WIDTH must be 1, 8 or 16
+#error VECTOR_WIDTH must be 1 or 16
 #endif
 // The vectorized loops below assume one work-item per row.
 #if VECTOR_WIDTH > 1 && ROW_THREADS != 1

@@ -77,42 +77,30 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) fp_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
-    const cl::Program program = device.build_program(options(shape_.row_threads));
-    attn_qkv_rope = cl::Kernel(program, "attn_qkv_rope");
+    const cl::Program program = build_program(shape_.row_threads);
     attention = cl::Kernel(program, "attention");
     attention_combine = cl::Kernel(program, "attention_combine");
-    matvec_residual = cl::Kernel(program, "matvec_residual");
-    ffn_gate_up = cl::Kernel(program, "ffn_gate_up");
-    classifier = cl::Kernel(program, "classifier");
     rmsnorm = cl::Kernel(program, "rmsnorm");
+    builds_.emplace(shape_.row_threads, matvec_kernels(program));
 }
 
-std::string KernelSet::options(int row_threads) const {
-    return "-DROW_THREADS=" + std::to_string(row_threads) + " -DLOCAL=" + std::to_string(shape_.local_size) +
-           " -DVECTOR_WIDTH=" + std::to_string(shape_.vector_width) + fp_options_;
+// In Matvec's order.
+KernelSet::Build KernelSet::matvec_kernels(const cl::Program& program) {
+    return {cl::Kernel(program, "attn_qkv_rope"), cl::Kernel(program, "matvec_residual"),
+            cl::Kernel(program, "ffn_gate_up"), cl::Kernel(program, "classifier")};
+}
+
+cl::Program KernelSet::build_program(int row_threads) const {
+    return device_.build_program("-DROW_THREADS=" + std::to_string(row_threads) + " -DLOCAL=" +
+                                 std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
+                                 std::to_string(shape_.vector_width) + fp_options_);
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const int threads = widened_row_threads(shape_, rows, n, min_groups_);
-    Build* b = nullptr;
-    if (threads != shape_.row_threads) {
-        auto it = widened_.find(threads);
-        if (it == widened_.end()) {
-            const cl::Program program = device_.build_program(options(threads));
-            it = widened_.emplace(threads, Build{cl::Kernel(program, "attn_qkv_rope"), cl::Kernel(program, "matvec_residual"),
-                                                 cl::Kernel(program, "ffn_gate_up"), cl::Kernel(program, "classifier")})
-                     .first;
-        }
-        b = &it->second;
-    }
-    cl::Kernel* kernel = nullptr;
-    switch (which) {
-    case Matvec::attn_qkv_rope: kernel = b ? &b->attn_qkv_rope : &attn_qkv_rope; break;
-    case Matvec::matvec_residual: kernel = b ? &b->matvec_residual : &matvec_residual; break;
-    case Matvec::ffn_gate_up: kernel = b ? &b->ffn_gate_up : &ffn_gate_up; break;
-    case Matvec::classifier: kernel = b ? &b->classifier : &classifier; break;
-    }
-    return {kernel, this->rows(rows, threads)};
+    auto it = builds_.find(threads);
+    if (it == builds_.end()) it = builds_.emplace(threads, matvec_kernels(build_program(threads))).first;
+    return {&it->second[static_cast<std::size_t>(which)], this->rows(rows, threads)};
 }
 
 KernelSet::Range KernelSet::rows(int rows) const { return this->rows(rows, shape_.row_threads); }

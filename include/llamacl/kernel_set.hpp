@@ -1,6 +1,7 @@
 #pragma once
 // The compiled kernels and the work-group shape they were compiled for. Device quirks that decide the
 // shape live here and nowhere else.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -48,7 +49,7 @@ public:
     };
 
     // The matrix-vector kernels, by what they compute.
-    enum class Matvec { attn_qkv_rope, matvec_residual, ffn_gate_up, classifier };
+    enum class Matvec { attn_qkv_rope, matvec_residual, ffn_gate_up, classifier };  // indexes a Build
     struct Launch {
         cl::Kernel* kernel;
         Range range;
@@ -79,20 +80,20 @@ public:
     // shapes, where that is cheaper than one more launch).
     bool separate_final_norm() const { return shape_.row_threads == 1; }
 
-    cl::Kernel attn_qkv_rope, attention, attention_combine, matvec_residual, ffn_gate_up, classifier, rmsnorm;
+    cl::Kernel attention, attention_combine, rmsnorm;  // of the shape's own build
 
 private:
-    struct Build {
-        cl::Kernel attn_qkv_rope, matvec_residual, ffn_gate_up, classifier;
-    };
-    std::string options(int row_threads) const;  // the program's build options for that row width
+    // The matrix-vector kernels of one program build, indexed by Matvec.
+    using Build = std::array<cl::Kernel, 4>;
+    static Build matvec_kernels(const cl::Program& program);
+    cl::Program build_program(int row_threads) const;
     Range rows(int rows, int row_threads) const;
 
     Device device_;
     std::string fp_options_;
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
-    std::map<int, Build> widened_;  // builds for row widths other than the shape's own
+    std::map<int, Build> builds_;  // by work-items per row; the shape's own width is built up front
     std::uint64_t local_mem_bytes_;
 };
 
