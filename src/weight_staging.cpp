@@ -115,26 +115,39 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
 }
 
 void WeightStaging::fill_mirror() {
-    const Config& c = ck_.config();
     try {
         for (int chunk = 0; chunk < plan_.chunks(); ++chunk) {
-            const int first = chunk * plan_.layers_per_offload;
-            const int last = std::min(first + plan_.layers_per_offload, c.n_layers);
+            const auto [first, last] = chunk_layers(chunk);
             mirror_.push_back(std::make_unique<PinnedBuffer>(
                 device_, plan_.layer_bytes * (last - first),
                 "pinned mirror of layers " + std::to_string(first) + ".." + std::to_string(last - 1)));
-            auto* host = static_cast<std::byte*>(mirror_.back()->data());
-            for (int l = first; l < last; ++l) {
-                const LayerWeights w = ck_.layer(l);
-                for (const TensorView& t : kLayerTensors) {
-                    const std::size_t bytes = t.floats(c) * sizeof(float);
-                    parallel_copy(host, w.*t.host, bytes);
-                    host += bytes;
-                }
-            }
+            for_each_tensor(chunk, static_cast<std::byte*>(mirror_.back()->data()),
+                            [](int, const TensorView&, const float* source, std::byte* host, std::size_t bytes) {
+                                parallel_copy(host, source, bytes);
+                            });
         }
     } catch (const Error&) {
         mirror_.clear();  // the driver refused the pinned memory after all: stream through one buffer
+    }
+}
+
+std::pair<int, int> WeightStaging::chunk_layers(int chunk) const {
+    const int first = chunk * plan_.layers_per_offload;
+    return {first, std::min(first + plan_.layers_per_offload, ck_.config().n_layers)};
+}
+
+// Calls f(slot, tensor, source in the mapped file, place in `host`, bytes) for every tensor of the chunk,
+// laying them out in `host` back to back in staging order: the layout of the pinned memory.
+template <typename F>
+void WeightStaging::for_each_tensor(int chunk, std::byte* host, F f) const {
+    const auto [first, last] = chunk_layers(chunk);
+    for (int l = first; l < last; ++l) {
+        const LayerWeights w = ck_.layer(l);
+        for (const TensorView& t : kLayerTensors) {
+            const std::size_t bytes = t.floats(ck_.config()) * sizeof(float);
+            f(l - first, t, w.*t.host, host, bytes);
+            host += bytes;
+        }
     }
 }
 
@@ -146,7 +159,6 @@ const LayerBuffers& WeightStaging::acquire(int layer) {
 }
 
 void WeightStaging::upload_chunk(int chunk) {
-    const Config& c = ck_.config();
     // Without a mirror the host is about to refill the pinned memory: wait until the device has copied
     // the last chunk out of it. (The device-side slots need no wait: the in-order queue runs this
     // chunk's copies only after every kernel that read the previous chunk.)
@@ -155,23 +167,16 @@ void WeightStaging::upload_chunk(int chunk) {
         pinned_in_use_.wait();
         counters_.host_waits++;
     }
-    const int first = chunk * plan_.layers_per_offload;
-    const int last = std::min(first + plan_.layers_per_offload, c.n_layers);
     auto* host = static_cast<std::byte*>(mirrored ? mirror_[chunk]->data() : pinned_->data());
-    for (int l = first; l < last; ++l) {
-        const LayerWeights w = ck_.layer(l);
-        for (const TensorView& t : kLayerTensors) {
-            const std::size_t bytes = t.floats(c) * sizeof(float);
-            if (!mirrored) parallel_copy(host, w.*t.host, bytes);
-            cl::Event done;
-            device_.queue().enqueueWriteBuffer(slots_[l - first].*t.buffer, CL_FALSE, 0, bytes, host, nullptr,
-                                               mirrored ? nullptr : &done);
-            counters_.enqueues++;
-            counters_.weight_bytes_uploaded += bytes;
-            host += bytes;
-            if (!mirrored) pinned_in_use_ = done;
-        }
-    }
+    for_each_tensor(chunk, host, [&](int slot, const TensorView& t, const float* source, std::byte* at, std::size_t bytes) {
+        if (!mirrored) parallel_copy(at, source, bytes);
+        cl::Event done;
+        device_.queue().enqueueWriteBuffer(slots_[slot].*t.buffer, CL_FALSE, 0, bytes, at, nullptr,
+                                           mirrored ? nullptr : &done);
+        counters_.enqueues++;
+        counters_.weight_bytes_uploaded += bytes;
+        if (!mirrored) pinned_in_use_ = done;
+    });
     staged_chunk_ = chunk;
 }
 

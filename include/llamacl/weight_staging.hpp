@@ -13,7 +13,9 @@
 //     so uploads need no host wait and no host copy per token.
 //   - otherwise one pinned buffer of K layers, refilled chunk by chunk. The host may refill it only once
 //     the previous copy out of it has completed: the one place it waits.
+#include <cstddef>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "llamacl/capacity_plan.hpp"
@@ -53,6 +55,9 @@ public:
 private:
     void fill_mirror();  // leaves mirror_ empty when the pinned memory cannot be had
     void upload_chunk(int chunk);
+    std::pair<int, int> chunk_layers(int chunk) const;  // [first, last) layers of a chunk
+    template <typename F>
+    void for_each_tensor(int chunk, std::byte* host, F f) const;
 
     const Device& device_;
     const Checkpoint& ck_;
