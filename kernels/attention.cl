@@ -1,3 +1,7 @@
+// GPU shapes: work-items that share one position's score (see below); 4 and 8 measured alike on the
+// H200, both well ahead of 1 (docs/benchmarks.md).
+#define KEY_SLICES 4
+
 // Grouped-query attention of one position over the cached positions 0..pos of one layer. Query head h
 // reads KV head h / kv_mul. `att` is scratch of n_heads x seq_len scores.
 //
@@ -53,22 +57,36 @@ __kernel void attention(__global const float* q, __global const float* key_cache
     __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
     const int vec = head_size % 4 == 0;
+    // Scores: KEY_SLICES work-items per position, each taking a slice of the head's float4 columns, the
+    // slices summed through local memory. A work-item walking a whole key alone leaves a short context
+    // with few work-items each waiting on a chain of loads (measured on the H200: docs/benchmarks.md).
+    const int slices = vec ? min(KEY_SLICES, LOCAL) : 1;
+    const int per_pass = LOCAL / slices;  // positions scored per pass
+    const int slice = lid % slices;
     float local_max = -INFINITY;
-    for (int t = t0 + lid; t < t1; t += LOCAL) {
-        __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
-        float score = 0.0f;
-        if (vec) {
-            for (int i = 0; i < head_size / 4; i++) {
-                const float4 x = vload4(i, qh), y = vload4(i, k);
-                score += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+    for (int base = t0; base < t1; base += per_pass) {  // the same passes for every work-item (barriers)
+        const int t = base + lid / slices;
+        float part = 0.0f;
+        if (t < t1) {
+            __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
+            if (vec) {
+                for (int i = slice; i < head_size / 4; i += slices) part += dot4(vload4(i, qh), vload4(i, k));
+            } else {
+                for (int i = 0; i < head_size; i++) part += qh[i] * k[i];
             }
-        } else {
-            for (int i = 0; i < head_size; i++) score += qh[i] * k[i];
         }
-        score /= scale;
-        a[t] = score;
-        local_max = fmax(local_max, score);
+        scratch[lid] = part;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (slice == 0 && t < t1) {
+            float score = 0.0f;
+            for (int i = 0; i < slices; i++) score += scratch[lid + i];
+            score /= scale;
+            a[t] = score;
+            local_max = fmax(local_max, score);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
+    barrier(CLK_GLOBAL_MEM_FENCE);  // the softmax below reads scores other work-items wrote
     const float max_val = group_reduce(local_max, 1, scratch);
     float local_sum = 0.0f;
     for (int t = t0 + lid; t < t1; t += LOCAL) {
