@@ -181,7 +181,16 @@ inline float partial_dot_staged(__global const float* w, __local const float* in
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++) sum += dot4(a[k], vload4(j + k * ROW_THREADS, in));
     }
-    for (; j < n4; j += ROW_THREADS) sum += dot4(vload4(j, w), vload4(j, in));
+    // The rest (fewer float4s than a batch for this lane) as one more batch of loads issued together,
+    // not one load per trip to memory: a short row (every row of a small model, 7B's w2) is mostly rest.
+    if (j < n4) {
+        float4 a[DOT_BATCH];
+#pragma unroll
+        for (int k = 0; k < DOT_BATCH; k++) a[k] = j + k * ROW_THREADS < n4 ? vload4(j + k * ROW_THREADS, w) : (float4)(0.0f);
+#pragma unroll
+        for (int k = 0; k < DOT_BATCH; k++)
+            if (j + k * ROW_THREADS < n4) sum += dot4(a[k], vload4(j + k * ROW_THREADS, in));
+    }
     for (j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += w[j] * in[j];
     return sum;
 }
