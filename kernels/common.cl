@@ -182,7 +182,7 @@ inline float partial_dot_staged(__global const float* w, __local const float* in
         for (int k = 0; k < DOT_BATCH; k++) sum += dot4(a[k], vload4(j + k * ROW_THREADS, in));
     }
     // The rest (fewer float4s than a batch for this lane) as one more batch of loads issued together,
-    // not one load per trip to memory: a short row (every row of a small model, 7B's w2) is mostly rest.
+    // not one load per trip to memory: most of a small model's rows is rest, and 7B's w2 ends in 6 loads.
     if (j < n4) {
         float4 a[DOT_BATCH];
 #pragma unroll
