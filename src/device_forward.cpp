@@ -90,10 +90,20 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     counters_.enqueues++;
     counters_.input_bytes_uploaded += row_bytes;
 
+    // Every layer launches the same shapes: the matrix-vector builds and ranges, and attention's chunks
+    // (of equal length but the last; the kernel derives their count from chunk_len the same way).
+    using Matvec = KernelSet::Matvec;
+    const KernelSet::Launch qkv = kernels_.matvec(Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim);
+    const KernelSet::Launch wo = kernels_.matvec(Matvec::matvec_residual, dim, dim);
+    const KernelSet::Launch gate_up = kernels_.matvec(Matvec::ffn_gate_up, hidden, dim);
+    const KernelSet::Launch w2 = kernels_.matvec(Matvec::matvec_residual, dim, hidden);
+    const int wanted = kernels_.attention_chunks(c_.n_heads, c_.head_size(), pos + 1);
+    const int chunk_len = (pos + wanted) / wanted;
+    const int chunks = (pos + chunk_len) / chunk_len;
+
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
 
-        const KernelSet::Launch qkv = kernels_.matvec(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim);
         set_args(*qkv.kernel, work_.x, w.rms_att, w.wq, w.wk, w.wv, weights_.rope_table(), work_.q, kv_.keys(l),
                  kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos, kernels_.staged_space(dim),
                  kernels_.staged_count(dim));
@@ -103,10 +113,6 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
         boundary(l, Op::v, kv_.values(l), kv_at_pos, kv_dim, observer);
 
-        // Chunks of equal length but the last; the kernel derives their count from chunk_len the same way.
-        const int wanted = kernels_.attention_chunks(c_.n_heads, c_.head_size(), pos + 1);
-        const int chunk_len = (pos + wanted) / wanted;
-        const int chunks = (pos + chunk_len) / chunk_len;
         set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, work_.att_partial,
                  c_.n_heads, c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos, chunk_len);
         launch({&kernels_.attention, kernels_.heads(c_.n_heads, chunks)}, "attention");
@@ -116,19 +122,16 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         }
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
-        const KernelSet::Launch wo = kernels_.matvec(KernelSet::Matvec::matvec_residual, dim, dim);
         set_args(*wo.kernel, w.wo, work_.xb, work_.x, dim, dim, kernels_.staged_space(dim), kernels_.staged_count(dim));
         launch(wo, "matvec_residual(wo)");
         boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
 
-        const KernelSet::Launch gate_up = kernels_.matvec(KernelSet::Matvec::ffn_gate_up, hidden, dim);
         set_args(*gate_up.kernel, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden,
                  kernels_.staged_space(dim), kernels_.staged_count(dim));
         launch(gate_up, "ffn_gate_up");
         boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
 
-        const KernelSet::Launch w2 = kernels_.matvec(KernelSet::Matvec::matvec_residual, dim, hidden);
         set_args(*w2.kernel, w.w2, work_.hb, work_.x, hidden, dim, kernels_.staged_space(hidden),
                  kernels_.staged_count(hidden));
         launch(w2, "matvec_residual(w2)");
@@ -145,7 +148,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         const cl::Buffer& input = separate_norm ? work_.xn : work_.x;
         const cl::Buffer& norm_weight = separate_norm ? cl::Buffer() : weights_.rms_final();
         for (const ClassifierBlock& block : weights_.classifier()) {
-            const KernelSet::Launch cls = kernels_.matvec(KernelSet::Matvec::classifier, block.rows, dim);
+            const KernelSet::Launch cls = kernels_.matvec(Matvec::classifier, block.rows, dim);
             set_args(*cls.kernel, input, norm_weight, block.weights, work_.logits, work_.xn, dim, block.rows,
                      block.first_row, kernels_.staged_space(dim), kernels_.staged_count(dim));
             launch(cls, "classifier");
