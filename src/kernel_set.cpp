@@ -119,17 +119,24 @@ KernelSet::Range KernelSet::heads(int n_heads, int chunks) const {
     return {cl::NDRange(static_cast<std::size_t>(n_heads) * static_cast<std::size_t>(chunks) * local), cl::NDRange(local)};
 }
 
+namespace {
+
+// The most chunks `positions` cached positions of a head may be split into: each keeps at least
+// kMinAttentionChunk keys' elements.
+int longest_split(int positions, int head_size) {
+    const std::int64_t elements = static_cast<std::int64_t>(positions) * head_size;
+    return static_cast<int>(std::max<std::int64_t>(1, elements / KernelSet::kMinAttentionChunk));
+}
+
+}  // namespace
+
 int KernelSet::attention_chunks(int n_heads, int head_size, int positions) const {
     if (shape_.row_threads == 1) return 1;
     const int wanted = (min_groups_ + n_heads - 1) / n_heads;
-    const std::int64_t elements = static_cast<std::int64_t>(positions) * head_size;
-    return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(wanted, elements / kMinAttentionChunk)));
+    return std::min(wanted, longest_split(positions, head_size));
 }
 
-int max_attention_chunks(const Config& c) {
-    const std::int64_t elements = static_cast<std::int64_t>(c.seq_len) * c.head_size();
-    return static_cast<int>(std::max<std::int64_t>(1, elements / KernelSet::kMinAttentionChunk));
-}
+int max_attention_chunks(const Config& c) { return longest_split(c.seq_len, c.head_size()); }
 
 int KernelSet::staged_count(int n) const {
     if (shape_.row_threads == 1) return 0;  // CPU shapes read their input straight from memory

@@ -162,7 +162,7 @@ void WeightStaging::upload_chunk(int chunk) {
     // Without a mirror the host is about to refill the pinned memory: wait until the device has copied
     // the last chunk out of it. (The device-side slots need no wait: the in-order queue runs this
     // chunk's copies only after every kernel that read the previous chunk.)
-    const bool mirrored = !mirror_.empty();
+    const bool mirrored = this->mirrored();
     if (!mirrored && pinned_in_use_() != nullptr) {
         pinned_in_use_.wait();
         counters_.host_waits++;
