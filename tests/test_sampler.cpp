@@ -101,6 +101,22 @@ TEST(SamplerGreedy, PicksTheFirstMaximumAndDrawsNoRandomNumber) {
     EXPECT_EQ(s.rng_state(), 7u);
 }
 
+TEST(SamplerTinyTemperature, WhenTheScaledLogitsOverflowTheTokenIsTheArgmax) {
+    // 3 / 1e-38 overflows float: run.c's softmax would compute inf - inf. Both signs of logits, with and
+    // without top-p; the coin is drawn as for any positive temperature.
+    for (const float topp : {0.0f, 0.9f}) {
+        Sampler s(5, 1e-38f, topp, 7);
+        std::vector<float> positive = {0.5f, 3.0f, -1.0f, 2.9f, 2.0f};
+        EXPECT_EQ(s.sample(positive), 1);
+        std::vector<float> negative = {-3.0f, -2.0f, -1.0f, -4.0f, -0.5f};
+        EXPECT_EQ(s.sample(negative), 4);
+        RefRng rng{7};
+        rng.u32();
+        rng.u32();
+        EXPECT_EQ(s.rng_state(), rng.s);
+    }
+}
+
 TEST(SamplerMultinomial, MatchesADirectComputation) {
     // Five tokens with clearly different probabilities at temperature 0.8.
     const std::vector<float> logits = {0.2f, 1.5f, -0.7f, 1.1f, 0.4f};
