@@ -140,6 +140,8 @@ Config parse_config(const std::string& path, const std::int32_t h[7], bool legac
     if (c.n_kv_heads > c.n_heads || c.n_heads % c.n_kv_heads != 0)
         throw bad("n_heads is not a multiple of n_kv_heads");
     if (c.head_size() % 2 != 0) throw bad("head size dim/n_heads is odd, RoPE needs pairs");
+    // run.c starts every sequence with token 1 (BOS) and stops when it is sampled again.
+    if (c.vocab_size < 2) throw bad("the vocabulary has no token 1 (BOS), which every sequence starts with");
     return c;
 }
 
@@ -231,7 +233,7 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
                             "export fp32 weights (version 0 or 1)");
             if (version != 1)
                 throw Error(path + ": unknown llama2.c checkpoint version " + std::to_string(version) +
-                            " (supported: legacy 0 and 1)");
+                            " in its ak42 header (supported: version 1 there, or the legacy format without a header)");
             std::memcpy(header, base + 8, sizeof header);
             legacy = false;
             version_ = 1;

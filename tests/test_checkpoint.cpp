@@ -118,6 +118,8 @@ TEST(Checkpoint, InconsistentHeadersAreRejected) {
         {{48, 100, 3, 6, 4, 300, 40}, "multiple of n_kv_heads"},
         {{48, 100, 3, 6, 12, 300, 40}, "multiple of n_kv_heads"},
         {{45, 100, 3, 5, 5, 300, 40}, "odd"},
+        {{48, 100, 3, 6, 2, 1, 40}, "no token 1 (BOS)"},
+        {{48, 100, 3, 6, 2, -1, 40}, "no token 1 (BOS)"},
         {{1 << 30, 1 << 30, 1 << 30, 2, 2, 1 << 30, 1 << 30}, "overflow"},
         {{48, 100, 3, 6, 2, 300, 40}, "size mismatch"},
     };
@@ -132,7 +134,7 @@ TEST(Checkpoint, VersionsOtherThanZeroAndOneAreRejected) {
     TempDir dir;
     const auto path = test::write_model(dir, test::small_config(), 1);
     std::vector<char> bytes = read_bytes(path);
-    for (std::int32_t version : {2, 3, -1}) {
+    for (std::int32_t version : {2, 3, -1, 0}) {
         std::memcpy(bytes.data() + 4, &version, 4);
         write_bytes(dir / "v.bin", bytes);
         const std::string msg = open_error(dir / "v.bin");
