@@ -276,8 +276,6 @@ void check_bench_args(const BenchArgs& a) {
         throw usage_error("bench: give either a CHECKPOINT or --synthetic PRESET (one of " + joined(preset_names()) + ")");
     if (!a.synthetic.empty() && !preset_config(a.synthetic))
         throw usage_error("--synthetic: unknown preset '" + a.synthetic + "'; presets: " + joined(preset_names()));
-    check_runtime_args(a.runtime);
-    if (a.probe_mib < 0) throw usage_error("--probe-mib: must be positive");
 }
 
 Checkpoint load_model(const BenchArgs& a) {
@@ -480,7 +478,8 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
     cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")->capture_default_str();
     add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--probe-mib", a.probe_mib,
-                    "bandwidth probe buffer size in MiB (default: min(1024, max allocation, global memory / 4))");
+                    "bandwidth probe buffer size in MiB (default: min(1024, max allocation, global memory / 4))")
+        ->check(positive_number());
     cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
 }
@@ -494,7 +493,11 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     o.context = a.context;
     o.runs = a.runs;
     o.device = device_options(a.runtime, device.info());
-    o.probe_bytes = static_cast<std::uint64_t>(a.probe_mib * static_cast<double>(kMiB));
+    const double probe_bytes = a.probe_mib * static_cast<double>(kMiB);
+    if (probe_bytes > static_cast<double>(device.info().max_alloc_bytes))
+        throw usage_error("--probe-mib: " + format("%g", a.probe_mib) + " MiB is more than " + device.info().name +
+                          " allows in one buffer (" + std::to_string(device.info().max_alloc_bytes / kMiB) + " MiB)");
+    o.probe_bytes = static_cast<std::uint64_t>(probe_bytes);
     o.profile = a.profile;
     const BenchResult result = run_benchmark(device, ck, a.synthetic.empty() ? a.checkpoint : "synthetic:" + a.synthetic, o);
     const std::string report = a.json ? format_bench_json(result) : format_bench_text(result);

@@ -90,7 +90,7 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     if (largest_tensor > device.max_alloc_bytes)
         throw Error(device.name + ": a single weight matrix needs " + mib(largest_tensor) +
                     " but the device's largest allocation is " + mib(device.max_alloc_bytes) +
-                    "; this model cannot run on this device (use --backend cpu)");
+                    "; this model cannot run on this device (run generate with --backend cpu)");
 
     const std::uint64_t fixed = p.persistent_bytes() + p.working_bytes;
     const std::uint64_t room = p.usable_bytes > fixed ? p.usable_bytes - fixed : 0;
@@ -113,7 +113,7 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     if (fits < 1)
         throw Error("model does not fit on the device even one layer at a time: " + numbers() +
                     (finalize == Finalize::device ? "; try --finalize=cpu to keep the classifier on the host" : "") +
-                    " or --backend cpu");
+                    ", or run generate with --backend cpu");
     p.layers_per_offload = fits;
     return p;
 }

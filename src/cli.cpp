@@ -1,12 +1,16 @@
 #include "llamacl/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "llamacl/bench.hpp"
 #include "llamacl/checkpoint.hpp"
@@ -46,7 +50,19 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")->capture_default_str();
     cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
         ->capture_default_str();
-    cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")->capture_default_str();
+    cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                // The conversion to long long would saturate silently (every huge seed the same).
+                errno = 0;
+                char* end = nullptr;
+                static_cast<void>(std::strtoll(text.c_str(), &end, 10));
+                if (end == text.c_str() || *end != '\0' || errno == ERANGE)
+                    return "must be an integer from -2^63 to 2^63-1 (got " + text + ")";
+                return {};
+            },
+            "INTEGER"))
+        ->capture_default_str();
     cmd->add_option("-n", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
         ->capture_default_str();
     cmd->add_option("-i", a.prompt, "input prompt");
@@ -74,7 +90,6 @@ void check_generate_args(const GenerateArgs& a) {
     if (!(a.temperature >= 0.0)) throw usage_error("-t: temperature must be >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
-    check_runtime_args(a.runtime);
     if (!(a.tolerance > 0)) throw usage_error("--tolerance: must be positive");
     if (a.backend == "cpu") {
         if (a.compare_cpu)
@@ -94,6 +109,13 @@ std::optional<Device> open_device(const GenerateArgs& a) {
         // auto falls back to the reference only when there is no OpenCL at all; a selector that
         // matches nothing is still the user's mistake.
         if (a.backend == "auto" && a.runtime.platform.empty() && a.runtime.device.empty()) {
+            // Neither can the CPU reference honour flags that ask for a device.
+            if (a.compare_cpu)
+                throw Error(std::string("--compare-cpu: no OpenCL device to compare with the CPU reference (") +
+                            e.what() + ")");
+            if (a.runtime.shapes_the_runtime())
+                throw Error(std::string(e.what()) + "; --layers-per-offload, --work-shape, --max-device-memory and "
+                            "--no-host-mirror need one: drop them to run on the CPU reference");
             std::fprintf(stderr, "llama-cl: no OpenCL device (%s); using the CPU reference\n", e.what());
             return std::nullopt;
         }
@@ -144,7 +166,6 @@ int run_generate(const GenerateArgs& a) {
                          on_device->shape().describe().c_str());
         }
     } else {
-        if (a.compare_cpu) throw Error("--compare-cpu: no OpenCL device to compare with the CPU reference");
         model = std::make_unique<ReferenceForward>(ck);
         if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
     }
@@ -206,6 +227,13 @@ int run_info(const std::string& path) {
     return 0;
 }
 
+// A full disk or a closed pipe must not pass for success (run.c ignores write errors).
+int with_output_checked(int code) {
+    if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
+    std::fprintf(stderr, "llama-cl: cannot write the output: %s\n", std::strerror(errno));
+    return code == 0 ? 1 : code;
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -227,6 +255,20 @@ int run_cli(int argc, char** argv) {
     BenchArgs bench;
     add_bench_command(app, bench);
 
+    // CLI11 calls an unknown command "A subcommand is required"; name the word it did not know instead.
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string names;
+        bool known = false;
+        for (const CLI::App* command : std::as_const(app).get_subcommands(std::function<bool(const CLI::App*)>())) {
+            names += (names.empty() ? "" : ", ") + command->get_name();
+            known = known || command->get_name() == argv[1];
+        }
+        if (!known) {
+            std::fprintf(stderr, "llama-cl: unknown command '%s'; the commands are %s (see llama-cl --help)\n", argv[1],
+                         names.c_str());
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -241,11 +283,11 @@ int run_cli(int argc, char** argv) {
     }
 
     try {
-        if (app.got_subcommand("generate")) return run_generate(gen);
-        if (app.got_subcommand("tokenize")) return run_tokenize(tok);
-        if (app.got_subcommand("info")) return run_info(info_path);
-        if (app.got_subcommand("devices")) return run_devices();
-        if (app.got_subcommand("bench")) return run_bench(bench);
+        if (app.got_subcommand("generate")) return with_output_checked(run_generate(gen));
+        if (app.got_subcommand("tokenize")) return with_output_checked(run_tokenize(tok));
+        if (app.got_subcommand("info")) return with_output_checked(run_info(info_path));
+        if (app.got_subcommand("devices")) return with_output_checked(run_devices());
+        if (app.got_subcommand("bench")) return with_output_checked(run_bench(bench));
     } catch (const Error& e) {
         std::fprintf(stderr, "llama-cl: %s\n", e.what());
         return e.exit_code();

@@ -180,7 +180,7 @@ std::vector<FoundDevice> enumerate_devices() {
     const cl_int status = clGetPlatformIDs(0, nullptr, &platform_count);
     if (status == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (status == CL_SUCCESS && platform_count == 0))
         throw Error("no OpenCL platform found: the ICD loader (libOpenCL) found no driver; install one "
-                    "(e.g. apt install pocl-opencl-icd for CPUs) or use --backend cpu");
+                    "(e.g. apt install pocl-opencl-icd for CPUs), or run generate with --backend cpu");
     if (status != CL_SUCCESS)
         throw Error("cannot list OpenCL platforms: clGetPlatformIDs failed: " + cl_error_name(status));
 
@@ -341,8 +341,8 @@ cl::Buffer Device::allocate(std::size_t bytes, const std::string& what, cl_mem_f
             code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
         throw Error(failure(describe(e)).what() +
                     std::string(out_of_memory ? "; the device is out of memory: stage fewer layers at once with a "
-                                                "smaller --layers-per-offload (--verbose shows the plan), or use "
-                                                "--backend cpu"
+                                                "smaller --layers-per-offload (--verbose shows the plan), or run "
+                                                "generate with --backend cpu"
                                               : ""));
     }
 }

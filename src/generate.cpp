@@ -1,6 +1,9 @@
 #include "llamacl/generate.hpp"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <string>
 
 #include "llamacl/error.hpp"
 
@@ -8,7 +11,13 @@ namespace llamacl {
 
 namespace {
 constexpr int kBos = 1;
+
+// Stops at the first write that fails (a full disk) instead of generating into the void; run.c ignores it.
+void flush_or_throw(std::FILE* out) {
+    if (std::fflush(out) != 0 || std::ferror(out))
+        throw Error(std::string("cannot write the output: ") + std::strerror(errno));
 }
+}  // namespace
 
 int effective_steps(int steps, int seq_len) { return steps == 0 || steps > seq_len ? seq_len : steps; }
 
@@ -47,12 +56,12 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
         if (next == kBos) break;  // the model ends a sequence by starting a new one
         const std::string_view piece = writer.push(tokenizer.decode(token, next), in_prompt);
         if (!piece.empty()) std::fwrite(piece.data(), 1, piece.size(), out);
-        std::fflush(out);
+        flush_or_throw(out);
         token = next;
         if (start == clock::time_point{}) start = clock::now();  // skip the first pass, as run.c does
     }
     std::fputc('\n', out);
-    std::fflush(out);
+    flush_or_throw(out);
     GenerateStats stats;
     stats.positions = pos;
     if (pos > 1) {

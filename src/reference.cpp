@@ -107,7 +107,8 @@ const Config& checked_for_host_memory(const Checkpoint& ck) {
         if (needed > memory)
             throw Error(ck.path() + ": the CPU reference needs " + std::to_string(needed) +
                         " bytes for its KV cache and activations (seq_len " + std::to_string(c.seq_len) +
-                        ") but this machine has " + std::to_string(memory) + " bytes of memory");
+                        ") but this machine has " + std::to_string(memory) +
+                        " bytes of memory; use a machine with more, or an OpenCL device without --compare-cpu");
     }
     return c;
 }

@@ -1,5 +1,8 @@
 #include "llamacl/runtime_args.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "llamacl/error.hpp"
@@ -27,15 +30,24 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
     cmd.add_option("--work-shape", a.work_shape,
                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
     cmd.add_option("--max-device-memory", a.max_device_memory_mib,
-                   "plan as if the device had only this many MiB (rehearse a smaller device)");
+                   "plan as if the device had only this many MiB (rehearse a smaller device)")
+        ->check(positive_number());
     cmd.add_flag("--no-host-mirror", a.no_host_mirror,
                  "when layers stream, refill one pinned buffer per chunk instead of keeping a pinned copy of "
                  "the streamed layers in host memory (kept by default when they take at most half of the "
                  "available memory)");
 }
 
-void check_runtime_args(const RuntimeArgs& a) {
-    if (a.max_device_memory_mib < 0) throw usage_error("--max-device-memory: must be positive");
+CLI::Validator positive_number() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+                return "must be positive (got " + text + ")";
+            return {};
+        },
+        "POSITIVE");
 }
 
 DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
@@ -43,7 +55,8 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
     options.layers_per_offload = a.layers_per_offload;
     options.finalize = a.finalize == "cpu" ? Finalize::cpu : Finalize::device;
     if (!a.work_shape.empty()) options.shape = parse_launch_shape(a.work_shape, device);
-    options.memory_limit = static_cast<std::uint64_t>(a.max_device_memory_mib * 1024.0 * 1024.0);
+    // Past 2^63 bytes a limit no longer limits anything (and would not convert).
+    options.memory_limit = static_cast<std::uint64_t>(std::min(a.max_device_memory_mib * 1024.0 * 1024.0, 0x1p63));
     options.host_mirror = !a.no_host_mirror;
     return options;
 }

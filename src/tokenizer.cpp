@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -108,8 +109,11 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
         throw Error(path + ": not a regular file; pass a llama2.c tokenizer.bin");
     const std::uintmax_t file_size = fs::file_size(path, ec);
     if (ec) throw Error(path + ": cannot read tokenizer file (" + ec.message() + ")");
+    errno = 0;
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open tokenizer file for reading");
+    if (!in)  // libstdc++'s filebuf leaves open(2)'s errno (Permission denied, ...)
+        throw Error(path + ": cannot open tokenizer file for reading" +
+                    (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string()));
 
     // Every length field is checked against the bytes still unread before anything is allocated
     // from it, so a corrupt or hostile file cannot make us allocate more than its own size.

@@ -466,6 +466,29 @@ TEST(BenchCli, ModelSourceIsCheckedBeforeAnythingRuns) {
     }
 }
 
+TEST(BenchCli, SizesMustBePositiveFiniteAndFitTheDevice) {
+    for (const char* flag : {"--probe-mib", "--max-device-memory"}) {
+        for (const char* value : {"0", "-1", "nan", "inf", "abc"}) {
+            const std::string line = std::string("bench --synthetic tiny -n 2 --runs 1 ") + flag + " " + value;
+            try {
+                run_bench_cli(line);
+                ADD_FAILURE() << line << ": no error";
+            } catch (const CLI::ValidationError& e) {
+                EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+                EXPECT_NE(std::string(e.what()).find("must be positive"), std::string::npos) << e.what();
+            }
+        }
+    }
+    try {
+        run_bench_cli("bench --synthetic tiny -n 2 --runs 1 --probe-mib 1e300");
+        ADD_FAILURE() << "--probe-mib 1e300: no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.exit_code(), 2);
+        EXPECT_NE(std::string(e.what()).find("--probe-mib"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("allows in one buffer"), std::string::npos) << e.what();
+    }
+}
+
 TEST(BenchCli, TheBinaryPrintsOneJsonObjectForACheckpointFile) {
     // Needs `bench` wired into run_cli (src/cli.cpp).
     TempDir dir;

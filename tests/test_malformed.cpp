@@ -513,6 +513,30 @@ TEST(HostileFlags, LayersPerOffloadOutsideOneToNLayersIsAUsageError) {
     }
 }
 
+TEST(HostileFlags, AnUnknownCommandIsNamed) {
+    expect_error(run("generat model.bin"), 2, {"unknown command 'generat'", "generate, tokenize, info, devices, bench"},
+                 "generat");
+}
+
+TEST(HostileFlags, SeedsOutsideSixtyFourBitsAreUsageErrorsNotClamped) {
+    Corpus c;
+    for (const char* seed : {"9223372036854775808", "-9223372036854775809", "99999999999999999999999", "1.5"})
+        expect_error(run(c.generate(c.v0, c.tok, std::string("--backend cpu -s ") + seed)), 2, {"-s: must be an integer"},
+                     seed);
+}
+
+TEST(HostileOutput, AFullDiskIsAnErrorNotASuccess) {
+    // run.c ignores failed writes; we stop at the first and say so (stdout itself goes to /dev/full).
+    Corpus c;
+    for (const std::string& args : {c.generate(c.v0, c.tok, "--backend cpu"), "info " + quote(c.v0.string()),
+                                    "tokenize " + quote(c.tok.string()) + " hello"}) {
+        const CommandResult r = run_command("{ timeout 60 " + bin() + " " + args + " >/dev/full; }");
+        SCOPED_TRACE(args);
+        EXPECT_EQ(r.exit_code, 1) << r.err;
+        EXPECT_EQ(r.err, "llama-cl: cannot write the output: No space left on device\n");
+    }
+}
+
 TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
     Corpus c;
     for (const char* flags : {"--device no-such-device", "--device 99", "--device 7.3", "--platform no-such-platform"}) {
@@ -522,8 +546,9 @@ TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
                          {"no OpenCL device matches", "\"" + selector + "\"", "available:"}, flags);
     }
     expect_error(run(c.generate(c.v0, c.tok, "--backend opencl --work-shape 3x5")), 2, {"--work-shape"}, "--work-shape");
-    expect_error(run(c.generate(c.v0, c.tok, "--backend opencl --max-device-memory -1")), 2, {"--max-device-memory"},
-                 "--max-device-memory -1");
+    for (const char* size : {"-1", "0", "nan"})
+        expect_error(run(c.generate(c.v0, c.tok, std::string("--backend opencl --max-device-memory ") + size)), 2,
+                     {"--max-device-memory", "must be positive"}, size);
 }
 
 TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
@@ -549,6 +574,12 @@ TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
     EXPECT_EQ(fallback.out, cpu.out);
     EXPECT_EQ(fallback.err.rfind("llama-cl: no OpenCL device (no OpenCL platform found", 0), 0u) << fallback.err;
     EXPECT_NE(fallback.err.find("using the CPU reference\n"), std::string::npos) << fallback.err;
+    // Flags only a device can honour make the fallback an error rather than a notice before one, or
+    // than flags silently ignored.
+    expect_error(run(c.generate(c.v0, c.tok, "--compare-cpu"), false, env), 1,
+                 {"--compare-cpu: no OpenCL device", "no OpenCL platform found"}, "--compare-cpu");
+    for (const char* flag : {"--layers-per-offload 1", "--work-shape gpu", "--max-device-memory 64", "--no-host-mirror"})
+        expect_error(run(c.generate(c.v0, c.tok, flag), false, env), 1, {"no OpenCL platform found", "need one"}, flag);
 }
 
 TEST(SmallDevice, OutOfMemoryNamesTheNumbersAndSuggestsLayersPerOffload) {

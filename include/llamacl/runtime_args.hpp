@@ -21,8 +21,9 @@ struct RuntimeArgs {
 };
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
-// Usage errors (exit 2) for values CLI11's checks cannot express.
-void check_runtime_args(const RuntimeArgs& args);
+// A check for options that take a size: a finite number above zero (0, nan and inf are mistakes, not
+// ways to say "default"; leaving the option out is).
+CLI::Validator positive_number();
 DeviceOptions device_options(const RuntimeArgs& args, const DeviceInfo& device);
 
 }  // namespace llamacl
