@@ -227,7 +227,7 @@ int run_info(const std::string& path) {
     return 0;
 }
 
-// A full disk or a closed pipe must not pass for success (run.c ignores write errors).
+// A full disk or an I/O error on stdout must not pass for success (run.c ignores write errors).
 int with_output_checked(int code) {
     if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
     std::fprintf(stderr, "llama-cl: cannot write the output: %s\n", std::strerror(errno));

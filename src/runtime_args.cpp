@@ -5,8 +5,6 @@
 #include <cstdlib>
 #include <limits>
 
-#include "llamacl/error.hpp"
-
 namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {
