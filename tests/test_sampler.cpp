@@ -102,14 +102,15 @@ TEST(SamplerGreedy, PicksTheFirstMaximumAndDrawsNoRandomNumber) {
 }
 
 TEST(SamplerTinyTemperature, WhenTheScaledLogitsOverflowTheTokenIsTheArgmax) {
-    // 3 / 1e-38 overflows float: run.c's softmax would compute inf - inf. Both signs of logits, with and
-    // without top-p; the coin is drawn as for any positive temperature.
+    // 5 / 1e-38 overflows float to inf (run.c's softmax would then compute inf - inf), and so does every
+    // logit of the second vector, to -inf (-inf - -inf). With and without top-p; the coin is drawn as
+    // for any positive temperature.
     for (const float topp : {0.0f, 0.9f}) {
         Sampler s(5, 1e-38f, topp, 7);
-        std::vector<float> positive = {0.5f, 3.0f, -1.0f, 2.9f, 2.0f};
+        std::vector<float> positive = {0.5f, 5.0f, -1.0f, 2.9f, 2.0f};
         EXPECT_EQ(s.sample(positive), 1);
-        std::vector<float> negative = {-3.0f, -2.0f, -1.0f, -4.0f, -0.5f};
-        EXPECT_EQ(s.sample(negative), 4);
+        std::vector<float> negative = {-5.0f, -4.0f, -3.5f, -6.0f, -4.5f};
+        EXPECT_EQ(s.sample(negative), 2);
         RefRng rng{7};
         rng.u32();
         rng.u32();
