@@ -497,7 +497,7 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     if (probe_bytes > static_cast<double>(device.info().max_alloc_bytes))
         throw usage_error("--probe-mib: " + format("%g", a.probe_mib) + " MiB is more than " + device.info().name +
                           " allows in one buffer (" + std::to_string(device.info().max_alloc_bytes / kMiB) + " MiB)");
-    o.probe_bytes = static_cast<std::uint64_t>(probe_bytes);
+    o.probe_bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(probe_bytes));  // 0 would mean the default
     o.profile = a.profile;
     const BenchResult result = run_benchmark(device, ck, a.synthetic.empty() ? a.checkpoint : "synthetic:" + a.synthetic, o);
     const std::string report = a.json ? format_bench_json(result) : format_bench_text(result);

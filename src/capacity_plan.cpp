@@ -112,8 +112,9 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     }
     if (fits < 1)
         throw Error("model does not fit on the device even one layer at a time: " + numbers() +
-                    (finalize == Finalize::device ? "; try --finalize=cpu to keep the classifier on the host" : "") +
-                    ", or run generate with --backend cpu");
+                    (finalize == Finalize::device ? "; try --finalize=cpu to keep the classifier on the host, or"
+                                                  : ";") +
+                    " run generate with --backend cpu");
     p.layers_per_offload = fits;
     return p;
 }

@@ -51,14 +51,16 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
         ->capture_default_str();
     cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")
-        ->check(CLI::Validator(
+        ->transform(CLI::Validator(
             [](std::string& text) -> std::string {
-                // The conversion to long long would saturate silently (every huge seed the same).
+                // Decimal, as run.c's atoi reads it (CLI11 alone would read 010 as octal 8), and in range
+                // (the conversion would saturate silently, every huge seed the same).
                 errno = 0;
                 char* end = nullptr;
-                static_cast<void>(std::strtoll(text.c_str(), &end, 10));
+                const long long seed = std::strtoll(text.c_str(), &end, 10);
                 if (end == text.c_str() || *end != '\0' || errno == ERANGE)
                     return "must be an integer from -2^63 to 2^63-1 (got " + text + ")";
+                text = std::to_string(seed);
                 return {};
             },
             "INTEGER"))
@@ -112,7 +114,7 @@ std::optional<Device> open_device(const GenerateArgs& a) {
             // Neither can the CPU reference honour flags that ask for a device.
             if (a.compare_cpu)
                 throw Error(std::string("--compare-cpu: no OpenCL device to compare with the CPU reference (") +
-                            e.what() + ")");
+                            e.what() + "); drop --compare-cpu to run on the CPU reference alone");
             if (a.runtime.shapes_the_runtime())
                 throw Error(std::string(e.what()) + "; --layers-per-offload, --work-shape, --max-device-memory and "
                             "--no-host-mirror need one: drop them to run on the CPU reference");
@@ -229,8 +231,10 @@ int run_info(const std::string& path) {
 
 // A full disk or an I/O error on stdout must not pass for success (run.c ignores write errors).
 int with_output_checked(int code) {
+    errno = 0;
     if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
-    std::fprintf(stderr, "llama-cl: cannot write the output: %s\n", std::strerror(errno));
+    // errno is the failed call's when the flush failed; an earlier failed write may have left none.
+    std::fprintf(stderr, "llama-cl: cannot write the output: %s\n", errno ? std::strerror(errno) : "I/O error");
     return code == 0 ? 1 : code;
 }
 

@@ -14,8 +14,9 @@ constexpr int kBos = 1;
 
 // Stops at the first write that fails (a full disk) instead of generating into the void; run.c ignores it.
 void flush_or_throw(std::FILE* out) {
-    if (std::fflush(out) != 0 || std::ferror(out))
-        throw Error(std::string("cannot write the output: ") + std::strerror(errno));
+    errno = 0;
+    if (std::fflush(out) != 0 || std::ferror(out))  // errno as in with_output_checked (cli.cpp)
+        throw Error(std::string("cannot write the output: ") + (errno ? std::strerror(errno) : "I/O error"));
 }
 }  // namespace
 

@@ -53,8 +53,11 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
     options.layers_per_offload = a.layers_per_offload;
     options.finalize = a.finalize == "cpu" ? Finalize::cpu : Finalize::device;
     if (!a.work_shape.empty()) options.shape = parse_launch_shape(a.work_shape, device);
-    // Past 2^63 bytes a limit no longer limits anything (and would not convert).
-    options.memory_limit = static_cast<std::uint64_t>(std::min(a.max_device_memory_mib * 1024.0 * 1024.0, 0x1p63));
+    // Past 2^63 bytes a limit no longer limits anything (and would not convert); below one byte it must
+    // still be a limit, not the 0 that means "none".
+    if (a.max_device_memory_mib > 0)
+        options.memory_limit =
+            static_cast<std::uint64_t>(std::clamp(a.max_device_memory_mib * 1024.0 * 1024.0, 1.0, 0x1p63));
     options.host_mirror = !a.no_host_mirror;
     return options;
 }

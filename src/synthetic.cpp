@@ -128,10 +128,10 @@ void generate(const Config& c, int version, std::uint64_t seed, unsigned threads
 
 void check_config(const Config& c) {
     if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
-        c.vocab_size <= 0 || c.seq_len <= 0 || c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 ||
+        c.vocab_size < 2 || c.seq_len <= 0 || c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 ||
         c.head_size() % 2 != 0)
-        throw usage_error("invalid model shape: dimensions must be positive, dim divisible by n_heads, "
-                          "n_heads by n_kv_heads, and the head size even");
+        throw usage_error("invalid model shape: dimensions must be positive, the vocabulary at least 2 (BOS is "
+                          "token 1), dim divisible by n_heads, n_heads by n_kv_heads, and the head size even");
     // The file's size in bytes must fit 64 bits (the sizes below are summed in checkpoint_file_bytes).
     const std::uint64_t L = c.n_layers, dim = c.dim, hidden = c.hidden_dim, vocab = c.vocab_size;
     std::uint64_t per_layer = 0, total = 0;

@@ -518,11 +518,20 @@ TEST(HostileFlags, AnUnknownCommandIsNamed) {
                  "generat");
 }
 
-TEST(HostileFlags, SeedsOutsideSixtyFourBitsAreUsageErrorsNotClamped) {
-    Corpus c;
-    for (const char* seed : {"9223372036854775808", "-9223372036854775809", "99999999999999999999999", "1.5"})
-        expect_error(run(c.generate(c.v0, c.tok, std::string("--backend cpu -s ") + seed)), 2, {"-s: must be an integer"},
-                     seed);
+TEST(HostileFlags, SeedsAreDecimalSixtyFourBitIntegers) {
+    Corpus c;  // Corpus::generate passes -s 1 itself; these commands pass their own seed instead
+    const auto with_seed = [&](const std::string& seed) {
+        return run("generate " + quote(c.v0.string()) + " -z " + quote(c.tok.string()) + " --backend cpu -t 1 -n 12 -s " +
+                   seed);
+    };
+    for (const char* seed : {"9223372036854775808", "-9223372036854775809", "99999999999999999999999", "1.5", "0x10"})
+        expect_error(with_seed(seed), 2, {"-s: must be an integer"}, seed);
+    // Decimal, as run.c's atoi reads it: 010 is ten (not octal eight), 08 is eight.
+    const CommandResult ten = with_seed("10"), eight = with_seed("8");
+    ASSERT_EQ(ten.exit_code, 0) << ten.err;
+    ASSERT_NE(ten.out, eight.out) << "the two seeds must sample differently for this test to mean anything";
+    EXPECT_EQ(with_seed("010").out, ten.out);
+    EXPECT_EQ(with_seed("08").out, eight.out);
 }
 
 TEST(HostileOutput, AFullDiskIsAnErrorNotASuccess) {
@@ -577,7 +586,7 @@ TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
     // Flags only a device can honour make the fallback an error rather than a notice before one, or
     // than flags silently ignored.
     expect_error(run(c.generate(c.v0, c.tok, "--compare-cpu"), false, env), 1,
-                 {"--compare-cpu: no OpenCL device", "no OpenCL platform found"}, "--compare-cpu");
+                 {"--compare-cpu: no OpenCL device", "no OpenCL platform found", "drop --compare-cpu"}, "--compare-cpu");
     for (const char* flag : {"--layers-per-offload 1", "--work-shape gpu", "--max-device-memory 64", "--no-host-mirror"})
         expect_error(run(c.generate(c.v0, c.tok, flag), false, env), 1, {"no OpenCL platform found", "need one"}, flag);
 }
@@ -610,7 +619,10 @@ TEST(SmallDevice, OutOfMemoryNamesTheNumbersAndSuggestsLayersPerOffload) {
     EXPECT_EQ(streamed.exit_code, 0) << streamed.err;
     EXPECT_EQ(streamed.out, run(base + " --backend cpu").out);
     // Not even one layer fits.
-    expect_error(run(base + " --backend opencl --max-device-memory 0.01"), 1, {"does not fit", "MiB", "--backend cpu"}, "0.01 MiB");
+    // Below a byte is still a limit (the 0 it truncates to would mean none).
+    for (const char* tiny : {"0.01", "1e-9"})
+        expect_error(run(base + " --backend opencl --max-device-memory " + tiny), 1, {"does not fit", "MiB", "--backend cpu"},
+                     tiny);
 }
 
 // ---------------------------------------------------------------------------------------------------
