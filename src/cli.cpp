@@ -97,8 +97,8 @@ void check_generate_args(const GenerateArgs& a) {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
         if (a.runtime.shapes_the_runtime())
-            throw usage_error("--layers-per-offload, --work-shape, --max-device-memory and --no-host-mirror apply to an OpenCL device, not to "
-                              "--backend cpu");
+            throw usage_error(std::string(RuntimeArgs::device_only_options) +
+                              " apply to an OpenCL device, not to --backend cpu");
     }
 }
 
@@ -116,8 +116,8 @@ std::optional<Device> open_device(const GenerateArgs& a) {
                 throw Error(std::string("--compare-cpu: no OpenCL device to compare with the CPU reference (") +
                             e.what() + "); drop --compare-cpu to run on the CPU reference alone");
             if (a.runtime.shapes_the_runtime())
-                throw Error(std::string(e.what()) + "; --layers-per-offload, --work-shape, --max-device-memory and "
-                            "--no-host-mirror need one: drop them to run on the CPU reference");
+                throw Error(std::string(e.what()) + "; " + RuntimeArgs::device_only_options +
+                            " need one: drop them to run on the CPU reference");
             std::fprintf(stderr, "llama-cl: no OpenCL device (%s); using the CPU reference\n", e.what());
             return std::nullopt;
         }

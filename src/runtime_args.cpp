@@ -8,7 +8,8 @@
 namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {
-    return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0 || no_host_mirror;
+    return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0 || no_host_mirror ||
+           !finalize.empty();
 }
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
@@ -21,10 +22,9 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                    "model fits (resident)")
         ->check(CLI::Range(1, std::numeric_limits<int>::max()));
     cmd.add_option("--finalize", a.finalize,
-                   "where the final RMSNorm and classifier run: device (read back logits) or cpu (read back the "
-                   "final hidden state)")
-        ->check(CLI::IsMember({"cpu", "device"}))
-        ->capture_default_str();
+                   "where the final RMSNorm and classifier run: device (read back logits; the default) or cpu (read "
+                   "back the final hidden state)")
+        ->check(CLI::IsMember({"cpu", "device"}));
     cmd.add_option("--work-shape", a.work_shape,
                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
     cmd.add_option("--max-device-memory", a.max_device_memory_mib,

@@ -518,6 +518,15 @@ TEST(HostileFlags, AnUnknownCommandIsNamed) {
                  "generat");
 }
 
+TEST(HostileFlags, DeviceOnlyOptionsWithTheCpuBackendAreUsageErrors) {
+    Corpus c;
+    for (const char* flag :
+         {"--layers-per-offload 1", "--work-shape gpu", "--max-device-memory 64", "--no-host-mirror", "--finalize=cpu",
+          "--finalize=device"})
+        expect_error(run(c.generate(c.v0, c.tok, std::string("--backend cpu ") + flag)), 2,
+                     {"apply to an OpenCL device, not to --backend cpu"}, flag);
+}
+
 TEST(HostileFlags, SeedsAreDecimalSixtyFourBitIntegers) {
     Corpus c;  // Corpus::generate passes -s 1 itself; these commands pass their own seed instead
     const auto with_seed = [&](const std::string& seed) {
@@ -587,7 +596,8 @@ TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
     // than flags silently ignored.
     expect_error(run(c.generate(c.v0, c.tok, "--compare-cpu"), false, env), 1,
                  {"--compare-cpu: no OpenCL device", "no OpenCL platform found", "drop --compare-cpu"}, "--compare-cpu");
-    for (const char* flag : {"--layers-per-offload 1", "--work-shape gpu", "--max-device-memory 64", "--no-host-mirror"})
+    for (const char* flag :
+         {"--layers-per-offload 1", "--work-shape gpu", "--max-device-memory 64", "--no-host-mirror", "--finalize=cpu"})
         expect_error(run(c.generate(c.v0, c.tok, flag), false, env), 1, {"no OpenCL platform found", "need one"}, flag);
 }
 
