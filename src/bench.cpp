@@ -66,10 +66,6 @@ double best_seconds(cl::CommandQueue& queue, int reps, Enqueue enqueue) {
 // Whole MiB, so the copy's global size (in float4s) is a multiple of every work-group size a driver picks.
 std::uint64_t probe_size(std::uint64_t bytes) { return std::max<std::uint64_t>(bytes / kMiB, 1) * kMiB; }
 
-std::uint64_t default_probe_bytes(const DeviceInfo& info) {
-    // Far larger than any cache, while the probe's two buffers take at most half of the device memory.
-    return probe_size(std::min({std::uint64_t{1024} * kMiB, info.max_alloc_bytes, info.global_mem_bytes / 4}));
-}
 
 // ---- decode -------------------------------------------------------------------------------------------
 
@@ -286,6 +282,11 @@ Checkpoint load_model(const BenchArgs& a) {
 
 }  // namespace
 
+std::uint64_t default_probe_bytes(const DeviceInfo& info) {
+    // Far larger than any cache, while the probe's two buffers take at most half of the device memory.
+    return probe_size(std::min({std::uint64_t{1024} * kMiB, info.max_alloc_bytes, info.global_mem_bytes / 4}));
+}
+
 TokenTraffic token_traffic(const Config& c, Finalize finalize, int first_pos, int tokens) {
     const ModelSize size(c);
     TokenTraffic t;
@@ -493,11 +494,13 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     o.context = a.context;
     o.runs = a.runs;
     o.device = device_options(a.runtime, device.info());
-    const double probe_bytes = a.probe_mib * static_cast<double>(kMiB);
-    if (probe_bytes > static_cast<double>(device.info().max_alloc_bytes))
-        throw usage_error("--probe-mib: " + format("%g", a.probe_mib) + " MiB is more than " + device.info().name +
-                          " allows in one buffer (" + std::to_string(device.info().max_alloc_bytes / kMiB) + " MiB)");
-    o.probe_bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(probe_bytes));  // 0 would mean the default
+    if (a.probe_mib > 0) {  // left out (0): the default size
+        const double probe_bytes = a.probe_mib * static_cast<double>(kMiB);
+        if (probe_bytes > static_cast<double>(device.info().max_alloc_bytes))
+            throw usage_error("--probe-mib: " + format("%g", a.probe_mib) + " MiB is more than " + device.info().name +
+                              " allows in one buffer (" + std::to_string(device.info().max_alloc_bytes / kMiB) + " MiB)");
+        o.probe_bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(probe_bytes));  // 0 would mean the default
+    }
     o.profile = a.profile;
     const BenchResult result = run_benchmark(device, ck, a.synthetic.empty() ? a.checkpoint : "synthetic:" + a.synthetic, o);
     const std::string report = a.json ? format_bench_json(result) : format_bench_text(result);

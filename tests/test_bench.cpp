@@ -466,6 +466,13 @@ TEST(BenchCli, ModelSourceIsCheckedBeforeAnythingRuns) {
     }
 }
 
+TEST(BenchCli, WithoutProbeMibTheProbeHasItsDefaultSize) {
+    const CliRun run = run_bench_cli("bench --synthetic tiny -n 1 --runs 1 --json");
+    ASSERT_EQ(run.exit_code, 0);
+    const Device device = Device::open("", "");
+    EXPECT_EQ(parse_json(run.out)["probe_bytes"].number(), static_cast<double>(default_probe_bytes(device.info())));
+}
+
 TEST(BenchCli, SizesMustBePositiveFiniteAndFitTheDevice) {
     for (const char* flag : {"--probe-mib", "--max-device-memory"}) {
         for (const char* value : {"0", "-1", "nan", "inf", "abc"}) {

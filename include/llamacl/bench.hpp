@@ -45,6 +45,8 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& con
 double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps);
 // Host-to-device bandwidth in GB/s from pinned memory (what streaming weight uploads use), best of `reps`.
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
+// The probes' buffer size without --probe-mib: min(1 GiB, the largest allocation, global memory / 4).
+std::uint64_t default_probe_bytes(const DeviceInfo& info);
 
 struct BenchOptions {
     int tokens = 32;           // N: decode tokens timed per run
