@@ -276,11 +276,11 @@ int run_cli(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
+        return with_output_checked(app.exit(e));
     } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
+        return with_output_checked(app.exit(e));
     } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
+        return with_output_checked(app.exit(e));
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "llama-cl: %s (see llama-cl --help)\n", e.what());
         return 2;
