@@ -282,7 +282,10 @@ int run_cli(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return with_output_checked(app.exit(e));
     } catch (const CLI::ParseError& e) {
-        std::fprintf(stderr, "llama-cl: %s (see llama-cl --help)\n", e.what());
+        // CLI11 takes a text such as "-x" for an option and then misses the text itself.
+        const bool dashed_text = tokenize->parsed() && !tok.tokenizer.empty() && tok.text.empty();
+        std::fprintf(stderr, "llama-cl: %s%s (see llama-cl --help)\n", e.what(),
+                     dashed_text ? "; a text that starts with '-' goes after --, as in: tokenize TOKENIZER -- -x" : "");
         return 2;
     }
 

@@ -513,6 +513,14 @@ TEST(HostileFlags, LayersPerOffloadOutsideOneToNLayersIsAUsageError) {
     }
 }
 
+TEST(HostileFlags, TokenizeSaysWhereADashedTextGoes) {
+    Corpus c;
+    expect_error(run("tokenize " + quote(c.tok.string()) + " -x"), 2, {"text is required", "goes after --"}, "-x");
+    const CommandResult after = run("tokenize " + quote(c.tok.string()) + " -- -x");
+    EXPECT_EQ(after.exit_code, 0) << after.err;
+    EXPECT_EQ(after.out.rfind("1 ", 0), 0u) << "BOS first: " << after.out;
+}
+
 TEST(HostileFlags, AnUnknownCommandIsNamed) {
     expect_error(run("generat model.bin"), 2, {"unknown command 'generat'", "generate, tokenize, info, devices, bench"},
                  "generat");
