@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <functional>
 #include <memory>
@@ -229,12 +228,11 @@ int run_info(const std::string& path) {
     return 0;
 }
 
-// A full disk or an I/O error on stdout must not pass for success (run.c ignores write errors).
+// Output that did not arrive must not pass for success.
 int with_output_checked(int code) {
-    errno = 0;
-    if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
-    // errno is the failed call's when the flush failed; an earlier failed write may have left none.
-    std::fprintf(stderr, "llama-cl: cannot write the output: %s\n", errno ? std::strerror(errno) : "I/O error");
+    const std::string failure = output_failure(stdout);
+    if (failure.empty()) return code;
+    std::fprintf(stderr, "llama-cl: %s\n", failure.c_str());
     return code == 0 ? 1 : code;
 }
 

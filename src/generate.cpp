@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "llamacl/error.hpp"
 
@@ -12,13 +13,18 @@ namespace llamacl {
 namespace {
 constexpr int kBos = 1;
 
-// Stops at the first write that fails (a full disk) instead of generating into the void; run.c ignores it.
+// Generating into the void after a failed write would only waste the device's time.
 void flush_or_throw(std::FILE* out) {
-    errno = 0;
-    if (std::fflush(out) != 0 || std::ferror(out))  // errno as in with_output_checked (cli.cpp)
-        throw Error(std::string("cannot write the output: ") + (errno ? std::strerror(errno) : "I/O error"));
+    if (std::string failure = output_failure(out); !failure.empty()) throw Error(std::move(failure));
 }
 }  // namespace
+
+std::string output_failure(std::FILE* out) {
+    errno = 0;
+    if (std::fflush(out) == 0 && !std::ferror(out)) return {};
+    // errno is the failed call's when the flush failed; an earlier failed write may have left none.
+    return std::string("cannot write the output: ") + (errno ? std::strerror(errno) : "I/O error");
+}
 
 int effective_steps(int steps, int seq_len) { return steps == 0 || steps > seq_len ? seq_len : steps; }
 

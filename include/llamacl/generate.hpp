@@ -24,7 +24,12 @@ struct GenerateStats {
     double tokens_per_s = 0.0;   // run.c's "achieved tok/s" (timed from the second position)
 };
 
-// Writes exactly the bytes run.c prints to `out` (pieces, then a newline).
+// Flushes `out`; empty when everything written to it arrived, else "cannot write the output: REASON" (a
+// full disk, an I/O error: run.c ignores them, we do not).
+std::string output_failure(std::FILE* out);
+
+// Writes exactly the bytes run.c prints to `out` (pieces, then a newline), and stops with an Error at
+// the first write that fails.
 GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& sampler,
                        const std::vector<int>& prompt_tokens, int steps, std::FILE* out);
 
