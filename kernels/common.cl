@@ -1,7 +1,7 @@
 // Helpers shared by every kernel file (embedded first). Build-time shape, chosen per device by the host:
 //   ROW_THREADS   work-items that cooperate on one output row (a power of two). 1 on CPUs: no
-//                 local-memory reductions (slow on PoCL). GPUs use many, with float4 loads and a tree
-//                 reduction.
+//                 local-memory reductions (slow on PoCL). GPUs use many, each reading every
+//                 ROW_THREADS-th float of the row, and a tree reduction.
 //   VECTOR_WIDTH  with ROW_THREADS == 1, elements a work-item takes per step: 1 runs run.c's sequential
 //                 loops in run.c's order (the "exact" shape, bit-identical to the reference); 16 hands
 //                 the row to the CPU's SIMD units as float16 multiply-adds (the "cpu" shape).
@@ -167,31 +167,35 @@ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z
 
 // Weight loads a work-item issues before it uses the first of them: a matrix with few rows (wo and w2,
 // every matrix of a small model) gives each compute unit too few work-items to hide memory latency one
-// load at a time (8 measured best of 1, 4, 8 on the H200). The sum is formed in the simple loop's order.
+// load at a time. The host picks it per launch (dot_batch in kernel_set.hpp). The sum is formed in the
+// simple loop's order.
+#ifndef DOT_BATCH
 #define DOT_BATCH 8
+#endif
 
+// The row's lanes read consecutive floats (lane, lane + ROW_THREADS, ...), so each load instruction of a
+// warp reads whole 32-byte sectors; a float4 per lane is compiled by NVIDIA into four scalar loads at a
+// 16-byte stride, each instruction touching four times the sectors for the same bytes.
 inline float partial_dot_staged(__global const float* w, __local const float* in, int n, int lane) {
     float sum = 0.0f;
-    const int n4 = n / 4;
     int j = lane;
-    for (; j + (DOT_BATCH - 1) * ROW_THREADS < n4; j += DOT_BATCH * ROW_THREADS) {
-        float4 a[DOT_BATCH];
+    for (; j + (DOT_BATCH - 1) * ROW_THREADS < n; j += DOT_BATCH * ROW_THREADS) {
+        float a[DOT_BATCH];
 #pragma unroll
-        for (int k = 0; k < DOT_BATCH; k++) a[k] = vload4(j + k * ROW_THREADS, w);
+        for (int k = 0; k < DOT_BATCH; k++) a[k] = w[j + k * ROW_THREADS];
 #pragma unroll
-        for (int k = 0; k < DOT_BATCH; k++) sum += dot4(a[k], vload4(j + k * ROW_THREADS, in));
+        for (int k = 0; k < DOT_BATCH; k++) sum += a[k] * in[j + k * ROW_THREADS];
     }
-    // The rest (fewer float4s than a batch for this lane) as one more batch of loads issued together,
-    // not one load per trip to memory: most of a small model's rows is rest, and 7B's w2 ends in 6 loads.
-    if (j < n4) {
-        float4 a[DOT_BATCH];
+    // The rest (fewer elements than a batch for this lane) as one more batch of loads issued together,
+    // not one load per trip to memory: most of a small model's rows is rest.
+    if (j < n) {
+        float a[DOT_BATCH];
 #pragma unroll
-        for (int k = 0; k < DOT_BATCH; k++) a[k] = j + k * ROW_THREADS < n4 ? vload4(j + k * ROW_THREADS, w) : (float4)(0.0f);
+        for (int k = 0; k < DOT_BATCH; k++) a[k] = j + k * ROW_THREADS < n ? w[j + k * ROW_THREADS] : 0.0f;
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++)
-            if (j + k * ROW_THREADS < n4) sum += dot4(a[k], vload4(j + k * ROW_THREADS, in));
+            if (j + k * ROW_THREADS < n) sum += a[k] * in[j + k * ROW_THREADS];
     }
-    for (j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += w[j] * in[j];
     return sum;
 }
 

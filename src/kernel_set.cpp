@@ -64,6 +64,8 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
     return threads;
 }
 
+int dot_batch(int n, int row_threads) { return n / row_threads >= kLongDotBatch ? kLongDotBatch : kShortDotBatch; }
+
 // A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
 // work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
 // norm and input staging (docs/benchmarks.md, "widened rows").
@@ -77,11 +79,11 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) fp_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
-    const cl::Program program = build_program(shape_.row_threads);
+    const cl::Program program = build_program(shape_.row_threads, kLongDotBatch);
     attention = cl::Kernel(program, "attention");
     attention_combine = cl::Kernel(program, "attention_combine");
     rmsnorm = cl::Kernel(program, "rmsnorm");
-    builds_.emplace(shape_.row_threads, matvec_kernels(program));
+    builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
 }
 
 // In Matvec's order.
@@ -90,16 +92,20 @@ KernelSet::Build KernelSet::matvec_kernels(const cl::Program& program) {
             cl::Kernel(program, "ffn_gate_up"), cl::Kernel(program, "classifier")};
 }
 
-cl::Program KernelSet::build_program(int row_threads) const {
+cl::Program KernelSet::build_program(int row_threads, int dot_batch) const {
     return device_.build_program("-DROW_THREADS=" + std::to_string(row_threads) + " -DLOCAL=" +
                                  std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
-                                 std::to_string(shape_.vector_width) + fp_options_);
+                                 std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
+                                 fp_options_);
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const int threads = widened_row_threads(shape_, rows, n, min_groups_);
-    auto it = builds_.find(threads);
-    if (it == builds_.end()) it = builds_.emplace(threads, matvec_kernels(build_program(threads))).first;
+    // CPU shapes read rows without batches: one build whatever n is.
+    const int batch = threads == 1 ? kLongDotBatch : dot_batch(n, threads);
+    const auto key = std::make_pair(threads, batch);
+    auto it = builds_.find(key);
+    if (it == builds_.end()) it = builds_.emplace(key, matvec_kernels(build_program(threads, batch))).first;
     return {&it->second[static_cast<std::size_t>(which)], this->rows(rows, threads)};
 }
 

@@ -485,6 +485,15 @@ TEST(WidenedRowThreads, DoublesUntilTheLaunchHasEnoughGroups) {
     EXPECT_EQ(widened_row_threads(LaunchShape{1, 1, 16}, 3, 100000, 1000), 1);
 }
 
+// The rule that gives work-items with long shares of a row the long batch of loads.
+TEST(DotBatch, LongOnlyWhenEveryWorkItemHasAWholeBatch) {
+    EXPECT_EQ(dot_batch(4096, 16), kLongDotBatch);   // 7B's rows: 256 elements per work-item
+    EXPECT_EQ(dot_batch(2048, 64), kLongDotBatch);   // exactly one long batch each
+    EXPECT_EQ(dot_batch(2047, 64), kShortDotBatch);  // one element short of it
+    EXPECT_EQ(dot_batch(768, 64), kShortDotBatch);   // stories110M's widened rows: 12 each
+    EXPECT_LT(kShortDotBatch, kLongDotBatch);
+}
+
 INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),
                          [](const auto& p) { return p.param; });
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
@@ -34,6 +35,14 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 // of a small model) otherwise leaves compute units idle or too few work-items on each to hide latency.
 int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups);
 
+// Weight loads each work-item of a GPU-shape matrix kernel issues together (DOT_BATCH in common.cl) for a
+// launch whose rows of `n` elements have `row_threads` work-items each: a long batch when every work-item
+// has at least that many elements (large models: fewer trips to memory, measured best on the H200), else
+// a short one (a small model's rows, where the long batch's registers cost more than its loads save;
+// docs/benchmarks.md). CPU shapes do not use it.
+constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
+int dot_batch(int n, int row_threads);
+
 // The most chunks attention_chunks can split a head of this model into on any device: the bound the
 // capacity plan counts for attention's per-chunk results.
 int max_attention_chunks(const Config& config);
@@ -55,7 +64,7 @@ public:
         Range range;
     };
     // The kernel and range for `rows` output rows (or row pairs) of `n` elements each, built for the
-    // row's widened_row_threads (each distinct width is compiled once, when first needed).
+    // row's widened_row_threads and its dot_batch (each distinct pair is compiled once, when first needed).
     Launch matvec(Matvec which, int rows, int n);
 
     // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs).
@@ -86,14 +95,15 @@ private:
     // The matrix-vector kernels of one program build, indexed by Matvec.
     using Build = std::array<cl::Kernel, 4>;
     static Build matvec_kernels(const cl::Program& program);
-    cl::Program build_program(int row_threads) const;
+    cl::Program build_program(int row_threads, int dot_batch) const;
     Range rows(int rows, int row_threads) const;
 
     Device device_;
     std::string fp_options_;
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
-    std::map<int, Build> builds_;  // by work-items per row; the shape's own width is built up front
+    // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.
+    std::map<std::pair<int, int>, Build> builds_;
     std::uint64_t local_mem_bytes_;
 };
 
