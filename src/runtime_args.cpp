@@ -1,6 +1,7 @@
 #include "llamacl/runtime_args.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -20,7 +21,7 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
     cmd.add_option("--layers-per-offload", a.layers_per_offload,
                    "layers staged on the device at once (1..n_layers); default: as many as fit, all when the "
                    "model fits (resident)")
-        ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+        ->check(positive_integer());
     cmd.add_option("--finalize", a.finalize,
                    "where the final RMSNorm and classifier run: device (read back logits; the default) or cpu (read "
                    "back the final hidden state)")
@@ -46,6 +47,20 @@ CLI::Validator positive_number() {
             return {};
         },
         "POSITIVE");
+}
+
+CLI::Validator positive_integer() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            const long long v = std::strtoll(text.c_str(), &end, 10);
+            if (end == text.c_str() || *end != '\0' || errno == ERANGE || v < 1 || v > std::numeric_limits<int>::max())
+                return "must be a whole number from 1 to " + std::to_string(std::numeric_limits<int>::max()) +
+                       " (got " + text + ")";
+            return {};
+        },
+        "POSITIVE INTEGER");
 }
 
 DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {

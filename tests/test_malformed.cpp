@@ -578,6 +578,9 @@ TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
     for (const char* size : {"-1", "0", "nan"})
         expect_error(run(c.generate(c.v0, c.tok, std::string("--backend opencl --max-device-memory ") + size)), 2,
                      {"--max-device-memory", "must be positive"}, size);
+    for (const char* k : {"abc", "0", "-2", "1.5", "99999999999"})
+        expect_error(run(c.generate(c.v0, c.tok, std::string("--backend opencl --layers-per-offload ") + k)), 2,
+                     {"--layers-per-offload", "must be a whole number from 1", std::string("(got ") + k + ")"}, k);
 }
 
 TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
