@@ -581,6 +581,11 @@ TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
     for (const char* k : {"abc", "0", "-2", "1.5", "99999999999"})
         expect_error(run(c.generate(c.v0, c.tok, std::string("--backend opencl --layers-per-offload ") + k)), 2,
                      {"--layers-per-offload", "must be a whole number from 1", std::string("(got ") + k + ")"}, k);
+    // Decimal, as every count is: 010 is ten (CLI11 alone reads octal eight), 08 is eight (not an error).
+    expect_error(run(c.generate(c.v0, c.tok, "--backend opencl --layers-per-offload 010")), 2,
+                 {"--layers-per-offload", "got 10"}, "010");
+    expect_error(run(c.generate(c.v0, c.tok, "--backend opencl --layers-per-offload 08")), 2,
+                 {"--layers-per-offload", "got 8"}, "08");
 }
 
 TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {

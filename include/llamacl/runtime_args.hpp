@@ -26,7 +26,7 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
 // A check for options that take a size: a finite number above zero (0, nan and inf are mistakes, not
 // ways to say "default"; leaving the option out is).
 CLI::Validator positive_number();
-// A check for options that take a count: a decimal integer from 1 to INT_MAX.
+// A transform for options that take a count: a decimal integer from 1 to INT_MAX (010 is ten).
 CLI::Validator positive_integer();
 DeviceOptions device_options(const RuntimeArgs& args, const DeviceInfo& device);
 
