@@ -1,17 +1,19 @@
 // Helpers shared by every kernel file (embedded first). Build-time shape, chosen per device by the host:
 //   ROW_THREADS   work-items that cooperate on one output row (a power of two). 1 on CPUs: no
-//                 local-memory reductions (slow on PoCL). GPUs use many, each reading every
-//                 ROW_THREADS-th float of the row, and a tree reduction.
+//                 local-memory reductions (slow on PoCL). GPUs use many and a tree reduction; with
+//                 the input staged in local memory each reads every ROW_THREADS-th float of the row
+//                 (without, when the input does not fit there, a float4 at a time).
 //   VECTOR_WIDTH  with ROW_THREADS == 1, elements a work-item takes per step: 1 runs run.c's sequential
 //                 loops in run.c's order (the "exact" shape, bit-identical to the reference); 16 hands
 //                 the row to the CPU's SIMD units as float16 multiply-adds (the "cpu" shape).
 //   LOCAL         work-group size (a power of two, a multiple of ROW_THREADS).
+//   DOT_BATCH     GPU shapes: weight loads a work-item issues together (dot_batch in kernel_set.hpp).
 
 // run.c is compiled without FMA contraction; so are these kernels, so that the CPU shape reproduces its
 // arithmetic exactly.
 #pragma OPENCL FP_CONTRACT OFF
 
-// The host always defines both (KernelSet); the defaults only keep the program buildable on its own.
+// The host always defines them (KernelSet); the defaults only keep the program buildable on its own.
 #ifndef ROW_THREADS
 #define ROW_THREADS 1
 #endif
@@ -174,7 +176,8 @@ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z
 #endif
 
 // The row's lanes read consecutive floats (lane, lane + ROW_THREADS, ...), so each load instruction of a
-// warp reads whole 32-byte sectors; a float4 per lane is compiled by NVIDIA into four scalar loads at a
+// warp reads whole 32-byte sectors (with 8 or more lanes and rows of a multiple of 8 floats, as the GPU
+// shapes and real models have); a float4 per lane is compiled by NVIDIA into four scalar loads at a
 // 16-byte stride, each instruction touching four times the sectors for the same bytes.
 inline float partial_dot_staged(__global const float* w, __local const float* in, int n, int lane) {
     float sum = 0.0f;

@@ -1,7 +1,7 @@
 // Every OpenCL kernel of the forward pass, called directly on random inputs of awkward sizes and
 // compared with its CPU twin (include/llamacl/reference.hpp, softmax in sampler.hpp), for each launch
 // shape the runtime can pick: "exact" (1 work-item per row, run.c's loops), "cpu" (1 work-item per row,
-// float16 multiply-adds), "gpu" (16x256, float4 loads, staged input and tree reductions), and "4x16", "2x2" (small
+// float16 multiply-adds), "gpu" (16x256, consecutive floats per row's work-items, staged input and tree reductions), and "4x16", "2x2" (small
 // groups, so row counts and head sizes straddle them).
 //
 // Tolerances, and why:
@@ -359,7 +359,7 @@ TEST_P(KernelVsReference, MatvecResidual) {
         int n, rows;
     };
     // {1174, 64}: with the GPU shape, whole batches of loads, then a rest of fewer than a batch per
-    // work-item, then a scalar tail.
+    // work-item (the long batch: 73 elements per work-item); the others take the short batch.
     const Case cases[] = {{37, 11}, {100, 36}, {1, 1}, {3, 5}, {260, 3}, {6, 300}, {64, 17}, {1174, 64}};
     const int pad = 7;  // sentinels after the last row catch writes by clamped rows
     std::mt19937 rng(99);
@@ -470,14 +470,14 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
 }
 
 // The rule that gives short matrices more work-items per row: double while the launch has fewer groups
-// than asked, a row still has a float4 per work-item and a group still holds a row.
+// than asked, a row still has four elements per work-item and a group still holds a row.
 TEST(WidenedRowThreads, DoublesUntilTheLaunchHasEnoughGroups) {
     const LaunchShape gpu{16, 256, 1};
     // 4096 rows, 16 per group: 256 groups; 264 asked -> 32 per row (8 rows a group, 512 groups).
     EXPECT_EQ(widened_row_threads(gpu, 4096, 4096, 264), 32);
     EXPECT_EQ(widened_row_threads(gpu, 4096, 4096, 256), 16);  // already enough
     EXPECT_EQ(widened_row_threads(gpu, 2048, 8192, 264), 64);  // 128 -> 256 -> 512 groups
-    // Bounded by the group (one row per group of 256) and by the row's float4s (n = 512: 128 of them).
+    // Bounded by the group (one row per group of 256) and by four elements per work-item (n = 512: 128).
     EXPECT_EQ(widened_row_threads(gpu, 3, 100000, 1000), 256);
     EXPECT_EQ(widened_row_threads(gpu, 3, 512, 1000), 128);
     EXPECT_EQ(widened_row_threads(gpu, 3, 40, 1000), 16);  // never narrower than the shape's own

@@ -22,7 +22,7 @@ struct LaunchShape {
 
 // CPUs (PoCL): work-groups of one work-item per row, float16 multiply-adds along the row for the SIMD
 // units, and no local-memory reductions (slow there). GPUs: work-groups of 256 with 16 work-items per
-// row, float4 loads, the input staged in local memory and a tree reduction. "exact" is the CPU shape
+// row reading consecutive floats, the input staged in local memory and a tree reduction. "exact" is the CPU shape
 // running run.c's sequential loops: bit-identical to the reference wherever OpenCL's exp() agrees with
 // the C library's.
 LaunchShape choose_launch_shape(const DeviceInfo& device);
@@ -30,16 +30,16 @@ LaunchShape choose_launch_shape(const DeviceInfo& device);
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device);
 
 // Work-items per row for a launch of `rows` rows of `n` elements: the shape's own, doubled (GPU shapes)
-// while the launch would have fewer than `min_groups` work-groups, each work-item would still get a
-// float4 of the row, and a work-group still holds a whole row. A short matrix (wo and w2, every matrix
+// while the launch would have fewer than `min_groups` work-groups, each work-item would still get at
+// least four elements of the row, and a work-group still holds a whole row. A short matrix (wo and w2, every matrix
 // of a small model) otherwise leaves compute units idle or too few work-items on each to hide latency.
 int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups);
 
 // Weight loads each work-item of a GPU-shape matrix kernel issues together (DOT_BATCH in common.cl) for a
 // launch whose rows of `n` elements have `row_threads` work-items each: a long batch when every work-item
 // has at least that many elements (large models: fewer trips to memory, measured best on the H200), else
-// a short one (a small model's rows, where the long batch's registers cost more than its loads save;
-// docs/benchmarks.md). CPU shapes do not use it.
+// a short one (a small model's rows, where a build with the long batch measured slower even for rows it
+// never takes a whole batch of; docs/benchmarks.md). CPU shapes do not use it.
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
 
