@@ -1,12 +1,12 @@
 #include "llamacl/cli.hpp"
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -50,19 +50,10 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
         ->capture_default_str();
     cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")
-        ->transform(CLI::Validator(
-            [](std::string& text) -> std::string {
-                // Decimal, as run.c's atoi reads it (CLI11 alone would read 010 as octal 8), and in range
-                // (the conversion would saturate silently, every huge seed the same).
-                errno = 0;
-                char* end = nullptr;
-                const long long seed = std::strtoll(text.c_str(), &end, 10);
-                if (end == text.c_str() || *end != '\0' || errno == ERANGE)
-                    return "must be an integer from -2^63 to 2^63-1 (got " + text + ")";
-                text = std::to_string(seed);
-                return {};
-            },
-            "INTEGER"))
+        // Decimal, as run.c's atoi reads it, and in range (the conversion would saturate silently, every
+        // huge seed the same).
+        ->transform(decimal_integer(std::numeric_limits<long long>::min(), std::numeric_limits<long long>::max(),
+                                    "an integer from -2^63 to 2^63-1", "INTEGER"))
         ->capture_default_str();
     cmd->add_option("-n", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
         ->capture_default_str();

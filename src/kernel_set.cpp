@@ -64,7 +64,9 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
     return threads;
 }
 
-int dot_batch(int n, int row_threads) { return n / row_threads >= kLongDotBatch ? kLongDotBatch : kShortDotBatch; }
+int dot_batch(int n, int row_threads) {
+    return row_threads == 1 || n / row_threads >= kLongDotBatch ? kLongDotBatch : kShortDotBatch;
+}
 
 // A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
 // work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
@@ -101,8 +103,7 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch) const {
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const int threads = widened_row_threads(shape_, rows, n, min_groups_);
-    // CPU shapes read rows without batches: one build whatever n is.
-    const int batch = threads == 1 ? kLongDotBatch : dot_batch(n, threads);
+    const int batch = dot_batch(n, threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
     if (it == builds_.end()) it = builds_.emplace(key, matvec_kernels(build_program(threads, batch))).first;

@@ -21,7 +21,9 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
     cmd.add_option("--layers-per-offload", a.layers_per_offload,
                    "layers staged on the device at once (1..n_layers); default: as many as fit, all when the "
                    "model fits (resident)")
-        ->transform(positive_integer());
+        ->transform(decimal_integer(1, std::numeric_limits<int>::max(),
+                                    "a whole number from 1 to " + std::to_string(std::numeric_limits<int>::max()),
+                                    "POSITIVE INTEGER"));
     cmd.add_option("--finalize", a.finalize,
                    "where the final RMSNorm and classifier run: device (read back logits; the default) or cpu (read "
                    "back the final hidden state)")
@@ -49,20 +51,18 @@ CLI::Validator positive_number() {
         "POSITIVE");
 }
 
-CLI::Validator positive_integer() {
+CLI::Validator decimal_integer(long long lo, long long hi, const std::string& range_text, const std::string& name) {
     return CLI::Validator(
-        [](std::string& text) -> std::string {
-            // Decimal, rewritten as such: CLI11's own conversion would read 010 as octal 8.
+        [=](std::string& text) -> std::string {
             char* end = nullptr;
             errno = 0;
             const long long v = std::strtoll(text.c_str(), &end, 10);
-            if (end == text.c_str() || *end != '\0' || errno == ERANGE || v < 1 || v > std::numeric_limits<int>::max())
-                return "must be a whole number from 1 to " + std::to_string(std::numeric_limits<int>::max()) +
-                       " (got " + text + ")";
+            if (end == text.c_str() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+                return "must be " + range_text + " (got " + text + ")";
             text = std::to_string(v);
             return {};
         },
-        "POSITIVE INTEGER");
+        name);
 }
 
 DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {

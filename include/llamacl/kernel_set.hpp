@@ -39,7 +39,8 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 // launch whose rows of `n` elements have `row_threads` work-items each: a long batch when every work-item
 // has at least that many elements (large models: fewer trips to memory, measured best on the H200), else
 // a short one (a small model's rows, where a build with the long batch measured slower even for rows it
-// never takes a whole batch of; docs/benchmarks.md). CPU shapes do not use it.
+// never takes a whole batch of; docs/benchmarks.md). CPU shapes (row_threads 1) do not batch: the long
+// batch for them, so that they need one build whatever n is.
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
 

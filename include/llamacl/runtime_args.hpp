@@ -26,8 +26,9 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
 // A check for options that take a size: a finite number above zero (0, nan and inf are mistakes, not
 // ways to say "default"; leaving the option out is).
 CLI::Validator positive_number();
-// A transform for options that take a count: a decimal integer from 1 to INT_MAX (010 is ten).
-CLI::Validator positive_integer();
+// A transform for integer options: decimal (010 is ten; CLI11 alone reads it as octal 8) within [lo, hi],
+// else "must be RANGE_TEXT (got X)". The text is rewritten in decimal for CLI11's own conversion.
+CLI::Validator decimal_integer(long long lo, long long hi, const std::string& range_text, const std::string& name);
 DeviceOptions device_options(const RuntimeArgs& args, const DeviceInfo& device);
 
 }  // namespace llamacl
