@@ -11,46 +11,18 @@
 // with several, each writes its chunk's maximum score m, sum of exp(score - m) and unnormalized
 // weighted sum of values to `partial` (head, chunk, head_size + 2), and attention_combine rescales
 // and adds them. CPU shapes take one chunk.
-__kernel void attention(__global const float* q, __global const float* key_cache, __global const float* value_cache,
-                        __global float* att, __global float* out, __global float* partial_out, int n_heads,
-                        int head_size, int kv_dim, int kv_mul, int seq_len, int pos, int chunk_len) {
+#if ROW_THREADS > 1
+// The (head, chunk) of work unit `unit`: unit = head * chunks + chunk.
+UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global const float* key_cache,
+                                  __global const float* value_cache, __global float* att, __global float* out,
+                                  __global float* partial_out, int head_size, int kv_dim, int kv_mul, int seq_len,
+                                  int pos, int chunk_len, __local float* scratch, __local float4* partial) {
+    // The chunk's positions are spread over the work-group's work-items for the scores and the softmax,
+    // then (position slice, column) pairs for the weighted sum of values, where a column is a float4 of
+    // the head when head_size allows it.
     const float scale = sqrt((float)head_size);
-#if ROW_THREADS == 1
-    // CPU shape: one work-item per head running run.c's loops in run.c's order.
-    const int h = get_global_id(0);
-    if (h >= n_heads) return;
-    __global const float* qh = q + h * head_size;
-    __global float* a = att + (size_t)h * seq_len;
-    const size_t kv_off = (size_t)(h / kv_mul) * head_size;
-    for (int t = 0; t <= pos; t++) {
-        __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
-        float score = 0.0f;
-        for (int i = 0; i < head_size; i++) score += qh[i] * k[i];
-        a[t] = score / scale;
-    }
-    float max_val = a[0];
-    for (int t = 1; t <= pos; t++) max_val = a[t] > max_val ? a[t] : max_val;
-    float sum = 0.0f;
-    for (int t = 0; t <= pos; t++) {
-        a[t] = exp(a[t] - max_val);
-        sum += a[t];
-    }
-    for (int t = 0; t <= pos; t++) a[t] /= sum;
-    __global float* o = out + h * head_size;
-    for (int i = 0; i < head_size; i++) o[i] = 0.0f;
-    for (int t = 0; t <= pos; t++) {
-        __global const float* v = value_cache + (size_t)t * kv_dim + kv_off;
-        const float w = a[t];
-        for (int i = 0; i < head_size; i++) o[i] += w * v[i];
-    }
-#else
-    // GPU shape: one work-group per (head, chunk); the chunk's positions are spread over the work-items
-    // for the scores and the softmax, then (position slice, column) pairs for the weighted sum of values,
-    // where a column is a float4 of the head when head_size allows it.
-    __local float scratch[LOCAL];
-    __local float4 partial[LOCAL];
     const int chunks = (pos + chunk_len) / chunk_len;
-    const int h = get_group_id(0) / chunks, chunk = get_group_id(0) % chunks;
+    const int h = unit / chunks, chunk = unit % chunks;
     const int t0 = chunk * chunk_len, t1 = min(t0 + chunk_len, pos + 1);  // this group's positions
     const int lid = get_local_id(0);
     __global const float* qh = q + h * head_size;
@@ -140,13 +112,53 @@ __kernel void attention(__global const float* q, __global const float* key_cache
         p[0] = max_val;
         p[1] = sum;
     }
+}
+#endif
+
+__kernel void attention(__global const float* q, __global const float* key_cache, __global const float* value_cache,
+                        __global float* att, __global float* out, __global float* partial_out, int n_heads,
+                        int head_size, int kv_dim, int kv_mul, int seq_len, int pos, int chunk_len) {
+#if ROW_THREADS == 1
+    const float scale = sqrt((float)head_size);
+    // CPU shape: one work-item per head running run.c's loops in run.c's order.
+    const int h = get_global_id(0);
+    if (h >= n_heads) return;
+    __global const float* qh = q + h * head_size;
+    __global float* a = att + (size_t)h * seq_len;
+    const size_t kv_off = (size_t)(h / kv_mul) * head_size;
+    for (int t = 0; t <= pos; t++) {
+        __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
+        float score = 0.0f;
+        for (int i = 0; i < head_size; i++) score += qh[i] * k[i];
+        a[t] = score / scale;
+    }
+    float max_val = a[0];
+    for (int t = 1; t <= pos; t++) max_val = a[t] > max_val ? a[t] : max_val;
+    float sum = 0.0f;
+    for (int t = 0; t <= pos; t++) {
+        a[t] = exp(a[t] - max_val);
+        sum += a[t];
+    }
+    for (int t = 0; t <= pos; t++) a[t] /= sum;
+    __global float* o = out + h * head_size;
+    for (int i = 0; i < head_size; i++) o[i] = 0.0f;
+    for (int t = 0; t <= pos; t++) {
+        __global const float* v = value_cache + (size_t)t * kv_dim + kv_off;
+        const float w = a[t];
+        for (int i = 0; i < head_size; i++) o[i] += w * v[i];
+    }
+#else
+    __local float scratch[LOCAL];
+    __local float4 partial[LOCAL];
+    attention_unit(get_group_id(0), q, key_cache, value_cache, att, out, partial_out, head_size, kv_dim, kv_mul,
+                   seq_len, pos, chunk_len, scratch, partial);
 #endif
 }
 
 // The heads' outputs from their chunks' partial results (see attention): with M the largest chunk
 // maximum, out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) s_c. One work-group per head.
-__kernel void attention_combine(__global const float* partial, __global float* out, int head_size, int chunks) {
-    const int h = get_group_id(0);
+UNIT_FUNCTION void attention_combine_unit(int h, __global const float* partial, __global float* out, int head_size,
+                                          int chunks) {
     __global const float* p = partial + (size_t)h * chunks * (head_size + 2);
     float m = -INFINITY;
     for (int c = 0; c < chunks; c++) m = fmax(m, p[c * (head_size + 2)]);
@@ -157,4 +169,8 @@ __kernel void attention_combine(__global const float* partial, __global float* o
         for (int c = 0; c < chunks; c++) acc += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 2 + i];
         out[h * head_size + i] = acc / total;
     }
+}
+
+__kernel void attention_combine(__global const float* partial, __global float* out, int head_size, int chunks) {
+    attention_combine_unit(get_group_id(0), partial, out, head_size, chunks);
 }

@@ -210,10 +210,26 @@ inline float row_dot(__global const float* w, __global const float* x, __global 
     return weight ? partial_dot_normed(w, x, weight, ss, n, lane) : partial_dot(w, x, n, lane);
 }
 
-// The row this work-item works on and its lane within the row. Rows past `rows` are clamped to the last
-// one so that every work-item still reaches the barriers; the caller writes only when row_valid.
-#define ROW_SETUP(rows)                                                   \
+// A kernel's body written once, as a function of its work unit, for its own kernel and for the token
+// kernel (token.cl), must still be compiled as that kernel's body. Left to the inliner (clang emits them
+// as calls even with one call site), the H200 ran the per-op 7B model 4 % slower at long contexts
+// (docs/benchmarks.md); forced inlining gives the per-op kernels the code they had before the split
+// (clang's PTX compared).
+#if defined(__has_attribute)
+#if __has_attribute(always_inline)
+#define UNIT_FUNCTION inline __attribute__((always_inline))
+#endif
+#endif
+#ifndef UNIT_FUNCTION
+#define UNIT_FUNCTION inline
+#endif
+
+// The row this work-item works on in work unit `unit` (a work-group's worth of rows: the work-group's
+// index in a kernel of its own, one of many a work-group takes in turn in the token kernel) and its lane
+// within the row. Rows past `rows` are clamped to the last one so that every work-item still reaches the
+// barriers; the caller writes only when row_valid.
+#define ROW_SETUP(unit, rows)                                             \
     const int lane = get_local_id(0) % ROW_THREADS;                       \
-    const int row_unclamped = get_group_id(0) * ROWS_PER_GROUP + get_local_id(0) / ROW_THREADS; \
+    const int row_unclamped = (unit) * ROWS_PER_GROUP + get_local_id(0) / ROW_THREADS; \
     const int row_valid = row_unclamped < (rows);                         \
     const int row = row_valid ? row_unclamped : (rows) - 1

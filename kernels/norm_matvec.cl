@@ -6,25 +6,22 @@
 // stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
 // stacked [wq; wk; wv], so the RoPE rotation happens in registers. `rope` is (seq_len, head_size/2, 2):
 // cos, sin of every position and frequency, computed once on the host with run.c's formula.
-__kernel void attn_qkv_rope(__global const float* x, __global const float* rms_weight,
-                            __global const float* wq, __global const float* wk, __global const float* wv,
-                            __global const float* rope, __global float* q, __global float* key_cache,
-                            __global float* value_cache, __global float* xn, int dim, int kv_dim, int head_size,
-                            int pos, __local float* staged, int staged_n) {
-    __local float scratch[LOCAL];
-    const int pairs = (dim + 2 * kv_dim) / 2;
-    ROW_SETUP(pairs);
-    const float ss = rms_scale(x, dim, scratch);
-    if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
-    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
-
+//
+// The row pairs of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0).
+UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
+                                      __global const float* wq, __global const float* wk, __global const float* wv,
+                                      __global const float* rope, __global float* q, __global float* key_cache,
+                                      __global float* value_cache, int dim, int kv_dim, int head_size, int pos,
+                                      __local const float* staged, int staged_n, __local float* scratch) {
+    ROW_SETUP(unit, (dim + 2 * kv_dim) / 2);
     int r = 2 * row;  // first row of the pair within its matrix
     __global const float* w = wq;
     int part = 0;     // 0: q, 1: k, 2: v
     if (r >= dim + kv_dim) { w = wv; r -= dim + kv_dim; part = 2; }
     else if (r >= dim) { w = wk; r -= dim; part = 1; }
     const float v0 = row_sum(row_dot(w + (size_t)r * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-    const float v1 = row_sum(row_dot(w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    const float v1 =
+        row_sum(row_dot(w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
     if (!row_valid || lane != 0) return;
 
     if (part == 2) {
@@ -42,22 +39,43 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
     out[r + 1] = b;
 }
 
-// FFN entry of a layer: hb = silu(w1 @ rmsnorm(x)) * (w3 @ rmsnorm(x)), one row of each per unit.
-__kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const float* w1,
-                          __global const float* w3, __global float* hb, __global float* xn, int dim, int hidden_dim,
-                          __local float* staged, int staged_n) {
+__kernel void attn_qkv_rope(__global const float* x, __global const float* rms_weight,
+                            __global const float* wq, __global const float* wk, __global const float* wv,
+                            __global const float* rope, __global float* q, __global float* key_cache,
+                            __global float* value_cache, __global float* xn, int dim, int kv_dim, int head_size,
+                            int pos, __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
-    ROW_SETUP(hidden_dim);
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
-    const float gate = row_sum(row_dot(w1 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    attn_qkv_rope_unit(get_group_id(0), x, rms_weight, ss, wq, wk, wv, rope, q, key_cache, value_cache, dim, kv_dim,
+                       head_size, pos, staged, staged_n, scratch);
+}
+
+// FFN entry of a layer: hb = silu(w1 @ rmsnorm(x)) * (w3 @ rmsnorm(x)), one row of each per unit. The
+// rows of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0).
+UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
+                                    __global const float* w1, __global const float* w3, __global float* hb, int dim,
+                                    int hidden_dim, __local const float* staged, int staged_n, __local float* scratch) {
+    ROW_SETUP(unit, hidden_dim);
+    const float gate =
+        row_sum(row_dot(w1 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
     const float up = row_sum(row_dot(w3 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
     if (!row_valid || lane != 0) return;
     float val = gate;
     val *= (1.0f / (1.0f + exp(-val)));  // silu, as run.c writes it
     val *= up;
     hb[row] = val;
+}
+
+__kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const float* w1,
+                          __global const float* w3, __global float* hb, __global float* xn, int dim, int hidden_dim,
+                          __local float* staged, int staged_n) {
+    __local float scratch[LOCAL];
+    const float ss = rms_scale(x, dim, scratch);
+    if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
+    ffn_gate_up_unit(get_group_id(0), x, rms_weight, ss, w1, w3, hb, dim, hidden_dim, staged, staged_n, scratch);
 }
 
 // RMSNorm on its own, by one work-group: out = rmsnorm(x) * weight, run.c's rmsnorm.
@@ -71,11 +89,20 @@ __kernel void rmsnorm(__global const float* x, __global const float* weight, __g
 // With rms_weight NULL, x is already normalized (the rmsnorm kernel's output, which the CPU shapes run
 // first: there a work-item owns a row, and recomputing the scale per row would double the classifier's
 // arithmetic). Either way each product is w[j] * (weight[j] * (ss * x[j])), so the logits agree bit for bit.
+// The rows of work unit `unit` of a classifier block, the input normalized with scale ss when rms_weight is
+// given (and staged when staged_n > 0).
+UNIT_FUNCTION void classifier_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
+                                   __global const float* w, __global float* logits, int dim, int rows, int row_base,
+                                   __local const float* staged, int staged_n, __local float* scratch) {
+    ROW_SETUP(unit, rows);
+    const float val = row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    if (row_valid && lane == 0) logits[row_base + row] = val;
+}
+
 __kernel void classifier(__global const float* x, __global const float* rms_weight, __global const float* w,
                          __global float* logits, __global float* xn, int dim, int rows, int row_base,
                          __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
-    ROW_SETUP(rows);
 #if ROW_THREADS == 1
     const float ss = rms_weight ? rms_scale(x, dim, scratch) : 0.0f;
 #else
@@ -85,6 +112,5 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
 #endif
     if (rms_weight && get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
-    const float val = row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-    if (row_valid && lane == 0) logits[row_base + row] = val;
+    classifier_unit(get_group_id(0), x, rms_weight, ss, w, logits, dim, rows, row_base, staged, staged_n, scratch);
 }
