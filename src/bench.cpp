@@ -311,6 +311,7 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, 
     if (name == "classifier") return token_traffic(c, finalize, first_pos, tokens).classifier_bytes;
     if (name == "write_embedding" || name == "read_hidden") return dim * f;
     if (name == "read_logits") return static_cast<std::uint64_t>(c.vocab_size) * f;
+    if (name == "forward_token") return token_traffic(c, finalize, first_pos, tokens).total();  // all of the above
     return 0;
 }
 
@@ -374,6 +375,8 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         r.plan = model.plan();
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
+        r.schedule = model.token_schedule() ? "token" : "per-op";
+        r.per_op_reason = model.per_op_reason();
         time_decode(model, o, r);
     } catch (const cl::Error& e) {
         throw Error(device.info().name + ": " + describe(e));
@@ -394,6 +397,9 @@ std::string format_bench_text(const BenchResult& r) {
                 c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
+    t += "schedule:    " + (r.schedule == "token" ? std::string("token (the whole forward pass in one kernel launch)")
+                                                  : "per-op (one kernel launch per step: " + r.per_op_reason + ")") +
+         "\n";
     std::string runs;
     for (double v : r.run_tok_s) runs += format(" %.2f", v);
     t += format("decode:      %.2f tok/s (%.3f ms/token), median of %d runs of %d tokens at positions %d..%d;"
@@ -432,6 +438,8 @@ std::string format_bench_json(const BenchResult& r) {
         .number("chunks_per_token", r.plan.chunks())
         .string("finalize", finalize_name(r.finalize))
         .string("work_shape", shape_name(r.shape))
+        .string("schedule", r.schedule)
+        .string("per_op_reason", r.per_op_reason)
         .number("tokens", r.tokens)
         .number("context", r.context)
         .number("context_requested", r.context_requested)

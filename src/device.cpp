@@ -209,6 +209,7 @@ std::vector<FoundDevice> enumerate_devices() {
                 info.local_mem_bytes = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
                 info.compute_units = dev.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
                 info.max_work_group_size = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
+                info.base_align_bytes = std::max<std::size_t>(4, dev.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / 8);
                 found.push_back({std::move(info), dev});
             }
         }
@@ -290,7 +291,7 @@ Device Device::open(const std::string& platform_sel, const std::string& device_s
     }
 }
 
-cl::Program Device::build_program(const std::string& options) const {
+cl::Program Device::build_program(const std::string& options, const std::string& standard) const {
     // embedded_kernels() is sorted by file name. A #line before each file makes clang-based
     // compilers (PoCL) report diagnostics as copy.cl:3 rather than a line of the concatenation;
     // NVIDIA's compiler ignores it and still shows the offending source line, which is enough.
@@ -300,11 +301,12 @@ cl::Program Device::build_program(const std::string& options) const {
         source += k.source;
         source += "\n";
     }
-    return build_program_from_source(source, options);
+    return build_program_from_source(source, options, standard);
 }
 
-cl::Program Device::build_program_from_source(const std::string& source, const std::string& options) const {
-    const std::string all_options = options.empty() ? "-cl-std=CL1.2" : "-cl-std=CL1.2 " + options;
+cl::Program Device::build_program_from_source(const std::string& source, const std::string& options,
+                                              const std::string& standard) const {
+    const std::string all_options = "-cl-std=" + standard + (options.empty() ? "" : " " + options);
     cl::Program program;
     try {
         program = cl::Program(context_, source);

@@ -1,6 +1,7 @@
 #include "llamacl/device_forward.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 #include "llamacl/error.hpp"
 #include "llamacl/reference.hpp"
@@ -28,12 +29,19 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       finalize_(options.finalize),
       plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
       kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info())),
+      per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
+      stacked_(options.schedule != Schedule::per_op &&
+               TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
+                                   options.schedule == Schedule::token, per_op_reason_)),
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len)),
-      kv_(device, c_),
-      weights_(device, ck, plan_, options.finalize, options.host_mirror, counters_) {
+      kv_(device, c_, stacked_),
+      weights_(device, ck, plan_, options.finalize, options.host_mirror, stacked_, counters_) {
+    if (stacked_) token_ = TokenKernel::create(device, kernels_, c_, weights_, kv_, work_, per_op_reason_);
+    if (!token_ && options.schedule == Schedule::token)
+        throw Error(device.info().name + ": --schedule token is not possible here: " + per_op_reason_);
     if (finalize_ == Finalize::device) {
-        logits_host_ = std::make_unique<PinnedBuffer>(device, static_cast<std::size_t>(c_.vocab_size) * sizeof(float),
-                                                      "logits read-back");
+        logits_host_ = std::make_unique<PinnedBuffer>(
+            device, static_cast<std::size_t>(c_.vocab_size + 1) * sizeof(float), "logits read-back");
     } else {
         hidden_.resize(c_.dim);
         normed_.resize(c_.dim);
@@ -78,8 +86,7 @@ void DeviceForward::launch(const KernelSet::Launch& l, const char* name) {
 
 void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     cl::CommandQueue& queue = device_.queue();
-    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim;
-    const std::size_t kv_at_pos = static_cast<std::size_t>(pos) * kv_dim;
+    const int dim = c_.dim;
 
     // The token's embedding row goes straight from the mapped file into the residual stream; the
     // mapping outlives the copy, so it need not be waited for.
@@ -90,15 +97,58 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     counters_.enqueues++;
     counters_.input_bytes_uploaded += row_bytes;
 
-    // Every layer launches the same shapes: the matrix-vector builds and ranges, and attention's chunks
-    // (of equal length but the last; the kernel derives their count from chunk_len the same way).
+    // Attention's chunks: of equal length but the last (the kernels derive their count from chunk_len the
+    // same way).
+    const int wanted = kernels_.attention_chunks(c_.n_heads, c_.head_size(), pos + 1);
+    const int chunk_len = (pos + wanted) / wanted;
+    // The token kernel has no boundaries to read back or corrupt: --compare-cpu runs one command per step.
+    const bool whole_token = token_ && !observer && !fault_;
+    if (whole_token) {
+        token_->enqueue(pos, chunk_len, log_event("forward_token"));
+        counters_.enqueues++;
+    } else {
+        enqueue_per_op(pos, chunk_len, observer);
+    }
+
+    if (finalize_ == Finalize::device) {
+        const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size + (whole_token ? 1 : 0)) * sizeof(float);
+        queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data(), nullptr, log_event("read_logits"));
+        counters_.bytes_read += bytes;
+        if (whole_token && TokenKernel::gave_up(static_cast<const float*>(logits_host_->data()), c_.vocab_size)) {
+            // Some work-group never ran while the others waited for it at a barrier, and the abandoned
+            // pass left the residual stream half updated: run this token again, from its embedding, with
+            // fewer work-groups or else one command per step.
+            counters_.enqueues++;
+            counters_.host_waits++;
+            if (!token_->fewer_groups()) {
+                std::fprintf(stderr, "llama-cl: %s did not run the token kernel's work-groups at once; continuing "
+                             "with one command per step (--schedule per-op)\n", device_.info().name.c_str());
+                token_.reset();
+                per_op_reason_ = "the token kernel's work-groups did not all run at once";
+            }
+            run(token, pos, observer);
+            return;
+        }
+    } else {
+        queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event("read_hidden"));
+        counters_.bytes_read += row_bytes;
+        classify(ck_, hidden_.data(), normed_.data(), logits_.data());
+        boundary_host(-1, Op::final_norm, normed_, observer);
+        boundary_host(-1, Op::logits, logits_, observer);
+    }
+    counters_.enqueues++;
+    counters_.host_waits++;
+}
+
+void DeviceForward::enqueue_per_op(int pos, int chunk_len, const BoundaryObserver& observer) {
+    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim;
+    const std::size_t kv_at_pos = static_cast<std::size_t>(pos) * kv_dim;
+    // Every layer launches the same shapes: the matrix-vector builds and ranges, and attention's chunks.
     using Matvec = KernelSet::Matvec;
     const KernelSet::Launch qkv = kernels_.matvec(Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim);
     const KernelSet::Launch wo = kernels_.matvec(Matvec::matvec_residual, dim, dim);
     const KernelSet::Launch gate_up = kernels_.matvec(Matvec::ffn_gate_up, hidden, dim);
     const KernelSet::Launch w2 = kernels_.matvec(Matvec::matvec_residual, dim, hidden);
-    const int wanted = kernels_.attention_chunks(c_.n_heads, c_.head_size(), pos + 1);
-    const int chunk_len = (pos + wanted) / wanted;
     const int chunks = (pos + chunk_len) / chunk_len;
 
     for (int l = 0; l < c_.n_layers; ++l) {
@@ -155,18 +205,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         }
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);
         boundary(-1, Op::logits, work_.logits, 0, c_.vocab_size, observer);
-        const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size) * sizeof(float);
-        queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data(), nullptr, log_event("read_logits"));
-        counters_.bytes_read += bytes;
-    } else {
-        queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event("read_hidden"));
-        counters_.bytes_read += row_bytes;
-        classify(ck_, hidden_.data(), normed_.data(), logits_.data());
-        boundary_host(-1, Op::final_norm, normed_, observer);
-        boundary_host(-1, Op::logits, logits_, observer);
     }
-    counters_.enqueues++;
-    counters_.host_waits++;
 }
 
 void DeviceForward::boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,

@@ -101,6 +101,22 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch) const {
                                  fp_options_);
 }
 
+cl::Program KernelSet::token_program(const std::string& model_options, int longest_row) const {
+    // One build serves every step, so one row width and one batch: 32 work-items per row and the batch
+    // of the longest rows (w2's), measured best on the H200 among 16 and 32 work-items per row, batches
+    // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md).
+    const int threads = std::min(kTokenRowThreads, shape_.local_size);
+    const std::string options =
+        "-DROW_THREADS=" + std::to_string(threads) + " -DLOCAL=" + std::to_string(shape_.local_size) +
+        " -DVECTOR_WIDTH=1 -DDOT_BATCH=" + std::to_string(dot_batch(longest_row, threads)) + fp_options_ +
+        " -DTOKEN_KERNEL" + model_options;
+    try {
+        return device_.build_program(options, "CL3.0");
+    } catch (const Error&) {
+        return device_.build_program(options, "CL2.0");
+    }
+}
+
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const int threads = widened_row_threads(shape_, rows, n, min_groups_);
     const int batch = dot_batch(n, threads);

@@ -10,7 +10,7 @@ namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {
     return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0 || no_host_mirror ||
-           !finalize.empty();
+           !finalize.empty() || !schedule.empty();
 }
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
@@ -30,6 +30,10 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
         ->check(CLI::IsMember({"cpu", "device"}));
     cmd.add_option("--work-shape", a.work_shape,
                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
+    cmd.add_option("--schedule", a.schedule,
+                   "how a token runs: token (the whole forward pass as one kernel launch: GPUs, resident weights), "
+                   "per-op (one kernel launch per step) or auto (token where possible; the default)")
+        ->check(CLI::IsMember({"auto", "per-op", "token"}));
     cmd.add_option("--max-device-memory", a.max_device_memory_mib,
                    "plan as if the device had only this many MiB (rehearse a smaller device)")
         ->check(positive_number());
@@ -76,6 +80,9 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
         options.memory_limit =
             static_cast<std::uint64_t>(std::clamp(a.max_device_memory_mib * 1024.0 * 1024.0, 1.0, 0x1p63));
     options.host_mirror = !a.no_host_mirror;
+    options.schedule = a.schedule == "per-op" ? Schedule::per_op
+                       : a.schedule == "token" ? Schedule::token
+                                               : Schedule::automatic;
     return options;
 }
 

@@ -68,27 +68,24 @@ cl::Buffer upload_once(const Device& device, const float* data, std::size_t floa
 }  // namespace
 
 WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const CapacityPlan& plan, Finalize finalize,
-                             bool host_mirror, RuntimeCounters& counters)
+                             bool host_mirror, bool stacked, RuntimeCounters& counters)
     : device_(device), ck_(ck), plan_(plan), counters_(counters) {
     const Config& c = ck.config();
-    for (int s = 0; s < plan.layers_per_offload; ++s) {
-        LayerBuffers slot;
-        for (const TensorView& t : kLayerTensors)
-            slot.*t.buffer = device.allocate(t.floats(c) * sizeof(float),
-                                             std::string(t.name) + " of weight slot " + std::to_string(s),
-                                             CL_MEM_READ_ONLY);
-        slots_.push_back(std::move(slot));
-    }
+    slots_.resize(plan.layers_per_offload);
     if (plan.resident()) {
-        // Every layer has its own slot: upload straight from the mapped file, once, before any token.
-        for (int l = 0; l < c.n_layers; ++l) {
-            const LayerWeights w = ck.layer(l);
-            for (const TensorView& t : kLayerTensors)
-                device.queue().enqueueWriteBuffer(slots_[l].*t.buffer, CL_FALSE, 0,
-                                                  t.floats(c) * sizeof(float), w.*t.host);
+        // Every layer has its own slot, parts of its tensors' stacks (which the token kernel takes whole),
+        // filled when first acquired. Upload straight from the mapped file, once, before any token.
+        for (const TensorView& t : kLayerTensors) {
+            stacks_.push_back(LayerStack::allocate(device, t.floats(c), c.n_layers, stacked, t.name, CL_MEM_READ_ONLY));
+            for (int l = 0; l < c.n_layers; ++l) stacks_.back().write(device.queue(), l, ck.layer(l).*t.host);
         }
         device.queue().finish();
     } else {
+        for (int s = 0; s < plan.layers_per_offload; ++s)
+            for (const TensorView& t : kLayerTensors)
+                slots_[s].*t.buffer = device.allocate(t.floats(c) * sizeof(float),
+                                                      std::string(t.name) + " of weight slot " + std::to_string(s),
+                                                      CL_MEM_READ_ONLY);
         if (host_mirror && plan.layer_bytes * c.n_layers <= available_host_memory_bytes() / 2) fill_mirror();
         if (mirror_.empty())
             pinned_ = std::make_unique<PinnedBuffer>(device, plan.layer_bytes * plan.layers_per_offload,
@@ -151,8 +148,19 @@ void WeightStaging::for_each_tensor(int chunk, std::byte* host, F f) const {
     }
 }
 
+const LayerStack* WeightStaging::stack(cl::Buffer LayerBuffers::*tensor) const {
+    for (std::size_t i = 0; i < stacks_.size(); ++i)
+        if (kLayerTensors[i].buffer == tensor) return &stacks_[i];
+    return nullptr;
+}
+
 const LayerBuffers& WeightStaging::acquire(int layer) {
-    if (plan_.resident()) return slots_[layer];
+    if (plan_.resident()) {
+        LayerBuffers& slot = slots_[layer];
+        if (slot.wq() == nullptr)
+            for (std::size_t i = 0; i < stacks_.size(); ++i) slot.*kLayerTensors[i].buffer = stacks_[i].layer(layer);
+        return slot;
+    }
     const int chunk = layer / plan_.layers_per_offload;
     if (chunk != staged_chunk_) upload_chunk(chunk);
     return slots_[layer % plan_.layers_per_offload];

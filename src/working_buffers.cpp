@@ -15,6 +15,6 @@ WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_c
       att(d.allocate(floats(static_cast<std::size_t>(c.n_heads) * c.seq_len), "attention scores")),
       att_partial(d.allocate(floats(static_cast<std::size_t>(c.n_heads) * attention_chunks * (c.head_size() + 2)),
                              "attention partial results")),
-      logits(d.allocate(floats(c.vocab_size), "logits")) {}
+      logits(d.allocate(floats(c.vocab_size + 1), "logits")) {}
 
 }  // namespace llamacl

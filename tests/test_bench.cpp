@@ -245,10 +245,18 @@ TEST(BenchRun, JsonFieldsAgreeWithTheRuntimesCounters) {
     const RuntimeCounters counted = runtime_counts(device, ck, o.device, 0, 5);
     EXPECT_EQ(j["enqueues_per_token"].number(), per_token(counted.enqueues, 5));
     EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 5));
-    // The schedule in device_forward.hpp: embedding write, 5 kernels per layer, the final norm on its own
-    // for CPU shapes, the classifier, the read; the read is the one host wait.
+    // The schedules in device_forward.hpp: embedding write, 5 kernels per layer, the final norm on its own
+    // for CPU shapes, the classifier, the read; or the write, the token kernel, the read. The read is the
+    // one host wait.
     const int final_norm = r.shape.row_threads == 1 ? 1 : 0;
-    EXPECT_EQ(j["enqueues_per_token"].number(), 1 + 5 * c.n_layers + final_norm + 1 + 1);
+    if (j["schedule"].string() == "token") {
+        EXPECT_EQ(j["per_op_reason"].string(), "");
+        EXPECT_EQ(j["enqueues_per_token"].number(), 3);
+    } else {
+        EXPECT_EQ(j["schedule"].string(), "per-op");
+        EXPECT_NE(j["per_op_reason"].string(), "") << "the per-op schedule says why";
+        EXPECT_EQ(j["enqueues_per_token"].number(), 1 + 5 * c.n_layers + final_norm + 1 + 1);
+    }
     EXPECT_EQ(j["waits_per_token"].number(), 1);
     EXPECT_EQ(j["uploaded_bytes_per_token"].number(), 0);
 
@@ -359,11 +367,16 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
     const BenchResult r = run_benchmark(device, ck, "small", o);
     ASSERT_TRUE(r.profiled);
 
-    std::vector<std::pair<std::string, int>> schedule = {
-        {"write_embedding", 1}, {"attn_qkv_rope", c.n_layers},       {"attention", c.n_layers},
-        {"matvec_residual(wo)", c.n_layers}, {"ffn_gate_up", c.n_layers}, {"matvec_residual(w2)", c.n_layers}};
-    if (r.shape.row_threads == 1) schedule.emplace_back("rmsnorm(final)", 1);  // CPU shapes
-    schedule.emplace_back("classifier", 1);
+    std::vector<std::pair<std::string, int>> schedule = {{"write_embedding", 1}};
+    if (r.schedule == "token") {
+        schedule.emplace_back("forward_token", 1);
+    } else {
+        schedule.insert(schedule.end(), {{"attn_qkv_rope", c.n_layers}, {"attention", c.n_layers},
+                                         {"matvec_residual(wo)", c.n_layers}, {"ffn_gate_up", c.n_layers},
+                                         {"matvec_residual(w2)", c.n_layers}});
+        if (r.shape.row_threads == 1) schedule.emplace_back("rmsnorm(final)", 1);  // CPU shapes
+        schedule.emplace_back("classifier", 1);
+    }
     schedule.emplace_back("read_logits", 1);
     ASSERT_EQ(r.profile.size(), schedule.size());
     std::uint64_t kernel_bytes = 0;
@@ -381,8 +394,8 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
 
     const Json j = parse_json(format_bench_json(r));
     ASSERT_EQ(j["profile"].array().size(), schedule.size());
-    EXPECT_EQ(j["profile"].array()[1]["name"].string(), "attn_qkv_rope");
-    EXPECT_NE(format_bench_text(r).find("matvec_residual(w2)"), std::string::npos);
+    EXPECT_EQ(j["profile"].array()[1]["name"].string(), schedule[1].first);
+    EXPECT_NE(format_bench_text(r).find(schedule[schedule.size() - 2].first), std::string::npos);
 }
 
 TEST(BenchProfile, HostFinalizeReadsTheHiddenStateAndRunsNoClassifier) {

@@ -228,3 +228,61 @@ TEST(DeviceCapacity, VerboseReportsThePlanAndCountersThroughTheCli) {
     EXPECT_NE(r.err.find("2 layers per offload, 2 chunks per token"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("per token:"), std::string::npos) << r.err;
 }
+
+// The token kernel (the whole forward pass in one launch, GPUs only) against the CPU reference: the
+// logits of every position, on awkward shapes (dim 36 and hidden 100; MHA, GQA, MQA) and on a context
+// long enough for attention to split into chunks.
+TEST(TokenSchedule, LogitsMatchTheReference) {
+    Device device = open_test_device();
+    const Config configs[] = {{36, 100, 3, 6, 6, 300, 24, true},
+                              {36, 100, 3, 6, 2, 300, 24, false},
+                              {36, 100, 3, 6, 1, 300, 24, true},
+                              {128, 100, 2, 1, 1, 300, 300, true}};
+    for (const Config& c : configs) {
+        TempDir dir;
+        const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 13).string());
+        DeviceOptions options;
+        options.schedule = Schedule::token;
+        std::unique_ptr<DeviceForward> dev;
+        try {
+            dev = std::make_unique<DeviceForward>(device, ck, options);
+        } catch (const Error& e) {
+            GTEST_SKIP() << "no token kernel here: " << e.what();
+        }
+        ASSERT_TRUE(dev->token_schedule());
+        ReferenceForward ref(ck);
+        int token = 1;
+        for (int pos = 0; pos < c.seq_len; ++pos) {
+            const std::span<float> expected = ref.forward(token, pos);
+            const std::vector<float> want(expected.begin(), expected.end());
+            const std::span<float> got = dev->forward(token, pos);
+            ASSERT_LT(relative_error(got, want), 1e-4) << "dim " << c.dim << ", kv heads " << c.n_kv_heads << ", pos " << pos;
+            token = static_cast<int>(std::max_element(want.begin(), want.end()) - want.begin());
+        }
+        EXPECT_EQ(dev->counters().enqueues, 3u * c.seq_len) << "embedding, the token kernel, logits: per token";
+    }
+}
+
+// Where the token kernel cannot run (CPUs: PoCL in CI), the automatic schedule says why and runs one
+// command per step, and asking for the token schedule is a clear error.
+TEST(TokenSchedule, CpuDevicesRunPerOpAndSayWhy) {
+    const std::vector<DeviceInfo> devices = list_devices();
+    const auto cpu = std::find_if(devices.begin(), devices.end(), [](const DeviceInfo& d) { return d.is_cpu; });
+    if (cpu == devices.end()) GTEST_SKIP() << "no CPU OpenCL device";
+    Device device = Device::open("", std::to_string(cpu->platform_index) + "." + std::to_string(cpu->device_index));
+    TempDir dir;
+    const Checkpoint ck = Checkpoint::open(write_model(dir, {36, 100, 2, 6, 2, 300, 24, true}, 0, 13).string());
+    const DeviceForward automatic(device, ck, {});
+    EXPECT_FALSE(automatic.token_schedule());
+    EXPECT_NE(automatic.per_op_reason().find("GPU"), std::string::npos) << automatic.per_op_reason();
+    DeviceOptions options;
+    options.schedule = Schedule::token;
+    std::string message;
+    try {
+        DeviceForward refused(device, ck, options);
+    } catch (const Error& e) {
+        message = e.what();
+    }
+    EXPECT_NE(message.find("--schedule token is not possible here"), std::string::npos) << message;
+    EXPECT_NE(message.find(device.info().name), std::string::npos) << message;
+}

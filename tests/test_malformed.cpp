@@ -530,7 +530,7 @@ TEST(HostileFlags, DeviceOnlyOptionsWithTheCpuBackendAreUsageErrors) {
     Corpus c;
     for (const char* flag :
          {"--layers-per-offload 1", "--work-shape gpu", "--max-device-memory 64", "--no-host-mirror", "--finalize=cpu",
-          "--finalize=device"})
+          "--finalize=device", "--schedule per-op"})
         expect_error(run(c.generate(c.v0, c.tok, std::string("--backend cpu ") + flag)), 2,
                      {"apply to an OpenCL device, not to --backend cpu"}, flag);
 }
@@ -616,7 +616,8 @@ TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
     expect_error(run(c.generate(c.v0, c.tok, "--compare-cpu"), false, env), 1,
                  {"--compare-cpu: no OpenCL device", "no OpenCL platform found", "drop --compare-cpu"}, "--compare-cpu");
     for (const char* flag :
-         {"--layers-per-offload 1", "--work-shape gpu", "--max-device-memory 64", "--no-host-mirror", "--finalize=cpu"})
+         {"--layers-per-offload 1", "--work-shape gpu", "--max-device-memory 64", "--no-host-mirror", "--finalize=cpu",
+          "--schedule token"})
         expect_error(run(c.generate(c.v0, c.tok, flag), false, env), 1, {"no OpenCL platform found", "need one"}, flag);
 }
 

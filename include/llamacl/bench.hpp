@@ -75,6 +75,8 @@ struct BenchResult {
     CapacityPlan plan;
     LaunchShape shape;
     bool host_mirror = false;  // streaming from a pinned mirror (weight_staging.hpp)
+    std::string schedule;       // "token" or "per-op" (device_forward.hpp)
+    std::string per_op_reason;  // why not the token kernel (empty with it)
     Finalize finalize = Finalize::device;
     int tokens = 0;
     int context = 0;            // as run (after clamping)

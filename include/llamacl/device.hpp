@@ -30,6 +30,7 @@ struct DeviceInfo {
     std::uint64_t global_mem_bytes = 0, max_alloc_bytes = 0, local_mem_bytes = 0;
     std::uint32_t compute_units = 0;
     std::size_t max_work_group_size = 0;
+    std::size_t base_align_bytes = 4;  // CL_DEVICE_MEM_BASE_ADDR_ALIGN: where a sub-buffer may start
 };
 
 // Every device of every platform, in platform then device order. Throws Error when the ICD loader
@@ -59,11 +60,12 @@ public:
     const cl::Device& device() const { return device_; }
 
     // Builds all embedded kernels (kernels/*.cl, in file-name order) as one program. `options`
-    // are extra compiler options such as "-DWG=64"; "-cl-std=CL1.2" is always added. A failed
+    // are extra compiler options such as "-DWG=64"; "-cl-std=" + `standard` is always added. A failed
     // build throws Error("kernel build failed on <device> ...") carrying the compiler's log.
-    cl::Program build_program(const std::string& options) const;
+    cl::Program build_program(const std::string& options, const std::string& standard = "CL1.2") const;
     // The same for arbitrary OpenCL C source; build_program is this applied to the kernel files.
-    cl::Program build_program_from_source(const std::string& source, const std::string& options) const;
+    cl::Program build_program_from_source(const std::string& source, const std::string& options,
+                                          const std::string& standard = "CL1.2") const;
 
     // A device buffer of `bytes` bytes (no host pointer). A request above the device's maximum
     // allocation, or one the driver refuses, throws Error naming the device, `what` was being

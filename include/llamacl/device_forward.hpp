@@ -1,9 +1,10 @@
 #pragma once
 // The device executor: runs whole transformer layers on the OpenCL device. Per token it enqueues, on the
-// one in-order queue and with no host wait in between, the embedding row upload and five fused kernels
-// per layer (attn_qkv_rope, attention, matvec_residual for wo, ffn_gate_up, matvec_residual for w2;
-// plus attention_combine when a long context splits attention into chunks), then the classifier (after
-// the final RMSNorm on its own, for CPU shapes). The host waits only where it has a reason to:
+// one in-order queue and with no host wait in between, the embedding row upload and either the token
+// kernel (the whole forward pass in one launch, token_kernel.hpp: GPUs, resident weights) or five fused
+// kernels per layer (attn_qkv_rope, attention, matvec_residual for wo, ffn_gate_up, matvec_residual for
+// w2; plus attention_combine when a long context splits attention into chunks), then the classifier
+// (after the final RMSNorm on its own, for CPU shapes). The host waits only where it has a reason to:
 //   - before refilling pinned staging memory the device may still be copying from (streaming without a
 //     pinned mirror only: WeightStaging::upload_chunk, once per chunk), and
 //   - to read the result it needs: the logits (--finalize=device) or the final hidden state
@@ -20,10 +21,15 @@
 #include "llamacl/kernel_set.hpp"
 #include "llamacl/kv_cache.hpp"
 #include "llamacl/runtime_counters.hpp"
+#include "llamacl/token_kernel.hpp"
 #include "llamacl/weight_staging.hpp"
 #include "llamacl/working_buffers.hpp"
 
 namespace llamacl {
+
+// How a token's work is put on the queue: the token kernel where the device and the model allow it
+// (automatic), always one command per step (per_op), or the token kernel or an error (token).
+enum class Schedule { automatic, per_op, token };
 
 struct DeviceOptions {
     int layers_per_offload = 0;          // 0: the largest K that fits the capacity contract
@@ -31,6 +37,7 @@ struct DeviceOptions {
     std::optional<LaunchShape> shape;    // default: choose_launch_shape() for the device
     std::uint64_t memory_limit = 0;      // 0: the device's own global memory
     bool host_mirror = true;             // streaming: allow a pinned host mirror (see weight_staging.hpp)
+    Schedule schedule = Schedule::automatic;
 };
 
 // One command of a token's schedule, recorded for `bench --profile`: a fixed label (the kernel's name,
@@ -68,9 +75,15 @@ public:
     const CapacityPlan& plan() const { return plan_; }
     bool host_mirror() const { return weights_.mirrored(); }
     const LaunchShape& shape() const { return kernels_.shape(); }
+    // Whether tokens run as one launch of the token kernel, and if not, why not.
+    bool token_schedule() const { return token_ != nullptr; }
+    const std::string& per_op_reason() const { return per_op_reason_; }
 
 private:
     void run(int token, int pos, const BoundaryObserver& observer);
+    // The layers and the classifier, one command per step; the token kernel's launch instead. Both leave
+    // the logits in the working buffer (or the final hidden state, --finalize=cpu, per-op only).
+    void enqueue_per_op(int pos, int chunk_len, const BoundaryObserver& observer);
     void launch(const KernelSet::Launch& launch, const char* name);
     // Where the next command's event goes: a new record in the launch log, or nullptr when it is off.
     cl::Event* log_event(const char* name);
@@ -87,10 +100,13 @@ private:
     RuntimeCounters counters_;
     CapacityPlan plan_;
     KernelSet kernels_;
+    std::string per_op_reason_;  // why token_ is null
+    bool stacked_;               // weights and KV cache laid out for the token kernel
     WorkingBuffers work_;
     KvCache kv_;
     WeightStaging weights_;
-    std::unique_ptr<PinnedBuffer> logits_host_;  // --finalize=device: where the logits land
+    std::unique_ptr<TokenKernel> token_;          // null: the per-op schedule
+    std::unique_ptr<PinnedBuffer> logits_host_;  // --finalize=device: where the logits (and mark) land
     std::vector<float> hidden_, normed_, logits_;  // --finalize=cpu: host side of the final step
     std::vector<float> scratch_;                   // boundary read-backs
     std::optional<Fault> fault_;

@@ -92,6 +92,12 @@ public:
 
     cl::Kernel attention, attention_combine, rmsnorm;  // of the shape's own build
 
+    // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
+    // as -D options and `longest_row` the most elements a row of its matrices has; compiled as OpenCL C
+    // 3.0 (else 2.0) for its memory scopes. Throws Error when the device's compiler takes neither.
+    cl::Program token_program(const std::string& model_options, int longest_row) const;
+    static constexpr int kTokenRowThreads = 32;
+
 private:
     // The matrix-vector kernels of one program build, indexed by Matvec.
     using Build = std::array<cl::Kernel, 4>;

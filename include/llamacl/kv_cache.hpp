@@ -1,23 +1,26 @@
 #pragma once
 // The device-resident KV cache: keys and values of every layer for every position, allocated once per
-// session. Position pos of layer l is written by that layer's attn_qkv_rope kernel at token pos and
+// session. Position pos of layer l is written by that layer's attn_qkv_rope step at token pos and
 // read by every later token's attention; it never crosses to the host.
-#include <vector>
-
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
+#include "llamacl/layer_stack.hpp"
 
 namespace llamacl {
 
 class KvCache {
 public:
-    KvCache(const Device& device, const Config& config);
-    // (seq_len, kv_dim) for one layer: one buffer per layer and kind keeps each allocation small.
-    const cl::Buffer& keys(int layer) const { return keys_[layer]; }
-    const cl::Buffer& values(int layer) const { return values_[layer]; }
+    // stacked: every layer's keys (and values) in one allocation, for the token kernel (layer_stack.hpp).
+    KvCache(const Device& device, const Config& config, bool stacked);
+    // (seq_len, kv_dim) for one layer.
+    const cl::Buffer& keys(int layer) const { return keys_.layer(layer); }
+    const cl::Buffer& values(int layer) const { return values_.layer(layer); }
+    // Every layer's, for the token kernel.
+    const LayerStack& all_keys() const { return keys_; }
+    const LayerStack& all_values() const { return values_; }
 
 private:
-    std::vector<cl::Buffer> keys_, values_;
+    LayerStack keys_, values_;
 };
 
 }  // namespace llamacl

@@ -21,6 +21,7 @@
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
+#include "llamacl/layer_stack.hpp"
 #include "llamacl/runtime_counters.hpp"
 
 namespace llamacl {
@@ -38,15 +39,20 @@ struct ClassifierBlock {
 
 class WeightStaging {
 public:
-    // host_mirror: allow the pinned mirror when streaming (it is used if it fits, see above).
+    // host_mirror: allow the pinned mirror when streaming (it is used if it fits, see above). stacked:
+    // resident layers with each tensor of every layer in one allocation, for the token kernel.
     WeightStaging(const Device& device, const Checkpoint& checkpoint, const CapacityPlan& plan, Finalize finalize,
-                  bool host_mirror, RuntimeCounters& counters);
+                  bool host_mirror, bool stacked, RuntimeCounters& counters);
 
     bool mirrored() const { return !mirror_.empty(); }
 
     // The device buffers holding `layer`, staging its chunk first when streaming. Layers are acquired in
     // order within a token; a chunk is uploaded when its first layer is asked for.
     const LayerBuffers& acquire(int layer);
+
+    // Resident weights: the stack of every layer's `tensor` (e.g. &LayerBuffers::wq) the slots are parts
+    // of; nullptr when streaming.
+    const LayerStack* stack(cl::Buffer LayerBuffers::*tensor) const;
 
     const cl::Buffer& rope_table() const { return rope_; }  // (seq_len, head_size/2) x (cos, sin)
     const cl::Buffer& rms_final() const { return rms_final_; }
@@ -64,6 +70,7 @@ private:
     CapacityPlan plan_;
     RuntimeCounters& counters_;
     std::vector<LayerBuffers> slots_;
+    std::vector<LayerStack> stacks_;  // resident: one per tensor of a layer, in staging order
     int staged_chunk_ = -1;
     std::vector<std::unique_ptr<PinnedBuffer>> mirror_;  // the pinned mirror: one buffer per chunk
     std::unique_ptr<PinnedBuffer> pinned_;  // without a mirror: the host side of streaming uploads (K layers)

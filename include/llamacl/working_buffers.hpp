@@ -16,7 +16,7 @@ struct WorkingBuffers {
     cl::Buffer hb;      // SwiGLU output (hidden_dim)
     cl::Buffer att;     // attention scores (n_heads, seq_len)
     cl::Buffer att_partial;  // attention's per-chunk results (n_heads, attention_chunks, head_size + 2)
-    cl::Buffer logits;  // classifier output (vocab)
+    cl::Buffer logits;  // classifier output (vocab), then the token kernel's give-up mark (see token_kernel.hpp)
 };
 
 }  // namespace llamacl

@@ -1,0 +1,40 @@
+#pragma once
+// One tensor of every layer. Stacked, it is one device allocation: the token kernel takes the whole
+// allocation and the stride and walks the layers itself, the per-op kernels take one layer's part as a
+// sub-buffer. Otherwise (or where the whole would exceed the device's largest allocation) each layer
+// gets an allocation of its own and there is no whole: the per-op schedule's layout, which its kernels
+// measured faster with than with sub-buffers (7B at long contexts, docs/benchmarks.md).
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "llamacl/device.hpp"
+
+namespace llamacl {
+
+class LayerStack {
+public:
+    // `layers` parts of `floats` floats, in one allocation when `stacked`. There each part starts at the
+    // device's base-address alignment (a sub-buffer must), so the stride is `floats` rounded up to it;
+    // the capacity plan does not count that padding (less than the alignment per part).
+    static LayerStack allocate(const Device& device, std::size_t floats, int layers, bool stacked,
+                               const std::string& what, cl_mem_flags flags = CL_MEM_READ_WRITE);
+
+    const cl::Buffer& whole() const { return whole_; }  // null when the layers are separate allocations
+    std::size_t stride() const { return stride_; }      // floats from one layer's part of whole() to the next
+    // Layer l's part: its own allocation, or a sub-buffer of the whole made on first use. Sub-buffers are
+    // not free: NVIDIA's driver spends host time on every sub-buffer of a buffer each time a kernel
+    // taking that buffer is enqueued (measured: docs/benchmarks.md), so a run that only launches the
+    // token kernel never makes them.
+    const cl::Buffer& layer(int l) const;
+    // Copies one layer's floats from host memory (without waiting).
+    void write(const cl::CommandQueue& queue, int l, const float* data) const;
+
+private:
+    cl::Buffer whole_;
+    mutable std::vector<cl::Buffer> layers_;  // one per layer; sub-buffers made on first use
+    std::size_t floats_ = 0, stride_ = 0;
+    cl_mem_flags flags_ = CL_MEM_READ_WRITE;
+};
+
+}  // namespace llamacl

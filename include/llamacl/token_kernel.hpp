@@ -1,0 +1,72 @@
+#pragma once
+// The token schedule: a whole token's forward pass as one launch of the token kernel (kernels/token.cl),
+// for GPUs running small models, which the per-op schedule's one command per step leaves bound by
+// launch costs. Its work-groups meet at grid-wide barriers between steps, which OpenCL does not promise
+// to work: it needs every work-group running at once, and memory scopes the device may not advertise. So
+// it is only offered where it builds, launches no more than two work-groups per compute unit (one
+// where its registers allow no more), and gives up (instead of hanging) when a barrier is not reached;
+// the caller then tries one work-group per compute unit, and after that the per-op schedule for good. Its arithmetic is the per-op kernels' (the same unit functions), so both
+// schedules agree to within the summation order of the row width each compiles for.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "llamacl/capacity_plan.hpp"
+#include "llamacl/checkpoint.hpp"
+#include "llamacl/device.hpp"
+#include "llamacl/kernel_set.hpp"
+#include "llamacl/kv_cache.hpp"
+#include "llamacl/weight_staging.hpp"
+#include "llamacl/working_buffers.hpp"
+
+namespace llamacl {
+
+class TokenKernel {
+public:
+    // The largest layer (weight bytes) the automatic schedule runs through the token kernel. Its two
+    // work-groups per compute unit stream a large matrix more slowly than the per-op kernels' wider
+    // launches, which win once a layer's weights take longer to stream than its five launches cost:
+    // measured on the H200, the token kernel is ahead for stories110M (27 MiB a layer: 1910-1999 against
+    // 1630-1694 tok/s) and not for llama3.2-1b (232 MiB: 490 against 539-554 in one start, 543-558
+    // against 534-542 in others). The bound lies between; 64 MiB is a round value in that gap.
+    static constexpr std::uint64_t kMaxLayerBytes = 64ull << 20;
+
+    // Whether a session should use the token kernel, from what is known before any allocation: a GPU
+    // with a GPU shape, resident layers, the classifier on the device, a layer's input within local
+    // memory, and (unless `forced`, --schedule token) layers of at most kMaxLayerBytes. If so, the
+    // session stacks its weights and KV cache (layer_stack.hpp) and calls create(); if not, `why_not`.
+    static bool wanted(const DeviceInfo& device, const LaunchShape& shape, const Config& config,
+                       const CapacityPlan& plan, Finalize finalize, bool forced, std::string& why_not);
+    // The token kernel for this model and these (stacked) buffers, or nullptr with the reason in
+    // `why_not` when they cannot run it (a tensor split over allocations, a compiler without OpenCL C
+    // 2.0's scopes, a work-group too large for the kernel's registers).
+    static std::unique_ptr<TokenKernel> create(Device& device, KernelSet& kernels, const Config& config,
+                                               const WeightStaging& weights, const KvCache& kv,
+                                               const WorkingBuffers& work, std::string& why_not);
+
+    // Enqueues the forward pass at `pos` (the token's embedding already in x), its attention split into
+    // chunks of chunk_len positions; the logits land in the working buffer, followed by the give-up mark.
+    void enqueue(int pos, int chunk_len, cl::Event* event);
+    // Whether the mark says the kernel gave up at a barrier: `logits` is the read-back, vocab + 1 floats.
+    static bool gave_up(const float* logits, int vocab) { return logits[vocab] != 0.0f; }
+    // After giving up: one work-group per compute unit from now on (the barrier and mark cleared), or
+    // false when that is what gave up.
+    bool fewer_groups();
+
+    int groups() const;
+
+private:
+    TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, cl::Buffer logits, const Config& config,
+                int groups_per_cu, int local_size);
+    void clear();  // zeroes the barrier's count and flag and the give-up mark
+
+    Device& device_;
+    cl::Kernel kernel_;
+    cl::Buffer sync_;    // arrival count, give-up flag
+    cl::Buffer logits_;  // the working buffer's, for its give-up mark
+    int vocab_, n_layers_;
+    int groups_per_cu_, local_size_;
+    cl_uint sync_base_ = 0;  // the arrival count at the next launch's start
+};
+
+}  // namespace llamacl

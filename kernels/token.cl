@@ -1,0 +1,107 @@
+// The token kernel: a whole token's forward pass (every layer's five steps, then the final RMSNorm and
+// the classifier) in one launch, for GPUs, where small models are otherwise bound by the cost of their
+// launches (about 6 us of host time and as much of the device's per command, against a few us of work).
+// Built only when the host asks for it (TOKEN_KERNEL): it needs OpenCL C 2.0's memory scopes.
+//
+// The launch has no more work-groups than can run at once (the host's choice). Each step's work units
+// (the per-op kernels' work-groups: row blocks, (head, chunk) pairs) are dealt out to the work-groups in
+// turn, with a grid-wide barrier between steps. A work-group stages a step's input in local memory once
+// and reuses it for every unit it takes.
+//
+// The model's shape is compiled in: DIM, KV_DIM, HIDDEN_DIM, N_LAYERS, N_HEADS, KV_MUL, SEQ_LEN, VOCAB,
+// and the distance in floats between one layer's tensor and the next in the stacked weight buffers
+// (STRIDE_NORM, STRIDE_ATTN for wq and wo, STRIDE_KV for wk and wv, STRIDE_FFN for w1, w2, w3) and in
+// the KV cache (STRIDE_CACHE).
+#ifdef TOKEN_KERNEL
+
+#define HEAD_SIZE (DIM / N_HEADS)
+
+// Every work-group's writes before the barrier are visible to every work-group after it. OpenCL 1.2's
+// mem_fence orders only within a work-group (NVIDIA compiles it to membar.cta, and another compute unit
+// may then read a stale line from its own cache: measured on the H200, docs/benchmarks.md); a fence of
+// device scope is the one that publishes writes to the whole device.
+#define DEVICE_FENCE() atomic_work_item_fence(CLK_GLOBAL_MEM_FENCE, memory_order_acq_rel, memory_scope_device)
+
+// sync[0] counts arrivals and only ever grows (wrapping at 2^32): the launch's barrier k is passed once it
+// reaches base + k * groups, base being the count the host expects at the launch's start. A work-group
+// that polls spin_limit times gives up and sets sync[1]: the launch had work-groups that never ran, and
+// every other work-group then gives up too instead of hanging. Returns whether the barrier was passed.
+inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_limit, __local int* passed) {
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0) {
+        DEVICE_FENCE();
+        atomic_inc(&sync[0]);
+        for (uint polls = 0; (int)(sync[0] - target) < 0 && sync[1] == 0;)
+            if (++polls == spin_limit) sync[1] = 1;
+        DEVICE_FENCE();
+        *passed = sync[1] == 0;
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    return *passed;
+}
+
+// The units of one step, dealt out to the launch's work-groups in turn.
+#define FOR_UNITS(u, count) for (int u = get_group_id(0); u < (count); u += get_num_groups(0))
+#define UNITS(rows) (((rows) + ROWS_PER_GROUP - 1) / ROWS_PER_GROUP)
+// Ends the kernel when a grid barrier was given up, marking the logits (one float past the vocabulary)
+// so that the host, which reads them anyway, learns it without another command.
+#define GRID_BARRIER()                                                                       \
+    if (!grid_barrier(sync, sync_base + ++barriers * get_num_groups(0), spin_limit, &passed)) { \
+        if (get_local_id(0) == 0) logits[VOCAB] = 1.0f;                                     \
+        return;                                                                              \
+    }
+
+__kernel void forward_token(__global float* x, __global const float* rms_att, __global const float* wq,
+                            __global const float* wk, __global const float* wv, __global const float* wo,
+                            __global const float* rms_ffn, __global const float* w1, __global const float* w2,
+                            __global const float* w3, __global const float* rope, __global float* key_cache,
+                            __global float* value_cache, __global float* q, __global float* att, __global float* xb,
+                            __global float* hb, __global float* att_partial, __global const float* rms_final,
+                            __global const float* wcls, __global float* logits, int pos, int chunk_len,
+                            volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged) {
+    __local float scratch[LOCAL];
+    __local float4 partial[LOCAL];
+    __local int passed;
+    uint barriers = 0;
+    const int chunks = (pos + chunk_len) / chunk_len;
+    for (int l = 0; l < N_LAYERS; l++) {
+        __global float* keys = key_cache + (size_t)l * STRIDE_CACHE;
+        __global float* values = value_cache + (size_t)l * STRIDE_CACHE;
+        __global const float* norm = rms_att + (size_t)l * STRIDE_NORM;
+        float ss = rms_scale(x, DIM, scratch);
+        stage_input(staged, x, norm, ss, DIM);
+        FOR_UNITS(u, UNITS((DIM + 2 * KV_DIM) / 2))
+            attn_qkv_rope_unit(u, x, norm, ss, wq + (size_t)l * STRIDE_ATTN, wk + (size_t)l * STRIDE_KV,
+                               wv + (size_t)l * STRIDE_KV, rope, q, keys, values, DIM, KV_DIM, HEAD_SIZE, pos, staged,
+                               DIM, scratch);
+        GRID_BARRIER();
+        FOR_UNITS(u, N_HEADS * chunks)
+            attention_unit(u, q, keys, values, att, xb, att_partial, HEAD_SIZE, KV_DIM, KV_MUL, SEQ_LEN, pos, chunk_len,
+                           scratch, partial);
+        GRID_BARRIER();
+        if (chunks > 1) {
+            FOR_UNITS(h, N_HEADS) attention_combine_unit(h, att_partial, xb, HEAD_SIZE, chunks);
+            GRID_BARRIER();
+        }
+        stage_input(staged, xb, 0, 0.0f, DIM);
+        FOR_UNITS(u, UNITS(DIM))
+            matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, DIM, scratch);
+        GRID_BARRIER();
+        norm = rms_ffn + (size_t)l * STRIDE_NORM;
+        ss = rms_scale(x, DIM, scratch);
+        stage_input(staged, x, norm, ss, DIM);
+        FOR_UNITS(u, UNITS(HIDDEN_DIM))
+            ffn_gate_up_unit(u, x, norm, ss, w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN, hb, DIM,
+                             HIDDEN_DIM, staged, DIM, scratch);
+        GRID_BARRIER();
+        stage_input(staged, hb, 0, 0.0f, HIDDEN_DIM);
+        FOR_UNITS(u, UNITS(DIM))
+            matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, hb, x, HIDDEN_DIM, DIM, staged, HIDDEN_DIM, scratch);
+        GRID_BARRIER();
+    }
+    const float ss = rms_scale(x, DIM, scratch);
+    stage_input(staged, x, rms_final, ss, DIM);
+    FOR_UNITS(u, UNITS(VOCAB)) classifier_unit(u, x, rms_final, ss, wcls, logits, DIM, VOCAB, 0, staged, DIM, scratch);
+}
+
+#endif

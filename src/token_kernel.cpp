@@ -1,0 +1,156 @@
+#include "llamacl/token_kernel.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+
+// Polls of a grid barrier before the token kernel gives up: about a second at the L2 cache's latency, far
+// beyond the microsecond a barrier takes when every work-group runs (docs/benchmarks.md), short of a hang.
+constexpr cl_uint kSpinLimit = 1u << 20;
+
+// forward_token's arguments: 21 buffers, pos, chunk_len, then sync, sync_base, spin_limit, staged.
+constexpr cl_uint kSyncArg = 23;
+
+// The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
+// against 1879 tok/s; docs/benchmarks.md).
+constexpr int kGroupsPerComputeUnit = 2;
+
+// Whether a stack is one allocation the token kernel can walk.
+bool whole(const LayerStack* stack) { return stack && stack->whole()() != nullptr; }
+
+}  // namespace
+
+bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, const Config& c,
+                         const CapacityPlan& plan, Finalize finalize, bool forced, std::string& why_not) {
+    // Local memory: the staged input (the longer of dim and hidden_dim), the reduction scratch and
+    // attention's partial sums (a float and a float4 per work-item), and room for the compiler's own.
+    const std::uint64_t local_bytes =
+        (static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)) + 5u * shape.local_size) * sizeof(float) + 1024;
+    if (device.type != "GPU" || shape.row_threads == 1)
+        why_not = "the token kernel runs on GPUs with a GPU work shape";
+    else if (!plan.resident())
+        why_not = "the layers stream through the device (--layers-per-offload below n_layers)";
+    else if (finalize != Finalize::device)
+        why_not = "the classifier runs on the CPU (--finalize=cpu)";
+    else if (local_bytes > device.local_mem_bytes)
+        why_not = "a layer's input does not fit in the token kernel's local memory";
+    else if (!forced && plan.layer_bytes > kMaxLayerBytes)
+        why_not = "a layer's weights (" + std::to_string(plan.layer_bytes >> 20) +
+                  " MiB) stream faster through the per-op kernels than through the token kernel (--schedule token "
+                  "to use it anyway)";
+    else
+        return true;
+    return false;
+}
+
+std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kernels, const Config& c,
+                                                 const WeightStaging& weights, const KvCache& kv,
+                                                 const WorkingBuffers& work, std::string& why_not) {
+    const auto stack = [&](cl::Buffer LayerBuffers::*t) { return weights.stack(t); };
+    const std::array<const LayerStack*, 11> stacks = {
+        stack(&LayerBuffers::rms_att), stack(&LayerBuffers::wq),  stack(&LayerBuffers::wk),
+        stack(&LayerBuffers::wv),      stack(&LayerBuffers::wo),  stack(&LayerBuffers::rms_ffn),
+        stack(&LayerBuffers::w1),      stack(&LayerBuffers::w2),  stack(&LayerBuffers::w3),
+        &kv.all_keys(),                &kv.all_values()};
+    if (std::any_of(stacks.begin(), stacks.end(), [](const LayerStack* s) { return !whole(s); })) {
+        why_not = "a tensor of all layers exceeds the device's largest allocation";
+        return nullptr;
+    }
+    if (weights.classifier().size() != 1) {
+        why_not = "the classifier is split over allocations";
+        return nullptr;
+    }
+    const int local = kernels.shape().local_size;
+    const int staged = std::max(c.dim, c.hidden_dim);
+
+    const std::string model = " -DDIM=" + std::to_string(c.dim) + " -DKV_DIM=" + std::to_string(c.kv_dim()) +
+                              " -DHIDDEN_DIM=" + std::to_string(c.hidden_dim) + " -DN_LAYERS=" +
+                              std::to_string(c.n_layers) + " -DN_HEADS=" + std::to_string(c.n_heads) +
+                              " -DKV_MUL=" + std::to_string(c.kv_mul()) + " -DSEQ_LEN=" + std::to_string(c.seq_len) +
+                              " -DVOCAB=" + std::to_string(c.vocab_size) +
+                              " -DSTRIDE_NORM=" + std::to_string(stacks[0]->stride()) +
+                              " -DSTRIDE_ATTN=" + std::to_string(stacks[1]->stride()) +
+                              " -DSTRIDE_KV=" + std::to_string(stacks[2]->stride()) +
+                              " -DSTRIDE_FFN=" + std::to_string(stacks[6]->stride()) +
+                              " -DSTRIDE_CACHE=" + std::to_string(stacks[9]->stride());
+    cl::Kernel kernel;
+    try {
+        kernel = cl::Kernel(kernels.token_program(model, std::max(c.dim, c.hidden_dim)), "forward_token");
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        why_not = "the device's compiler refused the token kernel: " + message.substr(0, message.find('\n'));
+        return nullptr;
+    }
+
+    // Two work-groups per compute unit where the kernel's registers allow (its largest work-group holds
+    // two of ours), else one.
+    const std::size_t fits = kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device.device());
+    if (fits < static_cast<std::size_t>(local)) {
+        why_not = "the token kernel's work-group of " + std::to_string(local) + " does not fit a compute unit";
+        return nullptr;
+    }
+    const int per_cu = static_cast<int>(std::min<std::size_t>(kGroupsPerComputeUnit, fits / local));
+
+    const ClassifierBlock& cls = weights.classifier().front();
+    cl_uint index = 0;
+    for (const cl::Buffer* b : {&work.x, &stacks[0]->whole(), &stacks[1]->whole(), &stacks[2]->whole(), &stacks[3]->whole(),
+                                &stacks[4]->whole(), &stacks[5]->whole(), &stacks[6]->whole(), &stacks[7]->whole(),
+                                &stacks[8]->whole(), &weights.rope_table(), &stacks[9]->whole(), &stacks[10]->whole(),
+                                &work.q, &work.att, &work.xb, &work.hb, &work.att_partial, &weights.rms_final(),
+                                &cls.weights, &work.logits})
+        kernel.setArg(index++, *b);
+    cl::Buffer sync = device.allocate(2 * sizeof(cl_uint), "token kernel barrier");
+    kernel.setArg(kSyncArg, sync);
+    kernel.setArg(kSyncArg + 2, kSpinLimit);
+    kernel.setArg(kSyncArg + 3, cl::Local(static_cast<std::size_t>(staged) * sizeof(float)));
+    std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, sync, work.logits, c, per_cu, local));
+    token->clear();
+    return token;
+}
+
+TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, cl::Buffer logits, const Config& c,
+                         int groups_per_cu, int local_size)
+    : device_(device),
+      kernel_(std::move(kernel)),
+      sync_(std::move(sync)),
+      logits_(std::move(logits)),
+      vocab_(c.vocab_size),
+      n_layers_(c.n_layers),
+      groups_per_cu_(groups_per_cu),
+      local_size_(local_size) {}
+
+int TokenKernel::groups() const { return groups_per_cu_ * static_cast<int>(device_.info().compute_units); }
+
+void TokenKernel::clear() {
+    const std::array<cl_uint, 2> zero = {0, 0};
+    device_.queue().enqueueWriteBuffer(sync_, CL_TRUE, 0, sizeof zero, zero.data());
+    const float no_mark = 0.0f;
+    device_.queue().enqueueWriteBuffer(logits_, CL_TRUE, static_cast<std::size_t>(vocab_) * sizeof(float),
+                                       sizeof no_mark, &no_mark);
+    sync_base_ = 0;
+}
+
+bool TokenKernel::fewer_groups() {
+    if (groups_per_cu_ == 1) return false;
+    groups_per_cu_ = 1;
+    clear();
+    return true;
+}
+
+void TokenKernel::enqueue(int pos, int chunk_len, cl::Event* event) {
+    kernel_.setArg(kSyncArg - 2, pos);
+    kernel_.setArg(kSyncArg - 1, chunk_len);
+    kernel_.setArg(kSyncArg + 1, sync_base_);
+    const int groups = this->groups();
+    device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
+                                         cl::NDRange(local_size_), nullptr, event);
+    const int chunks = (pos + chunk_len) / chunk_len;
+    sync_base_ += static_cast<cl_uint>(n_layers_ * (chunks > 1 ? 6 : 5) * groups);
+}
+
+}  // namespace llamacl
