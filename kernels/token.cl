@@ -63,7 +63,7 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
     __local float4 partial[LOCAL];
     __local int passed;
     uint barriers = 0;
-    const int chunks = (pos + chunk_len) / chunk_len;
+    const int chunks = (pos + chunk_len) / chunk_len;  // as the host counts them (attention_chunk_count)
     for (int l = 0; l < N_LAYERS; l++) {
         __global float* keys = key_cache + (size_t)l * STRIDE_CACHE;
         __global float* values = value_cache + (size_t)l * STRIDE_CACHE;

@@ -375,9 +375,10 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         r.plan = model.plan();
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
+        time_decode(model, o, r);
+        // After the runs: the token kernel may have given up during them and left the rest per op.
         r.schedule = model.token_schedule() ? "token" : "per-op";
         r.per_op_reason = model.per_op_reason();
-        time_decode(model, o, r);
     } catch (const cl::Error& e) {
         throw Error(device.info().name + ": " + describe(e));
     }

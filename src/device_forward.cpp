@@ -36,6 +36,8 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len)),
       kv_(device, c_, stacked_),
       weights_(device, ck, plan_, options.finalize, options.host_mirror, stacked_, counters_) {
+    // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
+    // sub-buffers, as after a fallback.
     if (stacked_) token_ = TokenKernel::create(device, kernels_, c_, weights_, kv_, work_, per_op_reason_);
     if (!token_ && options.schedule == Schedule::token)
         throw Error(device.info().name + ": --schedule token is not possible here: " + per_op_reason_);
@@ -149,7 +151,7 @@ void DeviceForward::enqueue_per_op(int pos, int chunk_len, const BoundaryObserve
     const KernelSet::Launch wo = kernels_.matvec(Matvec::matvec_residual, dim, dim);
     const KernelSet::Launch gate_up = kernels_.matvec(Matvec::ffn_gate_up, hidden, dim);
     const KernelSet::Launch w2 = kernels_.matvec(Matvec::matvec_residual, dim, hidden);
-    const int chunks = (pos + chunk_len) / chunk_len;
+    const int chunks = attention_chunk_count(pos, chunk_len);
 
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);

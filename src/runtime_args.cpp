@@ -10,7 +10,7 @@ namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {
     return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0 || no_host_mirror ||
-           !finalize.empty() || !schedule.empty();
+           !finalize.empty() || (!schedule.empty() && schedule != "auto");
 }
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
@@ -32,7 +32,8 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
     cmd.add_option("--schedule", a.schedule,
                    "how a token runs: token (the whole forward pass as one kernel launch: GPUs, resident weights), "
-                   "per-op (one kernel launch per step) or auto (token where possible; the default)")
+                   "per-op (one kernel launch per step) or auto (token where possible for layers of at most 64 MiB; "
+                   "the default)")
         ->check(CLI::IsMember({"auto", "per-op", "token"}));
     cmd.add_option("--max-device-memory", a.max_device_memory_mib,
                    "plan as if the device had only this many MiB (rehearse a smaller device)")

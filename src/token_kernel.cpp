@@ -80,7 +80,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
                               " -DSTRIDE_CACHE=" + std::to_string(stacks[9]->stride());
     cl::Kernel kernel;
     try {
-        kernel = cl::Kernel(kernels.token_program(model, std::max(c.dim, c.hidden_dim)), "forward_token");
+        kernel = cl::Kernel(kernels.token_program(model, staged), "forward_token");
     } catch (const Error& e) {
         const std::string message = e.what();
         why_not = "the device's compiler refused the token kernel: " + message.substr(0, message.find('\n'));
@@ -149,8 +149,8 @@ void TokenKernel::enqueue(int pos, int chunk_len, cl::Event* event) {
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);
-    const int chunks = (pos + chunk_len) / chunk_len;
-    sync_base_ += static_cast<cl_uint>(n_layers_ * (chunks > 1 ? 6 : 5) * groups);
+    // token.cl's barriers: five a layer, six when attention's chunks are combined.
+    sync_base_ += static_cast<cl_uint>(n_layers_ * (attention_chunk_count(pos, chunk_len) > 1 ? 6 : 5) * groups);
 }
 
 }  // namespace llamacl

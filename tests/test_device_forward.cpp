@@ -155,12 +155,16 @@ TEST_P(DeviceCounters, WaitsAndBytesPerTokenFollowThePlan) {
     const Config c = small_config();  // 3 layers
     const Checkpoint ck = Checkpoint::open(write_model(dir, c).string());
     Device device = open_test_device();
+    // The per-op schedule's counts (on a GPU the resident model would otherwise run the token kernel,
+    // whose counts TokenSchedule checks).
     DeviceOptions options;
     options.layers_per_offload = k;
     options.host_mirror = mirror;
+    options.schedule = Schedule::per_op;
     DeviceForward dev(device, ck, options);
     DeviceOptions resident_options;
     resident_options.shape = dev.shape();
+    resident_options.schedule = Schedule::per_op;
     DeviceForward resident(device, ck, resident_options);  // the same kernels on resident weights
     const int chunks = (c.n_layers + k - 1) / k;
     ASSERT_EQ(dev.plan().chunks(), chunks);

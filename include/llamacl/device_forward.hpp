@@ -81,8 +81,8 @@ public:
 
 private:
     void run(int token, int pos, const BoundaryObserver& observer);
-    // The layers and the classifier, one command per step; the token kernel's launch instead. Both leave
-    // the logits in the working buffer (or the final hidden state, --finalize=cpu, per-op only).
+    // The layers and the classifier, one command per step (the per-op schedule): the logits land in the
+    // working buffer, or with --finalize=cpu the final hidden state is left in x.
     void enqueue_per_op(int pos, int chunk_len, const BoundaryObserver& observer);
     void launch(const KernelSet::Launch& launch, const char* name);
     // Where the next command's event goes: a new record in the launch log, or nullptr when it is off.

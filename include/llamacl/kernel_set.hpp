@@ -44,6 +44,10 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
 
+// How many chunks of chunk_len positions (the last may be shorter) cover positions 0..pos: what the
+// kernels (attention.cl, token.cl) derive from chunk_len, and what decides the token kernel's barriers.
+inline int attention_chunk_count(int pos, int chunk_len) { return (pos + chunk_len) / chunk_len; }
+
 // The most chunks attention_chunks can split a head of this model into on any device: the bound the
 // capacity plan counts for attention's per-chunk results.
 int max_attention_chunks(const Config& config);
@@ -96,7 +100,6 @@ public:
     // as -D options and `longest_row` the most elements a row of its matrices has; compiled as OpenCL C
     // 3.0 (else 2.0) for its memory scopes. Throws Error when the device's compiler takes neither.
     cl::Program token_program(const std::string& model_options, int longest_row) const;
-    static constexpr int kTokenRowThreads = 32;
 
 private:
     // The matrix-vector kernels of one program build, indexed by Matvec.
@@ -104,6 +107,9 @@ private:
     static Build matvec_kernels(const cl::Program& program);
     cl::Program build_program(int row_threads, int dot_batch) const;
     Range rows(int rows, int row_threads) const;
+
+    // The token kernel's work-items per row (token_program).
+    static constexpr int kTokenRowThreads = 32;
 
     Device device_;
     std::string fp_options_;

@@ -2,8 +2,8 @@
 // One tensor of every layer. Stacked, it is one device allocation: the token kernel takes the whole
 // allocation and the stride and walks the layers itself, the per-op kernels take one layer's part as a
 // sub-buffer. Otherwise (or where the whole would exceed the device's largest allocation) each layer
-// gets an allocation of its own and there is no whole: the per-op schedule's layout, which its kernels
-// measured faster with than with sub-buffers (7B at long contexts, docs/benchmarks.md).
+// gets an allocation of its own and there is no whole: the layout the per-op schedule had before the
+// token kernel (7B measured the same with either, docs/benchmarks.md).
 #include <cstddef>
 #include <string>
 #include <vector>

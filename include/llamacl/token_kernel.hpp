@@ -53,9 +53,8 @@ public:
     // false when that is what gave up.
     bool fewer_groups();
 
-    int groups() const;
-
 private:
+    int groups() const;
     TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, cl::Buffer logits, const Config& config,
                 int groups_per_cu, int local_size);
     void clear();  // zeroes the barrier's count and flag and the give-up mark
