@@ -10,6 +10,7 @@
 
 #include "llamacl/device.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/layer_stack.hpp"
 
 namespace llamacl {
 namespace {
@@ -218,6 +219,36 @@ TEST(DeviceAllocate, TurnsDriverErrorsIntoErrors) {
     const std::string message = error_message([&] { device.allocate(0, "an empty buffer"); });
     EXPECT_NE(message.find("an empty buffer"), std::string::npos) << message;
     EXPECT_NE(message.find("CL_INVALID_BUFFER_SIZE"), std::string::npos) << message;
+}
+
+// One tensor of every layer (layer_stack.hpp): stacked, one allocation whose parts start at the device's
+// base-address alignment and are also sub-buffers; otherwise separate allocations. Either way each
+// layer's floats go in with write() and come back out of layer(l), and stacked, out of the whole at
+// l x stride.
+TEST(DeviceLayerStack, EveryLayerRoundTripsThroughItsPartAndTheWhole) {
+    Device device = Device::open("", "");
+    const std::size_t floats = 37;  // not a multiple of any alignment
+    const int layers = 3;
+    std::vector<std::vector<float>> data(layers, std::vector<float>(floats));
+    for (int l = 0; l < layers; ++l)
+        for (std::size_t i = 0; i < floats; ++i) data[l][i] = static_cast<float>(100 * l) + static_cast<float>(i) / 8;
+    for (const bool stacked : {true, false}) {
+        const LayerStack stack = LayerStack::allocate(device, floats, layers, stacked, "test tensor");
+        EXPECT_EQ(stack.whole()() != nullptr, stacked);
+        for (int l = 0; l < layers; ++l) stack.write(device.queue(), l, data[l].data());
+        for (int l = 0; l < layers; ++l) {
+            std::vector<float> back(floats);
+            device.queue().enqueueReadBuffer(stack.layer(l), CL_TRUE, 0, floats * sizeof(float), back.data());
+            EXPECT_EQ(back, data[l]) << "layer " << l << (stacked ? " (sub-buffer)" : " (own allocation)");
+        }
+        if (!stacked) continue;
+        EXPECT_GE(stack.stride(), floats);
+        EXPECT_EQ(stack.stride() * sizeof(float) % device.info().base_align_bytes, 0u);
+        std::vector<float> whole(stack.stride() * layers);
+        device.queue().enqueueReadBuffer(stack.whole(), CL_TRUE, 0, whole.size() * sizeof(float), whole.data());
+        for (int l = 0; l < layers; ++l)
+            EXPECT_TRUE(std::equal(data[l].begin(), data[l].end(), whole.begin() + l * stack.stride())) << "layer " << l;
+    }
 }
 
 }  // namespace
