@@ -398,9 +398,7 @@ std::string format_bench_text(const BenchResult& r) {
                 c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
-    t += "schedule:    " + (r.schedule == "token" ? std::string("token (the whole forward pass in one kernel launch)")
-                                                  : "per-op (one kernel launch per step: " + r.per_op_reason + ")") +
-         "\n";
+    t += "schedule:    " + describe_schedule(r.schedule == "token", r.per_op_reason) + "\n";
     std::string runs;
     for (double v : r.run_tok_s) runs += format(" %.2f", v);
     t += format("decode:      %.2f tok/s (%.3f ms/token), median of %d runs of %d tokens at positions %d..%d;"

@@ -22,6 +22,11 @@ bool out_of_memory(cl_int code) {
 
 }  // namespace
 
+std::string describe_schedule(bool token, const std::string& per_op_reason) {
+    return token ? "token (the whole forward pass in one kernel launch)"
+                 : "per-op (one kernel launch per step: " + per_op_reason + ")";
+}
+
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
     : device_(device),
       ck_(ck),

@@ -20,6 +20,9 @@ constexpr cl_uint kSyncArg = 23;
 // against 1879 tok/s; docs/benchmarks.md).
 constexpr int kGroupsPerComputeUnit = 2;
 
+// The floats of the token kernel's staged input: the longer of a layer's inputs (x, or hb for w2).
+int staged_floats(const Config& c) { return std::max(c.dim, c.hidden_dim); }
+
 // Whether a stack is one allocation the token kernel can walk.
 bool whole(const LayerStack* stack) { return stack && stack->whole()() != nullptr; }
 
@@ -30,7 +33,7 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
     // Local memory: the staged input (the longer of dim and hidden_dim), the reduction scratch and
     // attention's partial sums (a float and a float4 per work-item), and room for the compiler's own.
     const std::uint64_t local_bytes =
-        (static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)) + 5u * shape.local_size) * sizeof(float) + 1024;
+        (static_cast<std::uint64_t>(staged_floats(c)) + 5u * shape.local_size) * sizeof(float) + 1024;
     if (device.type != "GPU" || shape.row_threads == 1)
         why_not = "the token kernel runs on GPUs with a GPU work shape";
     else if (!plan.resident())
@@ -66,7 +69,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         return nullptr;
     }
     const int local = kernels.shape().local_size;
-    const int staged = std::max(c.dim, c.hidden_dim);
+    const int staged = staged_floats(c);
 
     const std::string model = " -DDIM=" + std::to_string(c.dim) + " -DKV_DIM=" + std::to_string(c.kv_dim()) +
                               " -DHIDDEN_DIM=" + std::to_string(c.hidden_dim) + " -DN_LAYERS=" +

@@ -31,6 +31,9 @@ namespace llamacl {
 // (automatic), always one command per step (per_op), or the token kernel or an error (token).
 enum class Schedule { automatic, per_op, token };
 
+// How -v and bench name a schedule: "token (...)" or "per-op (...: per_op_reason)".
+std::string describe_schedule(bool token, const std::string& per_op_reason);
+
 struct DeviceOptions {
     int layers_per_offload = 0;          // 0: the largest K that fits the capacity contract
     Finalize finalize = Finalize::device;
