@@ -42,7 +42,14 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
         if (t < t1) {
             __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
             if (vec) {
-                for (int i = slice; i < head_size / 4; i += slices) part += dot4(vload4(i, qh), vload4(i, k));
+                // float4 pointers rather than vload4, which promises only a float's alignment: NVIDIA's
+                // compiler split each vload4 into four scalar loads, and the H200's 7B attention at
+                // context 2040 took 42 us a layer against 29 with these (docs/benchmarks.md). Exact here:
+                // with head_size a multiple of 4 so are kv_dim and every offset, and buffers (sub-buffers
+                // too) start at the device's base-address alignment.
+                __global const float4* q4 = (__global const float4*)qh;
+                __global const float4* k4 = (__global const float4*)k;
+                for (int i = slice; i < head_size / 4; i += slices) part += dot4(q4[i], k4[i]);
             } else {
                 for (int i = 0; i < head_size; i++) part += qh[i] * k[i];
             }
@@ -85,7 +92,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             for (int t = t0 + part; t < t1; t += parts) {
                 __global const float* v = value_cache + (size_t)t * kv_dim + kv_off;
                 const float w = a[t];
-                if (vec) acc += w * vload4(c, v);
+                if (vec) acc += w * ((__global const float4*)v)[c];
                 else acc.x += w * v[c];
             }
         }
