@@ -9,6 +9,7 @@
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/sampler.hpp"
 #include "llamacl/synthetic.hpp"
 
 namespace llamacl {
@@ -69,14 +70,10 @@ std::uint64_t probe_size(std::uint64_t bytes) { return std::max<std::uint64_t>(b
 
 // ---- decode -------------------------------------------------------------------------------------------
 
-int argmax(std::span<const float> logits) {
-    return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
 // Runs `count` positions from `first`, feeding each position the previous one's argmax and never stopping
 // at BOS (generation would), so exactly `count` tokens are produced. Returns the token after the last.
 int decode(DeviceForward& model, int token, int first, int count) {
-    for (int pos = first; pos < first + count; ++pos) token = argmax(model.forward(token, pos));
+    for (int pos = first; pos < first + count; ++pos) token = sample_argmax(model.forward(token, pos));
     return token;
 }
 

@@ -2,6 +2,7 @@
 // against a computation written out independently here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <set>
@@ -99,6 +100,43 @@ TEST(SamplerGreedy, PicksTheFirstMaximumAndDrawsNoRandomNumber) {
     std::vector<float> first = {9.0f, 9.0f, 9.0f, 9.0f, 9.0f};
     EXPECT_EQ(s.sample(first), 0);
     EXPECT_EQ(s.rng_state(), 7u);
+}
+
+// run.c's sample_argmax loop, written out again.
+int ref_argmax(const std::vector<float>& p) {
+    int max_i = 0;
+    float max_p = p[0];
+    for (std::size_t i = 1; i < p.size(); i++) {
+        if (p[i] > max_p) {
+            max_i = static_cast<int>(i);
+            max_p = p[i];
+        }
+    }
+    return max_i;
+}
+
+TEST(SamplerGreedy, ArgmaxAgreesWithRunCsLoopOnTiesZerosInfinitiesAndNaNs) {
+    // Lengths below, at and past the scan's lanes, with values drawn from a small set so that ties,
+    // signed zeros, infinities and NaNs (first, last, everywhere) all occur in every position.
+    const std::vector<float> pool = {NAN, -0.0f, 0.0f, -INFINITY, INFINITY, 1.0f, 2.0f, -1.0f};
+    RefRng rng{12345};
+    int nan_first = 0, all_nan = 0;
+    for (int trial = 0; trial < 20000; ++trial) {
+        std::vector<float> v(1 + rng.u32() % 70);
+        for (float& x : v) x = pool[rng.u32() % (trial % 2 ? pool.size() : 4)];  // odd: whole pool
+        nan_first += std::isnan(v[0]);
+        all_nan += std::all_of(v.begin(), v.end(), [](float x) { return std::isnan(x); });
+        ASSERT_EQ(llamacl::sample_argmax(v), ref_argmax(v)) << "trial " << trial << ", length " << v.size();
+    }
+    EXPECT_GT(nan_first, 100);  // the cases that matter were drawn
+    EXPECT_GT(all_nan, 10);
+    // A long row like a vocabulary's, the maximum once near the end and once tied earlier.
+    std::vector<float> logits(32000);
+    for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7919) % 1000) / 100.0f;
+    logits[31990] = 50.0f;
+    EXPECT_EQ(llamacl::sample_argmax(logits), 31990);
+    logits[17] = 50.0f;
+    EXPECT_EQ(llamacl::sample_argmax(logits), 17);
 }
 
 TEST(SamplerTinyTemperature, WhenTheScaledLogitsOverflowTheTokenIsTheArgmax) {

@@ -12,6 +12,10 @@ namespace llamacl {
 // too, so its float operations must stay exactly these. An empty span is left alone.
 void softmax(std::span<float> x);
 
+// run.c's sample_argmax: the index of the largest value, the first on ties (strict >); a NaN never takes
+// the lead, and a NaN at index 0 keeps it. values must not be empty.
+int sample_argmax(std::span<const float> values);
+
 // run.c's xorshift* RNG (https://en.wikipedia.org/wiki/Xorshift#xorshift*): advances `state`.
 std::uint32_t random_u32(std::uint64_t& state);
 // A float in [0, 1) from the top 24 bits of random_u32.
