@@ -44,9 +44,10 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             if (vec) {
                 // float4 pointers rather than vload4, which promises only a float's alignment: NVIDIA's
                 // compiler split each vload4 into four scalar loads, and the H200's 7B attention at
-                // context 2040 took 42 us a layer against 29 with these (docs/benchmarks.md). Exact here:
-                // with head_size a multiple of 4 so are kv_dim and every offset, and buffers (sub-buffers
-                // too) start at the device's base-address alignment.
+                // context 2040 took 42 us a layer against 29 with these (docs/benchmarks.md). Valid here:
+                // with head_size a multiple of 4 so are kv_dim and every offset, buffers (sub-buffers too)
+                // start at the device's base-address alignment, and the token kernel's layer stride
+                // (STRIDE_CACHE) is a multiple of 4 rounded up to that alignment.
                 __global const float4* q4 = (__global const float4*)qh;
                 __global const float4* k4 = (__global const float4*)k;
                 for (int i = slice; i < head_size / 4; i += slices) part += dot4(q4[i], k4[i]);

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <span>
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"

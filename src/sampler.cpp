@@ -1,6 +1,7 @@
-// The sampler, transcribed from run.c (softmax, random_u32/f32, sample_argmax, sample_mult,
-// sample_topp, sample). Every float operation happens in the same order and precision as in run.c
-// so that seeded runs print the same text; do not "simplify" the arithmetic.
+// The sampler, transcribed from run.c (softmax, random_u32/f32, sample_mult, sample_topp, sample;
+// sample_argmax gives run.c's result through a restructured scan). Every float operation happens in the
+// same order and precision as in run.c so that seeded runs print the same text; do not "simplify" the
+// arithmetic.
 #include "llamacl/sampler.hpp"
 
 #include <algorithm>
@@ -44,11 +45,12 @@ int sample_argmax(std::span<const float> values) {
     // run.c keeps a running (max_i, max_p) from index 0 and moves on strictly greater values. That is
     // the first index holding the largest value, with two consequences kept here: a NaN never takes the
     // lead, and a NaN at index 0 keeps it (nothing compares greater). The scan keeps kLanes running
-    // (max, index) pairs, lane l seeing the indices congruent to l: each lane's pair is the first largest
-    // of its indices, so the first largest overall is the lanes' largest, ties to the lowest index.
-    // Independent lanes are what lets the compiler vectorize the scan. Greedy decoding runs it on every
-    // token's 32000 logits, where one chain of compares cost stories15M ~30 us of the ~230 a token took
-    // on the H200's host (docs/benchmarks.md).
+    // (max, index) pairs, lane l seeing the indices congruent to l: each lane that moves holds the first
+    // largest of its indices, so the first largest overall is the lanes' largest, ties to the lowest
+    // index (a lane that never moves stays at -inf and loses; if all do, values[0] is -inf and the answer
+    // is 0). The lanes are 16 independent chains of compares that the CPU overlaps (GCC keeps them
+    // scalar); run.c's single chain cost stories15M ~30 us of the ~230 a token took on the H200's host
+    // (docs/benchmarks.md), greedy decoding running it on every token's 32000 logits.
     if (std::isnan(values[0])) return 0;
     constexpr std::size_t kLanes = 16;
     std::array<float, kLanes> best;
