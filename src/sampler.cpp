@@ -161,23 +161,16 @@ int Sampler::sample(std::span<float> logits) {
         // greedy argmax sampling: take the token with the highest probability
         return sample_argmax(logits);
     }
-    // apply the temperature to the logits, noting the largest (the first, as sample_argmax) on the way
-    std::size_t best = 0;
-    float best_logit = logits[0];
-    for (std::size_t i = 0; i < logits.size(); i++) {
-        if (logits[i] > best_logit) {
-            best = i;
-            best_logit = logits[i];
-        }
-        logits[i] /= temperature_;
-    }
     // A temperature so small that the largest logit divided by it is no longer finite would leave run.c's
     // softmax computing inf - inf (NaN probabilities, a garbage token); the distribution's limit there is
     // the argmax, so that is the token (the coin is still drawn, as for any temperature above 0).
-    if (!std::isfinite(best_logit / temperature_)) {
+    const int best = sample_argmax(logits);
+    if (!std::isfinite(logits[static_cast<std::size_t>(best)] / temperature_)) {
         random_f32(rng_state_);
-        return static_cast<int>(best);
+        return best;
     }
+    // apply the temperature to the logits
+    for (float& logit : logits) logit /= temperature_;
     // apply softmax to the logits to get the probabilities for next token
     softmax(logits);
     // flip a (float) coin (this is our source of entropy for sampling)
