@@ -211,10 +211,10 @@ inline float row_dot(__global const float* w, __global const float* x, __global 
 }
 
 // A kernel's body written once, as a function of its work unit, for its own kernel and for the token
-// kernel (token.cl), must still be compiled as that kernel's body. Left to the inliner (clang emits them
-// as calls even with one call site), the H200 ran the per-op 7B model 4 % slower at long contexts
-// (docs/benchmarks.md); forced inlining gives the per-op kernels the code they had before the split
-// (clang's PTX compared).
+// kernel (token.cl), must still be compiled as that kernel's body: left to the inliner, clang (PoCL's
+// compiler) emits them as calls even with one call site; forced, each kernel's code is what it was before
+// the split (clang's PTX compared). NVIDIA's compiler inlines them either way. (A 7B slowdown first
+// blamed on this was attention's register count: docs/benchmarks.md.)
 #if defined(__has_attribute)
 #if __has_attribute(always_inline)
 #define UNIT_FUNCTION inline __attribute__((always_inline))
