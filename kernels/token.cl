@@ -44,10 +44,12 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
 #define FOR_UNITS(u, count) for (int u = get_group_id(0); u < (count); u += get_num_groups(0))
 #define UNITS(rows) (((rows) + ROWS_PER_GROUP - 1) / ROWS_PER_GROUP)
 // Ends the kernel when a grid barrier was given up, marking the logits (one float past the vocabulary)
-// so that the host, which reads them anyway, learns it without another command.
+// so that the host, which reads them anyway, learns it without another command; in greedy decoding the
+// host reads the next token instead, so that becomes -1.
 #define GRID_BARRIER()                                                                       \
     if (!grid_barrier(sync, sync_base + ++barriers * get_num_groups(0), spin_limit, &passed)) { \
         if (get_local_id(0) == 0) logits[VOCAB] = 1.0f;                                     \
+        if (get_local_id(0) == 0 && greedy) tokens[pos + 1] = -1;                         \
         return;                                                                              \
     }
 
@@ -57,10 +59,12 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
                             __global const float* w3, __global const float* rope, __global float* key_cache,
                             __global float* value_cache, __global float* q, __global float* att, __global float* xb,
                             __global float* hb, __global float* att_partial, __global const float* rms_final,
-                            __global const float* wcls, __global float* logits, int pos, int chunk_len,
+                            __global const float* wcls, __global float* logits, __global int* tokens,
+                            __global int* argmax_partial, int pos, int chunk_len, int greedy, int choose,
                             volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged) {
     __local float scratch[LOCAL];
     __local float4 partial[LOCAL];
+    __local int index_scratch[LOCAL];
     __local int passed;
     uint barriers = 0;
     const int chunks = (pos + chunk_len) / chunk_len;  // as the host counts them (attention_chunk_count)
@@ -102,6 +106,17 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
     const float ss = rms_scale(x, DIM, scratch);
     stage_input(staged, x, rms_final, ss, DIM);
     FOR_UNITS(u, UNITS(VOCAB)) classifier_unit(u, x, rms_final, ss, wcls, logits, DIM, VOCAB, 0, staged, DIM, scratch);
+    if (!greedy) return;
+    // Greedy decoding (greedy.cl, with wcls the embedding table): the next token and its embedding in x, once
+    // every work-group is done with x and the logits are complete.
+    GRID_BARRIER();
+    if (choose) {
+        argmax_share_unit(get_group_id(0), get_num_groups(0), logits, VOCAB, argmax_partial, scratch, index_scratch);
+        GRID_BARRIER();
+    }
+    if (get_group_id(0) == 0)
+        next_token_unit(logits, argmax_partial, get_num_groups(0), choose, tokens, pos, wcls, x, DIM, scratch,
+                        index_scratch);
 }
 
 #endif

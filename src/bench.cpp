@@ -70,8 +70,15 @@ std::uint64_t probe_size(std::uint64_t bytes) { return std::max<std::uint64_t>(b
 // ---- decode -------------------------------------------------------------------------------------------
 
 // Runs `count` positions from `first`, feeding each position the previous one's argmax and never stopping
-// at BOS (generation would), so exactly `count` tokens are produced. Returns the token after the last.
+// at BOS (generation would), so exactly `count` tokens are produced: on the device where it can (as
+// `generate -t 0` does), else through the logits. Returns the token after the last.
 int decode(DeviceForward& model, int token, int first, int count) {
+    if (GreedyDecoder* greedy = model.greedy_decoder()) {
+        const int forced[] = {token};
+        greedy->start(first, forced, first + count);
+        for (int pos = first; pos < first + count; ++pos) token = greedy->next(pos);
+        return token;
+    }
     for (int pos = first; pos < first + count; ++pos) token = sample_argmax(model.forward(token, pos));
     return token;
 }
@@ -305,7 +312,9 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, 
     // The final norm's weights are counted with the classifier, which reads them when it normalizes itself.
     if (name == "rmsnorm(final)") return 0;
     if (name == "classifier") return token_traffic(c, finalize, first_pos, tokens).classifier_bytes;
-    if (name == "write_embedding" || name == "read_hidden") return dim * f;
+    // argmax_embed reads the logits (activations, not counted) and the next token's embedding row.
+    if (name == "write_embedding" || name == "read_hidden" || name == "argmax_embed") return dim * f;
+    if (name == "read_token") return sizeof(cl_int);
     if (name == "read_logits") return static_cast<std::uint64_t>(c.vocab_size) * f;
     if (name == "forward_token") return token_traffic(c, finalize, first_pos, tokens).total();  // all of the above
     return 0;
@@ -375,6 +384,7 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         // After the runs: the token kernel may have given up during them and left the rest per op.
         r.schedule = model.token_schedule() ? "token" : "per-op";
         r.per_op_reason = model.per_op_reason();
+        r.argmax = model.greedy_decoder() ? "device" : "host";
     } catch (const cl::Error& e) {
         throw Error(device.info().name + ": " + describe(e));
     }
@@ -394,7 +404,8 @@ std::string format_bench_text(const BenchResult& r) {
                 c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
-    t += "schedule:    " + describe_schedule(r.schedule == "token", r.per_op_reason) + "\n";
+    t += "schedule:    " + describe_schedule(r.schedule == "token", r.per_op_reason) + "; argmax on the " +
+         (r.argmax == "device" ? std::string("device (greedy decoding on the device)") : std::string("host")) + "\n";
     std::string runs;
     for (double v : r.run_tok_s) runs += format(" %.2f", v);
     t += format("decode:      %.2f tok/s (%.3f ms/token), median of %d runs of %d tokens at positions %d..%d;"
@@ -435,6 +446,7 @@ std::string format_bench_json(const BenchResult& r) {
         .string("work_shape", shape_name(r.shape))
         .string("schedule", r.schedule)
         .string("per_op_reason", r.per_op_reason)
+        .string("argmax", r.argmax)
         .number("tokens", r.tokens)
         .number("context", r.context)
         .number("context_requested", r.context_requested)

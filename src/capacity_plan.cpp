@@ -80,9 +80,12 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     // x, xn, q, xb (dim each), hb (hidden_dim), attention scores (n_heads x seq_len), logits (vocab),
     // and attention's per-chunk results (n_heads x chunks x (head_size + 2), for at most
     // max_attention_chunks chunks whatever the device)
+    // WorkingBuffers: x, xn, q, xb, hb, att, logits, att_partial, and greedy decoding's token sequence and
+    // argmax partial results (ints, as large as floats).
     p.working_bytes = (4ull * c.dim + c.hidden_dim + static_cast<std::uint64_t>(c.n_heads) * c.seq_len +
-                       static_cast<std::uint64_t>(c.vocab_size) +
-                       static_cast<std::uint64_t>(c.n_heads) * max_attention_chunks(c) * (c.head_size() + 2)) * f;
+                       static_cast<std::uint64_t>(c.vocab_size) + 1 +
+                       static_cast<std::uint64_t>(c.n_heads) * max_attention_chunks(c) * (c.head_size() + 2) +
+                       static_cast<std::uint64_t>(c.seq_len) + 1 + kMinGroupsPerComputeUnit * device.compute_units) * f;
     p.layer_bytes = size.layer_bytes();
 
     const std::uint64_t largest_tensor = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.hidden_dim) * c.dim,

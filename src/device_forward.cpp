@@ -1,7 +1,9 @@
 #include "llamacl/device_forward.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "llamacl/error.hpp"
 #include "llamacl/reference.hpp"
@@ -38,7 +40,7 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
                                    options.schedule == Schedule::token, per_op_reason_)),
-      work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len)),
+      work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups()),
       kv_(device, c_, stacked_),
       weights_(device, ck, plan_, options.finalize, options.host_mirror, stacked_, counters_) {
     // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
@@ -91,27 +93,40 @@ void DeviceForward::launch(const KernelSet::Launch& l, const char* name) {
     counters_.enqueues++;
 }
 
-void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
-    cl::CommandQueue& queue = device_.queue();
-    const int dim = c_.dim;
-
-    // The token's embedding row goes straight from the mapped file into the residual stream; the
-    // mapping outlives the copy, so it need not be waited for.
-    const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
-    queue.enqueueWriteBuffer(work_.x, CL_FALSE, 0, row_bytes,
-                             ck_.token_embedding() + static_cast<std::size_t>(token) * dim, nullptr,
-                             log_event("write_embedding"));
+void DeviceForward::write_embedding(int token) {
+    // The mapping outlives the copy, so it need not be waited for.
+    const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
+    device_.queue().enqueueWriteBuffer(work_.x, CL_FALSE, 0, row_bytes,
+                                       ck_.token_embedding() + static_cast<std::size_t>(token) * c_.dim, nullptr,
+                                       log_event("write_embedding"));
     counters_.enqueues++;
     counters_.input_bytes_uploaded += row_bytes;
+}
 
-    // Attention's chunks: of equal length but the last (the kernels derive their count from chunk_len the
-    // same way).
+int DeviceForward::chunk_len(int pos) const {
+    // The kernels derive the chunks' count from chunk_len the same way (attention_chunk_count).
     const int wanted = kernels_.attention_chunks(c_.n_heads, c_.head_size(), pos + 1);
-    const int chunk_len = (pos + wanted) / wanted;
+    return (pos + wanted) / wanted;
+}
+
+void DeviceForward::token_kernel_gave_up() {
+    // Some work-group never ran while the others waited for it at a barrier, and the abandoned pass left
+    // the residual stream half updated.
+    if (token_->fewer_groups()) return;
+    std::fprintf(stderr, "llama-cl: %s did not run the token kernel's work-groups at once; continuing with one "
+                 "command per step (--schedule per-op)\n", device_.info().name.c_str());
+    token_.reset();
+    per_op_reason_ = "the token kernel's work-groups did not all run at once";
+}
+
+void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
+    cl::CommandQueue& queue = device_.queue();
+    write_embedding(token);
+    const int chunk_len = this->chunk_len(pos);
     // The token kernel has no boundaries to read back or corrupt: --compare-cpu runs one command per step.
     const bool whole_token = token_ && !observer && !fault_;
     if (whole_token) {
-        token_->enqueue(pos, chunk_len, log_event("forward_token"));
+        token_->enqueue(pos, chunk_len, NextToken::host, log_event("forward_token"));
         counters_.enqueues++;
     } else {
         enqueue_per_op(pos, chunk_len, observer);
@@ -122,21 +137,15 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data(), nullptr, log_event("read_logits"));
         counters_.bytes_read += bytes;
         if (whole_token && TokenKernel::gave_up(static_cast<const float*>(logits_host_->data()), c_.vocab_size)) {
-            // Some work-group never ran while the others waited for it at a barrier, and the abandoned
-            // pass left the residual stream half updated: run this token again, from its embedding, with
-            // fewer work-groups or else one command per step.
+            // Run this token again, from its embedding.
             counters_.enqueues++;
             counters_.host_waits++;
-            if (!token_->fewer_groups()) {
-                std::fprintf(stderr, "llama-cl: %s did not run the token kernel's work-groups at once; continuing "
-                             "with one command per step (--schedule per-op)\n", device_.info().name.c_str());
-                token_.reset();
-                per_op_reason_ = "the token kernel's work-groups did not all run at once";
-            }
+            token_kernel_gave_up();
             run(token, pos, observer);
             return;
         }
     } else {
+        const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
         queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event("read_hidden"));
         counters_.bytes_read += row_bytes;
         classify(ck_, hidden_.data(), normed_.data(), logits_.data());
@@ -213,6 +222,107 @@ void DeviceForward::enqueue_per_op(int pos, int chunk_len, const BoundaryObserve
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);
         boundary(-1, Op::logits, work_.logits, 0, c_.vocab_size, observer);
     }
+}
+
+GreedyDecoder* DeviceForward::greedy_decoder() {
+    // The table must be on the device whole; an injected fault (--compare-cpu's self-test) needs the
+    // boundaries of the schedule forward() runs.
+    const bool possible = finalize_ == Finalize::device && c_.shared_classifier && weights_.classifier().size() == 1 &&
+                          !fault_;
+    return possible ? this : nullptr;
+}
+
+void DeviceForward::start(int first, std::span<const int> forced, int end) {
+    if (forced.empty() || first < 0 || first > end || end > c_.seq_len)
+        throw std::invalid_argument("greedy decoding: positions outside the context, or no first token");
+    Greedy& g = greedy_;
+    if (!g.read_back) {
+        g.read_back = std::make_unique<PinnedBuffer>(device_, kGreedyDepth * sizeof(cl_int), "greedy token read-back");
+        g.sequence.resize(static_cast<std::size_t>(c_.seq_len) + 1);
+    }
+    // The host copy of the forced tokens may still be on its way from an earlier start() (no position of it
+    // was read); anything the device still runs of that earlier decoding is before this one on the queue.
+    if (g.forced_written() != nullptr) g.forced_written.wait();
+    g.first = first;
+    g.end = end;
+    g.enqueued = first;
+    g.current = forced[0];
+    // Tokens up to position `end`, the last one next() returns.
+    g.forced = static_cast<int>(std::min<std::size_t>(forced.size(), end + 1 - first));
+    try {
+        std::copy(forced.begin(), forced.begin() + g.forced, g.sequence.begin() + first);
+        if (g.forced > 1) {  // positions read the token after theirs; the first one's is written straight to x
+            device_.queue().enqueueWriteBuffer(work_.tokens, CL_FALSE, (first + 1) * sizeof(cl_int),
+                                               (g.forced - 1) * sizeof(cl_int), &g.sequence[first + 1], nullptr,
+                                               &g.forced_written);
+            counters_.enqueues++;
+        }
+        write_embedding(g.current);
+    } catch (const cl::Error& e) {
+        throw device_error(e);
+    }
+}
+
+void DeviceForward::enqueue_greedy(int pos) {
+    Greedy& g = greedy_;
+    const NextToken next = pos + 1 < g.first + g.forced ? NextToken::forced : NextToken::argmax;
+    if (token_) {
+        token_->enqueue(pos, chunk_len(pos), next, log_event("forward_token"));
+        counters_.enqueues++;
+    } else {
+        enqueue_per_op(pos, chunk_len(pos), {});
+        enqueue_next_token(pos, next);
+    }
+    cl::Event& read = g.reads[static_cast<std::size_t>(pos % kGreedyDepth)];
+    device_.queue().enqueueReadBuffer(work_.tokens, CL_FALSE, (pos + 1) * sizeof(cl_int), sizeof(cl_int),
+                                      static_cast<cl_int*>(g.read_back->data()) + pos % kGreedyDepth, nullptr, &read);
+    if (launch_log_) launch_log_->push_back({"read_token", read});
+    counters_.enqueues++;
+    counters_.bytes_read += sizeof(cl_int);
+    device_.queue().flush();  // nothing else would submit the positions while the host waits for an earlier one
+}
+
+void DeviceForward::enqueue_next_token(int pos, NextToken next) {
+    const int groups = kernels_.argmax_groups(), choose = next == NextToken::argmax ? 1 : 0;
+    if (choose) {
+        set_args(kernels_.argmax, work_.logits, c_.vocab_size, work_.argmax_partial);
+        launch({&kernels_.argmax, kernels_.groups(groups)}, "argmax");
+    }
+    set_args(kernels_.argmax_embed, work_.logits, work_.argmax_partial, groups, choose, work_.tokens, pos,
+             weights_.classifier().front().weights, work_.x, c_.dim);
+    launch({&kernels_.argmax_embed, kernels_.groups(1)}, "argmax_embed");
+}
+
+int DeviceForward::next(int pos) {
+    Greedy& g = greedy_;
+    try {
+        // Keep kGreedyDepth positions enqueued: the slot of the last one enqueued here was read last call.
+        while (g.enqueued < std::min(pos + kGreedyDepth, g.end)) enqueue_greedy(g.enqueued++);
+        g.reads[static_cast<std::size_t>(pos % kGreedyDepth)].wait();
+        counters_.host_waits++;
+        const int token = static_cast<const cl_int*>(g.read_back->data())[pos % kGreedyDepth];
+        if (token >= 0) return g.current = token;
+
+        // The token kernel gave up at position pos (every position before it was read whole), and so did
+        // every launch after it. Once they are done, run them again from pos: its token's embedding in x,
+        // and the forced tokens after it restored (a launch that gives up marks the token after its
+        // position with -1).
+        device_.queue().finish();
+        counters_.host_waits++;
+        token_kernel_gave_up();
+        const int forced_end = g.first + g.forced;
+        if (pos + 1 < forced_end) {
+            device_.queue().enqueueWriteBuffer(work_.tokens, CL_FALSE, (pos + 1) * sizeof(cl_int),
+                                               (forced_end - pos - 1) * sizeof(cl_int), &g.sequence[pos + 1],
+                                               nullptr, &g.forced_written);
+            counters_.enqueues++;
+        }
+        write_embedding(g.current);
+        g.enqueued = pos;
+    } catch (const cl::Error& e) {
+        throw device_error(e);
+    }
+    return next(pos);
 }
 
 void DeviceForward::boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,

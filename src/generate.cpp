@@ -54,11 +54,20 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
     PieceWriter writer;
     int token = prompt_tokens.at(0);
     int pos = 0;
+    // Greedy decoding by the backend itself where it can (the same tokens: run.c's argmax rule), which lets
+    // it run ahead of this loop.
+    GreedyDecoder* greedy = sampler.temperature() == 0.0f ? model.greedy_decoder() : nullptr;
+    if (greedy) greedy->start(0, prompt_tokens, steps);
     while (pos < steps) {
-        std::span<float> logits = model.forward(token, pos);
         // While inside the prompt the next token is forced; afterwards it is sampled.
         const bool in_prompt = pos < static_cast<int>(prompt_tokens.size()) - 1;
-        const int next = in_prompt ? prompt_tokens[pos + 1] : sampler.sample(logits);
+        int next;
+        if (greedy) {
+            next = greedy->next(pos);
+        } else {
+            std::span<float> logits = model.forward(token, pos);
+            next = in_prompt ? prompt_tokens[pos + 1] : sampler.sample(logits);
+        }
         pos++;
         if (next == kBos) break;  // the model ends a sequence by starting a new one
         const std::string_view piece = writer.push(tokenizer.decode(token, next), in_prompt);

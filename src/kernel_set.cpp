@@ -68,15 +68,10 @@ int dot_batch(int n, int row_threads) {
     return row_threads == 1 || n / row_threads >= kLongDotBatch ? kLongDotBatch : kShortDotBatch;
 }
 
-// A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
-// work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
-// norm and input staging (docs/benchmarks.md, "widened rows").
-constexpr int min_groups_per_compute_unit = 2;
-
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     : device_(device),
       shape_(shape),
-      min_groups_(min_groups_per_compute_unit * static_cast<int>(device.info().compute_units)),
+      min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
       local_mem_bytes_(device.info().local_mem_bytes) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
@@ -85,6 +80,8 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     attention = cl::Kernel(program, "attention");
     attention_combine = cl::Kernel(program, "attention_combine");
     rmsnorm = cl::Kernel(program, "rmsnorm");
+    argmax = cl::Kernel(program, "argmax");
+    argmax_embed = cl::Kernel(program, "argmax_embed");
     builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
 }
 
@@ -133,6 +130,11 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     const std::size_t rows_per_group = local / static_cast<std::size_t>(row_threads);
     const std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
     return {cl::NDRange(groups * local), cl::NDRange(local)};
+}
+
+KernelSet::Range KernelSet::groups(int count) const {
+    const std::size_t local = static_cast<std::size_t>(shape_.local_size);
+    return {cl::NDRange(static_cast<std::size_t>(count) * local), cl::NDRange(local)};
 }
 
 KernelSet::Range KernelSet::heads(int n_heads, int chunks) const {

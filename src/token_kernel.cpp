@@ -13,8 +13,9 @@ namespace {
 // beyond the microsecond a barrier takes when every work-group runs (docs/benchmarks.md), short of a hang.
 constexpr cl_uint kSpinLimit = 1u << 20;
 
-// forward_token's arguments: 21 buffers, pos, chunk_len, then sync, sync_base, spin_limit, staged.
-constexpr cl_uint kSyncArg = 23;
+// forward_token's arguments: 23 buffers, pos, chunk_len, greedy, choose, then sync, sync_base, spin_limit,
+// staged.
+constexpr cl_uint kPosArg = 23, kSyncArg = 27;
 
 // The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
 // against 1879 tok/s; docs/benchmarks.md).
@@ -30,10 +31,11 @@ bool whole(const LayerStack* stack) { return stack && stack->whole()() != nullpt
 
 bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, const Config& c,
                          const CapacityPlan& plan, Finalize finalize, bool forced, std::string& why_not) {
-    // Local memory: the staged input (the longer of dim and hidden_dim), the reduction scratch and
-    // attention's partial sums (a float and a float4 per work-item), and room for the compiler's own.
+    // Local memory: the staged input (the longer of dim and hidden_dim), the reduction scratch, attention's
+    // partial sums and the argmax's indices (a float, a float4 and an int per work-item), and room for the
+    // compiler's own.
     const std::uint64_t local_bytes =
-        (static_cast<std::uint64_t>(staged_floats(c)) + 5u * shape.local_size) * sizeof(float) + 1024;
+        (static_cast<std::uint64_t>(staged_floats(c)) + 6u * shape.local_size) * sizeof(float) + 1024;
     if (device.type != "GPU" || shape.row_threads == 1)
         why_not = "the token kernel runs on GPUs with a GPU work shape";
     else if (!plan.resident())
@@ -105,7 +107,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
                                 &stacks[4]->whole(), &stacks[5]->whole(), &stacks[6]->whole(), &stacks[7]->whole(),
                                 &stacks[8]->whole(), &weights.rope_table(), &stacks[9]->whole(), &stacks[10]->whole(),
                                 &work.q, &work.att, &work.xb, &work.hb, &work.att_partial, &weights.rms_final(),
-                                &cls.weights, &work.logits})
+                                &cls.weights, &work.logits, &work.tokens, &work.argmax_partial})
         kernel.setArg(index++, *b);
     cl::Buffer sync = device.allocate(2 * sizeof(cl_uint), "token kernel barrier");
     kernel.setArg(kSyncArg, sync);
@@ -145,15 +147,20 @@ bool TokenKernel::fewer_groups() {
     return true;
 }
 
-void TokenKernel::enqueue(int pos, int chunk_len, cl::Event* event) {
-    kernel_.setArg(kSyncArg - 2, pos);
-    kernel_.setArg(kSyncArg - 1, chunk_len);
+void TokenKernel::enqueue(int pos, int chunk_len, NextToken next, cl::Event* event) {
+    kernel_.setArg(kPosArg, pos);
+    kernel_.setArg(kPosArg + 1, chunk_len);
+    kernel_.setArg(kPosArg + 2, next == NextToken::host ? 0 : 1);
+    kernel_.setArg(kPosArg + 3, next == NextToken::argmax ? 1 : 0);
     kernel_.setArg(kSyncArg + 1, sync_base_);
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);
-    // token.cl's barriers: five a layer, six when attention's chunks are combined.
-    sync_base_ += static_cast<cl_uint>(n_layers_ * (attention_chunk_count(pos, chunk_len) > 1 ? 6 : 5) * groups);
+    // token.cl's barriers: five a layer, six when attention's chunks are combined; greedy decoding's one
+    // before the next token, and one more between the argmax's two steps.
+    const int layer_barriers = n_layers_ * (attention_chunk_count(pos, chunk_len) > 1 ? 6 : 5);
+    const int greedy_barriers = next == NextToken::host ? 0 : next == NextToken::forced ? 1 : 2;
+    sync_base_ += static_cast<cl_uint>((layer_barriers + greedy_barriers) * groups);
 }
 
 }  // namespace llamacl

@@ -6,7 +6,7 @@ namespace {
 std::size_t floats(std::size_t n) { return n * sizeof(float); }
 }  // namespace
 
-WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_chunks)
+WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_chunks, int argmax_groups)
     : x(d.allocate(floats(c.dim), "residual stream")),
       xn(d.allocate(floats(c.dim), "normalized activations")),
       q(d.allocate(floats(c.dim), "query")),
@@ -15,6 +15,8 @@ WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_c
       att(d.allocate(floats(static_cast<std::size_t>(c.n_heads) * c.seq_len), "attention scores")),
       att_partial(d.allocate(floats(static_cast<std::size_t>(c.n_heads) * attention_chunks * (c.head_size() + 2)),
                              "attention partial results")),
-      logits(d.allocate(floats(c.vocab_size + 1), "logits")) {}
+      logits(d.allocate(floats(c.vocab_size + 1), "logits")),
+      tokens(d.allocate((static_cast<std::size_t>(c.seq_len) + 1) * sizeof(cl_int), "token sequence")),
+      argmax_partial(d.allocate(static_cast<std::size_t>(argmax_groups) * sizeof(cl_int), "argmax partial results")) {}
 
 }  // namespace llamacl

@@ -167,7 +167,13 @@ RuntimeCounters runtime_counts(Device& device, const Checkpoint& ck, const Devic
     DeviceForward model(device, ck, options);
     for (int pos = 0; pos <= first; ++pos) model.forward(1, pos);  // the context and a warm-up token
     const RuntimeCounters before = model.counters();
-    for (int pos = first; pos < first + tokens; ++pos) model.forward(7, pos);
+    if (GreedyDecoder* greedy = model.greedy_decoder()) {  // as bench and generate -t 0 decode
+        const int forced[] = {7};
+        greedy->start(first, forced, first + tokens);
+        for (int pos = first; pos < first + tokens; ++pos) greedy->next(pos);
+    } else {
+        for (int pos = first; pos < first + tokens; ++pos) model.forward(7, pos);
+    }
     return model.counters() - before;
 }
 
@@ -245,17 +251,19 @@ TEST(BenchRun, JsonFieldsAgreeWithTheRuntimesCounters) {
     const RuntimeCounters counted = runtime_counts(device, ck, o.device, 0, 5);
     EXPECT_EQ(j["enqueues_per_token"].number(), per_token(counted.enqueues, 5));
     EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 5));
-    // The schedules in device_forward.hpp: embedding write, 5 kernels per layer, the final norm on its own
-    // for CPU shapes, the classifier, the read; or the write, the token kernel, the read. The read is the
-    // one host wait.
+    // The schedules in device_forward.hpp. The small model's classifier is the embedding table, so bench
+    // decodes greedily on the device: per token 5 kernels per layer, the final norm on its own for CPU
+    // shapes, the classifier, the two argmax kernels and the token's read; or the token kernel and the
+    // read; and once per run the first token's embedding write. The read is the one host wait.
+    ASSERT_EQ(j["argmax"].string(), "device");
     const int final_norm = r.shape.row_threads == 1 ? 1 : 0;
     if (j["schedule"].string() == "token") {
         EXPECT_EQ(j["per_op_reason"].string(), "");
-        EXPECT_EQ(j["enqueues_per_token"].number(), 3);
+        EXPECT_EQ(j["enqueues_per_token"].number(), (1 + 5 * 2) / 5.0);
     } else {
         EXPECT_EQ(j["schedule"].string(), "per-op");
         EXPECT_NE(j["per_op_reason"].string(), "") << "the per-op schedule says why";
-        EXPECT_EQ(j["enqueues_per_token"].number(), 1 + 5 * c.n_layers + final_norm + 1 + 1);
+        EXPECT_EQ(j["enqueues_per_token"].number(), (1 + 5 * (5 * c.n_layers + final_norm + 1 + 2 + 1)) / 5.0);
     }
     EXPECT_EQ(j["waits_per_token"].number(), 1);
     EXPECT_EQ(j["uploaded_bytes_per_token"].number(), 0);
@@ -367,7 +375,10 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
     const BenchResult r = run_benchmark(device, ck, "small", o);
     ASSERT_TRUE(r.profiled);
 
-    std::vector<std::pair<std::string, int>> schedule = {{"write_embedding", 1}};
+    // Greedy decoding on the device (the model's classifier is its embedding table): the first token's
+    // embedding is written once per run of 3 tokens, then each token's commands, then its read.
+    ASSERT_EQ(r.argmax, "device");
+    std::vector<std::pair<std::string, double>> schedule = {{"write_embedding", 1.0 / 3}};
     if (r.schedule == "token") {
         schedule.emplace_back("forward_token", 1);
     } else {
@@ -375,9 +386,9 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
                                          {"matvec_residual(wo)", c.n_layers}, {"ffn_gate_up", c.n_layers},
                                          {"matvec_residual(w2)", c.n_layers}});
         if (r.shape.row_threads == 1) schedule.emplace_back("rmsnorm(final)", 1);  // CPU shapes
-        schedule.emplace_back("classifier", 1);
+        schedule.insert(schedule.end(), {{"classifier", 1}, {"argmax", 1}, {"argmax_embed", 1}});
     }
-    schedule.emplace_back("read_logits", 1);
+    schedule.emplace_back("read_token", 1);
     ASSERT_EQ(r.profile.size(), schedule.size());
     std::uint64_t kernel_bytes = 0;
     double commands = 0;
@@ -387,10 +398,12 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
         EXPECT_EQ(p.count_per_token, schedule[i].second) << p.name;
         EXPECT_GE(p.ms_per_token, 0) << p.name;
         commands += p.count_per_token;
-        if (p.name != "write_embedding" && p.name != "read_logits") kernel_bytes += p.bytes_per_token;
+        // The embedding row and the token are the token's input and output, not weights.
+        if (p.name != "write_embedding" && p.name != "argmax_embed" && p.name != "read_token")
+            kernel_bytes += p.bytes_per_token;
     }
     EXPECT_EQ(kernel_bytes, r.traffic.total()) << "the kernels' bytes are the token's bytes";
-    EXPECT_EQ(commands, r.enqueues_per_token) << "every enqueued command is in the profile";
+    EXPECT_DOUBLE_EQ(commands, r.enqueues_per_token) << "every enqueued command is in the profile";
 
     const Json j = parse_json(format_bench_json(r));
     ASSERT_EQ(j["profile"].array().size(), schedule.size());

@@ -7,6 +7,7 @@
 
 #include "llamacl/device_forward.hpp"
 #include "llamacl/reference.hpp"
+#include "llamacl/sampler.hpp"
 #include "models.hpp"
 #include "reference_cases.hpp"
 
@@ -289,4 +290,57 @@ TEST(TokenSchedule, CpuDevicesRunPerOpAndSayWhy) {
     }
     EXPECT_NE(message.find("--schedule token is not possible here"), std::string::npos) << message;
     EXPECT_NE(message.find(device.info().name), std::string::npos) << message;
+}
+
+// Greedy decoding on the device (GreedyDecoder, kernels/greedy.cl) picks the tokens the host's argmax of
+// forward()'s logits picks, the prompt's tokens forced, for every schedule and shape the device runs
+// (PoCL: per op, CPU and GPU shapes; a GPU: the token kernel too). A decoding abandoned with positions
+// still in flight (a generation stopping at BOS) leaves nothing that changes the next one; an unshared
+// classifier (no embedding table on the device) has no device decoding.
+TEST(DeviceGreedy, PicksTheTokensOfTheHostsArgmax) {
+    Device device = open_test_device();
+    TempDir dir;
+    const Config c{36, 100, 3, 6, 2, 300, 40, true};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 21).string());
+    const auto host_tokens = [&](DeviceForward& model, const std::vector<int>& prompt, int steps) {
+        std::vector<int> tokens = {prompt[0]};
+        for (int pos = 0; pos < steps; ++pos) {
+            const int next = sample_argmax(model.forward(tokens.back(), pos));
+            tokens.push_back(pos + 1 < static_cast<int>(prompt.size()) ? prompt[pos + 1] : next);
+        }
+        return tokens;
+    };
+    const auto device_tokens = [&](GreedyDecoder& greedy, const std::vector<int>& prompt, int steps) {
+        std::vector<int> tokens = {prompt[0]};
+        greedy.start(0, prompt, steps);
+        for (int pos = 0; pos < steps; ++pos) tokens.push_back(greedy.next(pos));
+        return tokens;
+    };
+    const std::vector<int> prompt = {1, 5, 9, 20}, other = {1, 77};
+    for (const Schedule schedule : {Schedule::automatic, Schedule::per_op}) {
+        for (const char* shape : {"", "gpu"}) {
+            DeviceOptions options;
+            options.schedule = schedule;
+            if (*shape) options.shape = parse_launch_shape(shape, device.info());
+            DeviceForward model(device, ck, options);
+            SCOPED_TRACE(describe_schedule(model.token_schedule(), model.per_op_reason()) + ", shape " +
+                         model.shape().describe());
+            GreedyDecoder* greedy = model.greedy_decoder();
+            ASSERT_NE(greedy, nullptr);
+            const std::vector<int> expected = host_tokens(model, prompt, c.seq_len);
+            EXPECT_EQ(device_tokens(*greedy, prompt, c.seq_len), expected);
+
+            // Abandoned after two positions, the rest of its window still running; then another prompt.
+            greedy->start(0, prompt, c.seq_len);
+            EXPECT_EQ(greedy->next(0), prompt[1]);
+            EXPECT_EQ(greedy->next(1), prompt[2]);
+            const std::vector<int> expected_other = host_tokens(model, other, 12);
+            EXPECT_EQ(device_tokens(*greedy, other, 12), expected_other);
+        }
+    }
+    TempDir unshared_dir;
+    const Checkpoint unshared =
+        Checkpoint::open(write_model(unshared_dir, {36, 100, 3, 6, 2, 300, 40, false}, 0, 21).string());
+    DeviceForward host_only(device, unshared, {});
+    EXPECT_EQ(host_only.greedy_decoder(), nullptr);
 }

@@ -469,6 +469,54 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Greedy decoding's argmax and argmax_embed (greedy.cl) against sample_argmax (run.c's rule, checked
+// against run.c's loop in test_sampler.cpp): ties, signed zeros, infinities and NaNs, lengths below and
+// past the launch's work-items; then the chosen token's embedding row in x, bit for bit. Without
+// `choose` the token already in the sequence stays and its row is embedded.
+
+TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) {
+    Harness& h = this->h();
+    const std::vector<float> pool = {kNaN, -0.0f, 0.0f, -INFINITY, INFINITY, 1.0f, 2.0f, -1.0f};
+    std::mt19937 rng(777);
+    const int dim = 3, groups = h.kernels.argmax_groups(), pos = 5;
+    cl::Buffer partial_b = h.device.allocate(static_cast<std::size_t>(groups) * sizeof(cl_int), "partial");
+    cl::Buffer tokens_b = h.device.allocate((pos + 2) * sizeof(cl_int), "tokens");
+    cl::Buffer x_b = h.upload(std::vector<float>(dim, kSentinel));
+    const auto read_token = [&] {
+        cl_int token = -2;
+        h.device.queue().enqueueReadBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof token, &token);
+        return token;
+    };
+    const int lengths[] = {1, 2, 3, 5, 8, 31, 257, 600, 4099};
+    for (int trial = 0; trial < 120; ++trial) {
+        const int n = lengths[trial % std::size(lengths)];
+        std::vector<float> logits(n);
+        for (float& v : logits) v = pool[rng() % (trial % 2 ? pool.size() : 4)];  // odd: the whole pool
+        if (trial % 3 == 0) logits[rng() % n] = 3.0f;                              // one clear maximum
+        const int expected = sample_argmax(logits);
+        SCOPED_TRACE("trial " + std::to_string(trial) + ", " + std::to_string(n) + " logits, expected " +
+                     std::to_string(expected));
+        const auto table = random_vector(static_cast<std::size_t>(n) * dim, rng);
+        cl::Buffer logits_b = h.upload(logits), table_b = h.upload(table);
+
+        h.run(h.kernels.argmax, h.kernels.groups(groups), logits_b, n, partial_b);
+        h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 1, tokens_b, pos, table_b, x_b,
+              dim);
+        ASSERT_EQ(read_token(), expected);
+        const std::vector<float> row(table.begin() + expected * dim, table.begin() + (expected + 1) * dim);
+        EXPECT_EQ(h.download(x_b, dim), row);
+
+        // Without choose: the token in the sequence (the one just chosen, or another written there) stays.
+        const cl_int forced = (expected + 1) % n;
+        h.device.queue().enqueueWriteBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof forced, &forced);
+        h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 0, tokens_b, pos, table_b, x_b,
+              dim);
+        ASSERT_EQ(read_token(), forced);
+        EXPECT_EQ(h.download(x_b, dim), std::vector<float>(table.begin() + forced * dim, table.begin() + (forced + 1) * dim));
+    }
+}
+
 // The rule that gives short matrices more work-items per row: double while the launch has fewer groups
 // than asked, a row still has four elements per work-item and a group still holds a row.
 TEST(WidenedRowThreads, DoublesUntilTheLaunchHasEnoughGroups) {

@@ -8,7 +8,16 @@
 //   - before refilling pinned staging memory the device may still be copying from (streaming without a
 //     pinned mirror only: WeightStaging::upload_chunk, once per chunk), and
 //   - to read the result it needs: the logits (--finalize=device) or the final hidden state
-//     (--finalize=cpu, where the CPU reference runs the final RMSNorm and classifier).
+//     (--finalize=cpu, where the CPU reference runs the final RMSNorm and classifier), or in greedy
+//     decoding on the device only the next token.
+//
+// Greedy decoding on the device (GreedyDecoder): where the classifier is on the device and shared with
+// the embedding table, the device takes each position's argmax itself and writes that token's embedding
+// row into x (kernels/greedy.cl: two more commands per position, or two more steps of the token kernel),
+// so no position waits for the host. The host keeps kGreedyDepth positions enqueued and reads one token
+// id (4 bytes) per position; its own turn (reading, printing, enqueueing) overlaps the device's work
+// instead of leaving the device idle between tokens.
+#include <array>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -57,14 +66,23 @@ struct Fault {
     Op op = Op::logits;
 };
 
-class DeviceForward : public Forward {
+class DeviceForward : public Forward, private GreedyDecoder {
 public:
+    // Positions greedy decoding keeps enqueued ahead of the one the host reads: enough to cover the
+    // host's turn (its read, printing, enqueueing the next position) several times over, and what a
+    // generation that stops early (at BOS) computes for nothing at most.
+    static constexpr int kGreedyDepth = 4;
+
     DeviceForward(Device& device, const Checkpoint& checkpoint, const DeviceOptions& options);
 
     std::span<float> forward(int token, int pos) override;
     // As forward(), also reading back every boundary for `observer` after the kernel that produces it.
     // The kernels and their order are the production schedule's; only the extra reads are added.
     std::span<float> forward(int token, int pos, const BoundaryObserver& observer);
+
+    // Greedy decoding on the device where the model allows it (the classifier on the device, shared
+    // with the embedding table, in one allocation), else nullptr.
+    GreedyDecoder* greedy_decoder() override;
 
     void inject_fault(const Fault& fault) { fault_ = fault; }
 
@@ -83,10 +101,24 @@ public:
     const std::string& per_op_reason() const { return per_op_reason_; }
 
 private:
+    void start(int first, std::span<const int> forced, int end) override;
+    int next(int pos) override;
+    // Enqueues greedy position `pos` and the non-blocking read of the token it leaves at pos + 1.
+    void enqueue_greedy(int pos);
+    // After the token kernel gave up: one work-group per compute unit, else the per-op schedule for good;
+    // the caller runs the token again.
+    void token_kernel_gave_up();
+
+    // The token's embedding row, straight from the mapped file into the residual stream x.
+    void write_embedding(int token);
+    // Attention's chunk length at `pos`: chunks of equal length but the last.
+    int chunk_len(int pos) const;
     void run(int token, int pos, const BoundaryObserver& observer);
     // The layers and the classifier, one command per step (the per-op schedule): the logits land in the
     // working buffer, or with --finalize=cpu the final hidden state is left in x.
     void enqueue_per_op(int pos, int chunk_len, const BoundaryObserver& observer);
+    // Greedy decoding's two kernels after the classifier (per-op schedule).
+    void enqueue_next_token(int pos, NextToken next);
     void launch(const KernelSet::Launch& launch, const char* name);
     // Where the next command's event goes: a new record in the launch log, or nullptr when it is off.
     cl::Event* log_event(const char* name);
@@ -114,6 +146,21 @@ private:
     std::vector<float> scratch_;                   // boundary read-backs
     std::optional<Fault> fault_;
     std::vector<LaunchRecord>* launch_log_ = nullptr;
+
+    // Greedy decoding on the device: the positions [first, end) being decoded, the next one to enqueue,
+    // the token at the position the host reads next (to run it again should the token kernel give up),
+    // and the host side of the device's token sequence for the forced tokens' upload.
+    struct Greedy {
+        int first = 0, end = 0, enqueued = 0, current = 0;
+        int forced = 0;                     // tokens given from `first`
+        std::vector<cl_int> sequence;       // seq_len + 1; written only in start(), after forced_written
+        cl::Event forced_written;
+        // kGreedyDepth token ids, one slot per position in flight. Declared after `sequence`, so destroyed
+        // before it: its destructor finishes the queue, which may still be copying from `sequence`.
+        std::unique_ptr<PinnedBuffer> read_back;
+        std::array<cl::Event, kGreedyDepth> reads;
+    };
+    Greedy greedy_;
 };
 
 }  // namespace llamacl

@@ -31,12 +31,27 @@ bool parse_op(std::string_view name, Op& op);
 // Called with each boundary's values as a forward pass produces them; layer is -1 for final ops.
 using BoundaryObserver = std::function<void(int layer, Op op, std::span<const float> values)>;
 
+// Greedy decoding (run.c's sampler at temperature 0) by a backend that takes each position's argmax
+// itself, and so can run positions ahead of the caller's reading them: positions [first, end), the
+// tokens at first, first + 1, ... given (`forced`, at least one: the prompt), each later one the argmax of
+// the previous position's logits.
+class GreedyDecoder {
+public:
+    virtual ~GreedyDecoder() = default;
+    virtual void start(int first, std::span<const int> forced, int end) = 0;
+    // The token at pos + 1 (forced, or the argmax of position pos's logits), for pos = first, first + 1,
+    // ... in turn, each < end.
+    virtual int next(int pos) = 0;
+};
+
 class Forward {
 public:
     virtual ~Forward() = default;
     // Runs the model on `token` at position `pos` (0-based, < seq_len) and returns the logits. The span
     // stays valid until the next call; the caller may modify it (the sampler does, as run.c's does).
     virtual std::span<float> forward(int token, int pos) = 0;
+    // The backend's own greedy decoding, or nullptr: then greedy decoding is forward() and an argmax.
+    virtual GreedyDecoder* greedy_decoder() { return nullptr; }
 };
 
 }  // namespace llamacl

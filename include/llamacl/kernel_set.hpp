@@ -42,6 +42,11 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 // never takes a whole batch of; docs/benchmarks.md). CPU shapes (row_threads 1) do not batch: the long
 // batch for them, so that they need one build whatever n is.
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
+
+// A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
+// work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
+// norm and input staging (docs/benchmarks.md, "widened rows").
+constexpr int kMinGroupsPerComputeUnit = 2;
 int dot_batch(int n, int row_threads);
 
 // How many chunks of chunk_len positions (the last may be shorter) cover positions 0..pos: what the
@@ -51,6 +56,11 @@ inline int attention_chunk_count(int pos, int chunk_len) { return (pos + chunk_l
 // The most chunks attention_chunks can split a head of this model into on any device: the bound the
 // capacity plan counts for attention's per-chunk results.
 int max_attention_chunks(const Config& config);
+
+// What a position's commands do after the logits (greedy.cl): leave them for the host to read, or
+// (greedy decoding on the device) put the next token's embedding in x, that token being the one the
+// device's token sequence already holds (the prompt's) or the argmax of the logits.
+enum class NextToken { host, forced, argmax };
 
 class KernelSet {
 public:
@@ -94,7 +104,13 @@ public:
     // shapes, where that is cheaper than one more launch).
     bool separate_final_norm() const { return shape_.row_threads == 1; }
 
-    cl::Kernel attention, attention_combine, rmsnorm;  // of the shape's own build
+    // Work-groups of the first of greedy decoding's two argmax steps (and of its partial results): two
+    // per compute unit, as many as the token kernel ever launches.
+    int argmax_groups() const { return min_groups_; }
+    // `count` work-groups of the shape's size.
+    Range groups(int count) const;
+
+    cl::Kernel attention, attention_combine, rmsnorm, argmax, argmax_embed;  // of the shape's own build
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
     // as -D options and `longest_row` the most elements a row of its matrices has; compiled as OpenCL C

@@ -45,8 +45,10 @@ public:
                                                const WorkingBuffers& work, std::string& why_not);
 
     // Enqueues the forward pass at `pos` (the token's embedding already in x), its attention split into
-    // chunks of chunk_len positions; the logits land in the working buffer, followed by the give-up mark.
-    void enqueue(int pos, int chunk_len, cl::Event* event);
+    // chunks of chunk_len positions; the logits land in the working buffer, followed by the give-up mark,
+    // and unless `next` is NextToken::host the next token's embedding in x (-1 for the next token in the
+    // working buffer's sequence when the kernel gave up).
+    void enqueue(int pos, int chunk_len, NextToken next, cl::Event* event);
     // Whether the mark says the kernel gave up at a barrier: `logits` is the read-back, vocab + 1 floats.
     static bool gave_up(const float* logits, int vocab) { return logits[vocab] != 0.0f; }
     // After giving up: one work-group per compute unit from now on (the barrier and mark cleared), or

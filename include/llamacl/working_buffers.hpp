@@ -7,8 +7,9 @@
 namespace llamacl {
 
 struct WorkingBuffers {
-    // attention_chunks: the most chunks attention splits a head into (KernelSet::attention_chunks).
-    WorkingBuffers(const Device& device, const Config& config, int attention_chunks);
+    // attention_chunks: the most chunks attention splits a head into (KernelSet::attention_chunks);
+    // argmax_groups: KernelSet::argmax_groups.
+    WorkingBuffers(const Device& device, const Config& config, int attention_chunks, int argmax_groups);
     cl::Buffer x;       // residual stream (dim)
     cl::Buffer xn;      // last RMSNorm output, kept for inspection only: kernels fold the norm in (dim)
     cl::Buffer q;       // query after RoPE (dim)
@@ -17,6 +18,9 @@ struct WorkingBuffers {
     cl::Buffer att;     // attention scores (n_heads, seq_len)
     cl::Buffer att_partial;  // attention's per-chunk results (n_heads, attention_chunks, head_size + 2)
     cl::Buffer logits;  // classifier output (vocab), then the token kernel's give-up mark (see token_kernel.hpp)
+    // Greedy decoding on the device (kernels/greedy.cl):
+    cl::Buffer tokens;          // the token at each position (int, seq_len + 1): the prompt's, then chosen
+    cl::Buffer argmax_partial;  // each work-group's winner in the first argmax step (int, argmax_groups)
 };
 
 }  // namespace llamacl

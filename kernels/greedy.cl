@@ -1,0 +1,90 @@
+// Greedy decoding on the device: the next token is the argmax of the logits (run.c's sampler at
+// temperature 0) and the next position's input is that token's row of the embedding table, so a position
+// needs nothing from the host and the host can enqueue positions ahead of the ones it reads
+// (device_forward.hpp, "greedy decoding").
+
+// Whether candidate i (value v) is chosen over candidate j (value w) by run.c's argmax, which starts from
+// index 0 and moves only to a strictly larger value: the first largest wins, a NaN never takes the lead,
+// and a NaN at index 0 is never left (nothing compares larger). -1 is no candidate. As an order on
+// (value, index) pairs it does not depend on how the candidates are split and combined.
+inline int argmax_before(float v, int i, float w, int j) {
+    if (i < 0) return 0;
+    if (isnan(v)) return i == 0;  // only index 0's NaN is ever chosen, and then over anything
+    if (j < 0) return 1;
+    return v > w || (v == w && i < j);  // false against index 0's NaN, which is kept
+}
+
+// The work-group's choice among candidates [first, first + count): candidate k is index candidates[k]
+// of `values` (-1: none), or index k itself when candidates is null. Every work-item must call it (local
+// reductions); all of them get the winner, -1 when no candidate qualifies.
+UNIT_FUNCTION int argmax_unit(__global const float* values, __global const int* candidates, int first, int count,
+                              __local float* value_scratch, __local int* index_scratch) {
+    const int lid = get_local_id(0);
+    float best_v = 0.0f;
+    int best_i = -1;
+    for (int k = first + lid; k < first + count; k += LOCAL) {
+        const int i = candidates ? candidates[k] : k;
+        const float v = i >= 0 ? values[i] : 0.0f;
+        if (argmax_before(v, i, best_v, best_i)) {
+            best_v = v;
+            best_i = i;
+        }
+    }
+    value_scratch[lid] = best_v;
+    index_scratch[lid] = best_i;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = LOCAL / 2; s > 0; s >>= 1) {
+        if (lid < s && argmax_before(value_scratch[lid + s], index_scratch[lid + s], value_scratch[lid],
+                                     index_scratch[lid])) {
+            value_scratch[lid] = value_scratch[lid + s];
+            index_scratch[lid] = index_scratch[lid + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int winner = index_scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);  // the scratch is reused by the next call
+    return winner;
+}
+
+// Work-group `g` of `groups`: the index of the largest of its share of the `count` logits goes to
+// partial[g] (-1 when its share holds only NaNs).
+UNIT_FUNCTION void argmax_share_unit(int g, int groups, __global const float* logits, int count,
+                                     __global int* partial, __local float* value_scratch, __local int* index_scratch) {
+    const int per_group = (count + groups - 1) / groups, first = g * per_group;
+    const int winner =
+        argmax_unit(logits, 0, first, max(0, min(per_group, count - first)), value_scratch, index_scratch);
+    if (get_local_id(0) == 0) partial[g] = winner;
+}
+
+// One work-group: with `choose`, the next token (tokens[pos + 1]) is the largest of the `groups` partial
+// winners; without, it is the one already there (the prompt's). Either way its embedding row becomes the
+// residual stream x, the next position's input.
+UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const int* partial, int groups, int choose,
+                                   __global int* tokens, int pos, __global const float* table, __global float* x,
+                                   int dim, __local float* value_scratch, __local int* index_scratch) {
+    // Every work-item reaches the reduction's barriers whatever `choose` says (no candidates without it):
+    // PoCL's compiler mishandles barriers under a branch, even a uniform one.
+    const int winner = argmax_unit(logits, partial, 0, choose ? groups : 0, value_scratch, index_scratch);
+    if (get_local_id(0) == 0) {
+        if (choose) tokens[pos + 1] = winner;
+        index_scratch[0] = choose ? winner : tokens[pos + 1];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int next = index_scratch[0];
+    for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = table[(size_t)next * dim + i];
+}
+
+// The two steps as kernels of their own (the per-op schedule): `argmax` over many work-groups, then
+// `argmax_embed` as one.
+__kernel void argmax(__global const float* logits, int count, __global int* partial) {
+    __local float value_scratch[LOCAL];
+    __local int index_scratch[LOCAL];
+    argmax_share_unit(get_group_id(0), get_num_groups(0), logits, count, partial, value_scratch, index_scratch);
+}
+
+__kernel void argmax_embed(__global const float* logits, __global const int* partial, int groups, int choose,
+                           __global int* tokens, int pos, __global const float* table, __global float* x, int dim) {
+    __local float value_scratch[LOCAL];
+    __local int index_scratch[LOCAL];
+    next_token_unit(logits, partial, groups, choose, tokens, pos, table, x, dim, value_scratch, index_scratch);
+}
