@@ -147,10 +147,11 @@ KernelSet::Range KernelSet::heads(int n_heads, int chunks) const {
 namespace {
 
 // The most chunks `positions` cached positions of a head may be split into: each keeps at least
-// kMinAttentionChunk keys' elements.
+// kMinAttentionChunk keys' elements, and there are at most kMaxAttentionChunks.
 int longest_split(int positions, int head_size) {
     const std::int64_t elements = static_cast<std::int64_t>(positions) * head_size;
-    return static_cast<int>(std::max<std::int64_t>(1, elements / KernelSet::kMinAttentionChunk));
+    return static_cast<int>(std::clamp<std::int64_t>(elements / KernelSet::kMinAttentionChunk, 1,
+                                                     KernelSet::kMaxAttentionChunks));
 }
 
 }  // namespace

@@ -340,6 +340,7 @@ TEST_P(KernelVsReference, AttentionChunks) {
             continue;
         }
         EXPECT_GE(chunks, 1);
+        EXPECT_LE(chunks, KernelSet::kMaxAttentionChunks);
         if (chunks > 1) {
             EXPECT_GE(positions / chunks, positions_per_chunk) << positions << " positions in " << chunks << " chunks";
         }
@@ -515,6 +516,15 @@ TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) {
         ASSERT_EQ(read_token(), forced);
         EXPECT_EQ(h.download(x_b, dim), std::vector<float>(table.begin() + forced * dim, table.begin() + (forced + 1) * dim));
     }
+}
+
+// The bound the capacity plan counts: a chunk of at least kMinAttentionChunk keys' elements, at most
+// kMaxAttentionChunks chunks (Config: dim, hidden, layers, heads, kv heads, vocab, seq_len, shared).
+TEST(MaxAttentionChunks, LongContextsAreCappedShortOnesKeepWholeChunks) {
+    const int per_chunk = KernelSet::kMinAttentionChunk / 64;  // positions, with head_size 64 below
+    EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, per_chunk - 1, true}), 1);
+    EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, 3 * per_chunk + 5, true}), 3);
+    EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, 100 * per_chunk, true}), KernelSet::kMaxAttentionChunks);
 }
 
 // The rule that gives short matrices more work-items per row: double while the launch has fewer groups

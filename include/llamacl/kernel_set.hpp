@@ -88,12 +88,14 @@ public:
     Range heads(int n_heads, int chunks = 1) const;
     // Chunks to split each head's `positions` cached positions into (see kernels/attention.cl): on GPU
     // shapes enough for two work-groups per compute unit, but at least kMinAttentionChunk keys'
-    // elements (positions x head_size) per chunk on average (the last may be a little shorter): a
-    // short chunk saves less than the combining step costs. Measured on the H200 (docs/benchmarks.md):
-    // 2048 against 8192 gains 3-8 % at context 256 (llama3.2-1b, stories110M, stories15M; 7B 1 %) and
-    // loses nothing at the full context. 1 on CPU shapes, which run a head per work-item.
+    // elements (positions x head_size) per chunk on average (the last may be a little shorter) and at
+    // most kMaxAttentionChunks chunks: a short chunk saves less than the combining step costs, and
+    // combining costs more the more chunks there are. Measured on the H200 (docs/benchmarks.md): 2048
+    // against 8192 gains 3-8 % at context 256 (llama3.2-1b, stories110M, stories15M; 7B 1 %); with no
+    // cap stories110M at its full context lost 6 % (22 chunks), with 8 it gains 3 %, with 4 it loses.
+    // 1 on CPU shapes, which run a head per work-item.
     int attention_chunks(int n_heads, int head_size, int positions) const;
-    static constexpr int kMinAttentionChunk = 2048;
+    static constexpr int kMinAttentionChunk = 2048, kMaxAttentionChunks = 8;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
     // floats, and n itself when the work-group should stage the input there (GPU shapes, when it fits in
     // local memory next to the reduction scratch), else 0.
