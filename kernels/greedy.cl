@@ -63,7 +63,8 @@ UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const 
                                    __global int* tokens, int pos, __global const float* table, __global float* x,
                                    int dim, __local float* value_scratch, __local int* index_scratch) {
     // Every work-item reaches the reduction's barriers whatever `choose` says (no candidates without it):
-    // PoCL's compiler mishandles barriers under a branch, even a uniform one.
+    // PoCL's compiler mishandles barriers under a branch, even a uniform one. (The token kernel, which
+    // calls this under uniform branches, never runs on PoCL's CPU device.)
     const int winner = argmax_unit(logits, partial, 0, choose ? groups : 0, value_scratch, index_scratch);
     if (get_local_id(0) == 0) {
         if (choose) tokens[pos + 1] = winner;
@@ -71,6 +72,9 @@ UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const 
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = index_scratch[0];
+    // -1: a work-group of the token kernel gave up at its last barrier (token.cl) after this one passed it;
+    // the host reads the -1 and runs the position again.
+    if (next < 0) return;
     for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = table[(size_t)next * dim + i];
 }
 

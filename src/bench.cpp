@@ -404,8 +404,8 @@ std::string format_bench_text(const BenchResult& r) {
                 c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
-    t += "schedule:    " + describe_schedule(r.schedule == "token", r.per_op_reason) + "; argmax on the " +
-         (r.argmax == "device" ? std::string("device (greedy decoding on the device)") : std::string("host")) + "\n";
+    t += "schedule:    " + describe_schedule(r.schedule == "token", r.per_op_reason) +
+         (r.argmax == "device" ? "; greedy decoding on the device" : "; argmax on the host") + "\n";
     std::string runs;
     for (double v : r.run_tok_s) runs += format(" %.2f", v);
     t += format("decode:      %.2f tok/s (%.3f ms/token), median of %d runs of %d tokens at positions %d..%d;"

@@ -307,6 +307,7 @@ int DeviceForward::next(int pos) {
         // every launch after it. Once they are done, run them again from pos: its token's embedding in x,
         // and the forced tokens after it restored (a launch that gives up marks the token after its
         // position with -1).
+        if (!token_) throw Error(device_.info().name + ": greedy decoding read no token at position " + std::to_string(pos));
         device_.queue().finish();
         counters_.host_waits++;
         token_kernel_gave_up();

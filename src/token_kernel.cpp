@@ -20,6 +20,8 @@ constexpr cl_uint kPosArg = 23, kSyncArg = 27;
 // The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
 // against 1879 tok/s; docs/benchmarks.md).
 constexpr int kGroupsPerComputeUnit = 2;
+// Greedy decoding's partial results have a slot per work-group of the argmax launch (working_buffers.hpp).
+static_assert(kGroupsPerComputeUnit <= kMinGroupsPerComputeUnit, "argmax_partial holds one int per work-group");
 
 // The floats of the token kernel's staged input: the longer of a layer's inputs (x, or hb for w2).
 int staged_floats(const Config& c) { return std::max(c.dim, c.hidden_dim); }

@@ -334,8 +334,8 @@ TEST(DeviceGreedy, PicksTheTokensOfTheHostsArgmax) {
             greedy->start(0, prompt, c.seq_len);
             EXPECT_EQ(greedy->next(0), prompt[1]);
             EXPECT_EQ(greedy->next(1), prompt[2]);
-            const std::vector<int> expected_other = host_tokens(model, other, 12);
-            EXPECT_EQ(device_tokens(*greedy, other, 12), expected_other);
+            const std::vector<int> got_other = device_tokens(*greedy, other, 12);
+            EXPECT_EQ(got_other, host_tokens(model, other, 12));
         }
     }
     TempDir unshared_dir;

@@ -473,7 +473,8 @@ TEST_P(KernelVsReference, ClassifierBlocks) {
 // ---------------------------------------------------------------------------------------------------
 // Greedy decoding's argmax and argmax_embed (greedy.cl) against sample_argmax (run.c's rule, checked
 // against run.c's loop in test_sampler.cpp): ties, signed zeros, infinities and NaNs, lengths below and
-// past the launch's work-items; then the chosen token's embedding row in x, bit for bit. Without
+// past the launch's work-items (on PoCL's few work-groups; a GPU's 264 x 256 take one logit each at
+// most); then the chosen token's embedding row in x, bit for bit. Without
 // `choose` the token already in the sequence stays and its row is embedded.
 
 TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) {

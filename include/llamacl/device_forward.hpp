@@ -13,7 +13,8 @@
 //
 // Greedy decoding on the device (GreedyDecoder): where the classifier is on the device and shared with
 // the embedding table, the device takes each position's argmax itself and writes that token's embedding
-// row into x (kernels/greedy.cl: two more commands per position, or two more steps of the token kernel),
+// row into x (kernels/greedy.cl: two more commands per position, or two more steps of the token kernel;
+// one where the next token is the prompt's),
 // so no position waits for the host. The host keeps kGreedyDepth positions enqueued and reads one token
 // id (4 bytes) per position; its own turn (reading, printing, enqueueing) overlaps the device's work
 // instead of leaving the device idle between tokens.
@@ -68,9 +69,10 @@ struct Fault {
 
 class DeviceForward : public Forward, private GreedyDecoder {
 public:
-    // Positions greedy decoding keeps enqueued ahead of the one the host reads: enough to cover the
-    // host's turn (its read, printing, enqueueing the next position) several times over, and what a
-    // generation that stops early (at BOS) computes for nothing at most.
+    // Positions greedy decoding keeps enqueued: the one the host reads next and three after it, enough
+    // to cover the host's turn (its read, printing, enqueueing the next position) several times over;
+    // a generation that stops early (at BOS) computes at most three positions for nothing. (1 measured
+    // slower on the H200, 2, 4 and 8 alike: docs/benchmarks.md.)
     static constexpr int kGreedyDepth = 4;
 
     DeviceForward(Device& device, const Checkpoint& checkpoint, const DeviceOptions& options);
