@@ -251,16 +251,22 @@ void DeviceForward::start(int first, std::span<const int> forced, int end) {
     g.forced = static_cast<int>(std::min<std::size_t>(forced.size(), end + 1 - first));
     try {
         std::copy(forced.begin(), forced.begin() + g.forced, g.sequence.begin() + first);
-        if (g.forced > 1) {  // positions read the token after theirs; the first one's is written straight to x
-            device_.queue().enqueueWriteBuffer(work_.tokens, CL_FALSE, (first + 1) * sizeof(cl_int),
-                                               (g.forced - 1) * sizeof(cl_int), &g.sequence[first + 1], nullptr,
-                                               &g.forced_written);
-            counters_.enqueues++;
-        }
+        // Positions read the token after theirs; the first one's is written straight to x.
+        upload_forced(first + 1);
         write_embedding(g.current);
     } catch (const cl::Error& e) {
         throw device_error(e);
     }
+}
+
+void DeviceForward::upload_forced(int from) {
+    Greedy& g = greedy_;
+    const int forced_end = g.first + g.forced;
+    if (from >= forced_end) return;
+    device_.queue().enqueueWriteBuffer(work_.tokens, CL_FALSE, from * sizeof(cl_int),
+                                       (forced_end - from) * sizeof(cl_int), &g.sequence[from], nullptr,
+                                       &g.forced_written);
+    counters_.enqueues++;
 }
 
 void DeviceForward::enqueue_greedy(int pos) {
@@ -311,13 +317,7 @@ int DeviceForward::next(int pos) {
         device_.queue().finish();
         counters_.host_waits++;
         token_kernel_gave_up();
-        const int forced_end = g.first + g.forced;
-        if (pos + 1 < forced_end) {
-            device_.queue().enqueueWriteBuffer(work_.tokens, CL_FALSE, (pos + 1) * sizeof(cl_int),
-                                               (forced_end - pos - 1) * sizeof(cl_int), &g.sequence[pos + 1],
-                                               nullptr, &g.forced_written);
-            counters_.enqueues++;
-        }
+        upload_forced(pos + 1);
         write_embedding(g.current);
         g.enqueued = pos;
     } catch (const cl::Error& e) {

@@ -105,6 +105,8 @@ public:
 private:
     void start(int first, std::span<const int> forced, int end) override;
     int next(int pos) override;
+    // Copies the forced tokens at positions from `from` on into the device's token sequence (without waiting).
+    void upload_forced(int from);
     // Enqueues greedy position `pos` and the non-blocking read of the token it leaves at pos + 1.
     void enqueue_greedy(int pos);
     // After the token kernel gave up: one work-group per compute unit, else the per-op schedule for good;

@@ -42,12 +42,12 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 // never takes a whole batch of; docs/benchmarks.md). CPU shapes (row_threads 1) do not batch: the long
 // batch for them, so that they need one build whatever n is.
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
+int dot_batch(int n, int row_threads);
 
 // A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
 // work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
 // norm and input staging (docs/benchmarks.md, "widened rows").
 constexpr int kMinGroupsPerComputeUnit = 2;
-int dot_batch(int n, int row_threads);
 
 // How many chunks of chunk_len positions (the last may be shorter) cover positions 0..pos: what the
 // kernels (attention.cl, token.cl) derive from chunk_len, and what decides the token kernel's barriers.
