@@ -5,18 +5,35 @@
 // Grouped-query attention of one position over the cached positions 0..pos of one layer. Query head h
 // reads KV head h / kv_mul. `att` is scratch of n_heads x seq_len scores.
 //
-// GPU shapes may split a head's positions into chunks of chunk_len (flash-decoding): one work-group per
-// (head, chunk), so that a long context keeps every compute unit reading the cache rather than one
-// work-group per head. With one chunk (chunk_len > pos) the group writes the head's output itself;
-// with several, each writes its chunk's maximum score m, sum of exp(score - m) and unnormalized
-// weighted sum of values to `partial` (head, chunk, head_size + 2), and attention_combine rescales
-// and adds them. CPU shapes take one chunk.
+// GPU shapes built with device fences (common.cl) may split a head's positions into chunks of chunk_len
+// (flash-decoding): one work-group per (head, chunk), so that a long context keeps every compute unit
+// reading the cache rather than one work-group per head. With one chunk (chunk_len > pos) the group
+// writes the head's output itself; with several, each writes its chunk's maximum score m, sum of
+// exp(score - m) and unnormalized weighted sum of values to `partial` (head, chunk, head_size + 2), and
+// the last of the head's chunks to finish (its count in `arrivals`, one per head) rescales and adds them.
+// CPU shapes take one chunk.
 #if ROW_THREADS > 1
+// The heads' outputs from their chunks' partial results: with M the largest chunk maximum,
+// out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) s_c.
+inline void attention_combine(int h, __global const float* partial, __global float* out, int head_size, int chunks) {
+    __global const float* p = partial + (size_t)h * chunks * (head_size + 2);
+    float m = -INFINITY;
+    for (int c = 0; c < chunks; c++) m = fmax(m, p[c * (head_size + 2)]);
+    float total = 0.0f;
+    for (int c = 0; c < chunks; c++) total += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 1];
+    for (int i = get_local_id(0); i < head_size; i += get_local_size(0)) {
+        float acc = 0.0f;
+        for (int c = 0; c < chunks; c++) acc += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 2 + i];
+        out[h * head_size + i] = acc / total;
+    }
+}
+
 // The (head, chunk) of work unit `unit`: unit = head * chunks + chunk.
 UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global const float* key_cache,
                                   __global const float* value_cache, __global float* att, __global float* out,
-                                  __global float* partial_out, int head_size, int kv_dim, int kv_mul, int seq_len,
-                                  int pos, int chunk_len, __local float* scratch, __local float4* partial) {
+                                  __global float* partial_out, volatile __global uint* arrivals, int head_size,
+                                  int kv_dim, int kv_mul, int seq_len, int pos, int chunk_len,
+                                  __local float* scratch, __local float4* partial, __local int* last) {
     // The chunk's positions are spread over the work-group's work-items for the scores and the softmax,
     // then (position slice, column) pairs for the weighted sum of values, where a column is a float4 of
     // the head when head_size allows it.
@@ -115,17 +132,23 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             o[c] = acc.x * inv_sum;
         }
     }
+#ifdef DEVICE_FENCES
     if (chunks > 1 && lid == 0) {
         __global float* p = partial_out + ((size_t)h * chunks + chunk) * (head_size + 2);
         p[0] = max_val;
         p[1] = sum;
     }
+    // Outside any branch: PoCL's compiler mishandles barriers under one, even a uniform one.
+    if (last_to_arrive(chunks > 1 ? &arrivals[h] : 0, chunks, last))
+        attention_combine(h, partial_out, out, head_size, chunks);
+#endif
 }
 #endif
 
 __kernel void attention(__global const float* q, __global const float* key_cache, __global const float* value_cache,
-                        __global float* att, __global float* out, __global float* partial_out, int n_heads,
-                        int head_size, int kv_dim, int kv_mul, int seq_len, int pos, int chunk_len) {
+                        __global float* att, __global float* out, __global float* partial_out,
+                        volatile __global uint* arrivals, int n_heads, int head_size, int kv_dim, int kv_mul,
+                        int seq_len, int pos, int chunk_len) {
 #if ROW_THREADS == 1
     const float scale = sqrt((float)head_size);
     // CPU shape: one work-item per head running run.c's loops in run.c's order.
@@ -158,27 +181,9 @@ __kernel void attention(__global const float* q, __global const float* key_cache
 #else
     __local float scratch[LOCAL];
     __local float4 partial[LOCAL];
-    attention_unit(get_group_id(0), q, key_cache, value_cache, att, out, partial_out, head_size, kv_dim, kv_mul,
-                   seq_len, pos, chunk_len, scratch, partial);
+    __local int last;
+    attention_unit(get_group_id(0), q, key_cache, value_cache, att, out, partial_out, arrivals, head_size, kv_dim,
+                   kv_mul, seq_len, pos, chunk_len, scratch, partial, &last);
 #endif
 }
 
-// The heads' outputs from their chunks' partial results (see attention): with M the largest chunk
-// maximum, out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) s_c. One work-group per head.
-UNIT_FUNCTION void attention_combine_unit(int h, __global const float* partial, __global float* out, int head_size,
-                                          int chunks) {
-    __global const float* p = partial + (size_t)h * chunks * (head_size + 2);
-    float m = -INFINITY;
-    for (int c = 0; c < chunks; c++) m = fmax(m, p[c * (head_size + 2)]);
-    float total = 0.0f;
-    for (int c = 0; c < chunks; c++) total += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 1];
-    for (int i = get_local_id(0); i < head_size; i += get_local_size(0)) {
-        float acc = 0.0f;
-        for (int c = 0; c < chunks; c++) acc += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 2 + i];
-        out[h * head_size + i] = acc / total;
-    }
-}
-
-__kernel void attention_combine(__global const float* partial, __global float* out, int head_size, int chunks) {
-    attention_combine_unit(get_group_id(0), partial, out, head_size, chunks);
-}

@@ -16,16 +16,11 @@
 
 #define HEAD_SIZE (DIM / N_HEADS)
 
-// Every work-group's writes before the barrier are visible to every work-group after it. OpenCL 1.2's
-// mem_fence orders only within a work-group (NVIDIA compiles it to membar.cta, and another compute unit
-// may then read a stale line from its own cache: measured on the H200, docs/benchmarks.md); a fence of
-// device scope is the one that publishes writes to the whole device.
-#define DEVICE_FENCE() atomic_work_item_fence(CLK_GLOBAL_MEM_FENCE, memory_order_acq_rel, memory_scope_device)
-
 // sync[0] counts arrivals and only ever grows (wrapping at 2^32): the launch's barrier k is passed once it
 // reaches base + k * groups, base being the count the host expects at the launch's start. A work-group
 // that polls spin_limit times gives up and sets sync[1]: the launch had work-groups that never ran, and
-// every other work-group then gives up too instead of hanging. Returns whether the barrier was passed.
+// every other work-group then gives up too instead of hanging. Returns whether the barrier was passed;
+// if so, every work-group's writes before it are visible to every work-group after it (DEVICE_FENCE).
 inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_limit, __local int* passed) {
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0) {
@@ -58,14 +53,15 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
                             __global const float* rms_ffn, __global const float* w1, __global const float* w2,
                             __global const float* w3, __global const float* rope, __global float* key_cache,
                             __global float* value_cache, __global float* q, __global float* att, __global float* xb,
-                            __global float* hb, __global float* att_partial, __global const float* rms_final,
+                            __global float* hb, __global float* att_partial, volatile __global uint* att_arrivals,
+                            __global const float* rms_final,
                             __global const float* wcls, __global float* logits, __global int* tokens,
                             __global int* argmax_partial, int pos, int chunk_len, int greedy, int choose,
                             volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged) {
     __local float scratch[LOCAL];
     __local float4 partial[LOCAL];
     __local int index_scratch[LOCAL];
-    __local int passed;
+    __local int passed, last;
     uint barriers = 0;
     const int chunks = (pos + chunk_len) / chunk_len;  // as the host counts them (attention_chunk_count)
     for (int l = 0; l < N_LAYERS; l++) {
@@ -80,13 +76,9 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
                                DIM, scratch);
         GRID_BARRIER();
         FOR_UNITS(u, N_HEADS * chunks)
-            attention_unit(u, q, keys, values, att, xb, att_partial, HEAD_SIZE, KV_DIM, KV_MUL, SEQ_LEN, pos, chunk_len,
-                           scratch, partial);
+            attention_unit(u, q, keys, values, att, xb, att_partial, att_arrivals, HEAD_SIZE, KV_DIM, KV_MUL, SEQ_LEN,
+                           pos, chunk_len, scratch, partial, &last);
         GRID_BARRIER();
-        if (chunks > 1) {
-            FOR_UNITS(h, N_HEADS) attention_combine_unit(h, att_partial, xb, HEAD_SIZE, chunks);
-            GRID_BARRIER();
-        }
         stage_input(staged, xb, 0, 0.0f, DIM);
         FOR_UNITS(u, UNITS(DIM))
             matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, DIM, scratch);

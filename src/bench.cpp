@@ -305,7 +305,6 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, 
     const std::uint64_t f = sizeof(float), layers = c.n_layers, dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
     if (name == "attn_qkv_rope") return layers * (dim + dim * dim + 2 * kv * dim) * f;  // rms_att, wq, wk, wv
     if (name == "attention") return kv_read_bytes(c, first_pos, tokens);
-    if (name == "attention_combine") return 0;  // chunk results: activations, not counted (see Method)
     if (name == "matvec_residual(wo)") return layers * dim * dim * f;
     if (name == "ffn_gate_up") return layers * (dim + 2 * hidden * dim) * f;  // rms_ffn, w1, w3
     if (name == "matvec_residual(w2)") return layers * hidden * dim * f;

@@ -180,12 +180,8 @@ void DeviceForward::enqueue_per_op(int pos, int chunk_len, const BoundaryObserve
         boundary(l, Op::v, kv_.values(l), kv_at_pos, kv_dim, observer);
 
         set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, work_.att_partial,
-                 c_.n_heads, c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos, chunk_len);
+                 work_.att_arrivals, c_.n_heads, c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos, chunk_len);
         launch({&kernels_.attention, kernels_.heads(c_.n_heads, chunks)}, "attention");
-        if (chunks > 1) {
-            set_args(kernels_.attention_combine, work_.att_partial, work_.xb, c_.head_size(), chunks);
-            launch({&kernels_.attention_combine, kernels_.heads(c_.n_heads)}, "attention_combine");
-        }
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
         set_args(*wo.kernel, w.wo, work_.xb, work_.x, dim, dim, kernels_.staged_space(dim), kernels_.staged_count(dim));

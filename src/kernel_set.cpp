@@ -76,9 +76,8 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) fp_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
-    const cl::Program program = build_program(shape_.row_threads, kLongDotBatch);
+    const cl::Program program = first_build();
     attention = cl::Kernel(program, "attention");
-    attention_combine = cl::Kernel(program, "attention_combine");
     rmsnorm = cl::Kernel(program, "rmsnorm");
     argmax = cl::Kernel(program, "argmax");
     argmax_embed = cl::Kernel(program, "argmax_embed");
@@ -91,27 +90,39 @@ KernelSet::Build KernelSet::matvec_kernels(const cl::Program& program) {
             cl::Kernel(program, "ffn_gate_up"), cl::Kernel(program, "classifier")};
 }
 
-cl::Program KernelSet::build_program(int row_threads, int dot_batch) const {
+cl::Program KernelSet::first_build() {
+    // CPU shapes stay with OpenCL C 1.2: they split no work that would need fences, and the "exact" shape's
+    // arithmetic is run.c's as that standard compiles it.
+    if (shape_.row_threads > 1) {
+        for (const char* standard : {"CL3.0", "CL2.0"}) {
+            try {
+                standard_ = standard;
+                return build_program(shape_.row_threads, kLongDotBatch);
+            } catch (const Error&) {
+                // A compiler without OpenCL C 2.0's memory scopes: try the next, then none.
+            }
+        }
+    }
+    standard_ = "CL1.2";
+    return build_program(shape_.row_threads, kLongDotBatch);
+}
+
+cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::string& extra) const {
     return device_.build_program("-DROW_THREADS=" + std::to_string(row_threads) + " -DLOCAL=" +
-                                 std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
-                                 std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
-                                 fp_options_);
+                                     std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
+                                     std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
+                                     (device_fences() ? " -DDEVICE_FENCES" : "") + fp_options_ + extra,
+                                 standard_);
 }
 
 cl::Program KernelSet::token_program(const std::string& model_options, int longest_row) const {
+    if (!device_fences())
+        throw Error(device_.info().name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)");
     // One build serves every step, so one row width and one batch: 32 work-items per row and the batch
     // of the longest rows (w2's), measured best on the H200 among 16 and 32 work-items per row, batches
     // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md).
     const int threads = std::min(kTokenRowThreads, shape_.local_size);
-    const std::string options =
-        "-DROW_THREADS=" + std::to_string(threads) + " -DLOCAL=" + std::to_string(shape_.local_size) +
-        " -DVECTOR_WIDTH=1 -DDOT_BATCH=" + std::to_string(dot_batch(longest_row, threads)) + fp_options_ +
-        " -DTOKEN_KERNEL" + model_options;
-    try {
-        return device_.build_program(options, "CL3.0");
-    } catch (const Error&) {
-        return device_.build_program(options, "CL2.0");
-    }
+    return build_program(threads, dot_batch(longest_row, threads), " -DTOKEN_KERNEL" + model_options);
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
@@ -157,7 +168,7 @@ int longest_split(int positions, int head_size) {
 }  // namespace
 
 int KernelSet::attention_chunks(int n_heads, int head_size, int positions) const {
-    if (shape_.row_threads == 1) return 1;
+    if (!device_fences()) return 1;  // no work-group could combine the chunks (CPU shapes, OpenCL C 1.2)
     const int wanted = (min_groups_ + n_heads - 1) / n_heads;
     return std::min(wanted, longest_split(positions, head_size));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
 
 #include "llamacl/error.hpp"
 
@@ -13,9 +14,9 @@ namespace {
 // beyond the microsecond a barrier takes when every work-group runs (docs/benchmarks.md), short of a hang.
 constexpr cl_uint kSpinLimit = 1u << 20;
 
-// forward_token's arguments: 23 buffers, pos, chunk_len, greedy, choose, then sync, sync_base, spin_limit,
+// forward_token's arguments: 24 buffers, pos, chunk_len, greedy, choose, then sync, sync_base, spin_limit,
 // staged.
-constexpr cl_uint kPosArg = 23, kSyncArg = 27;
+constexpr cl_uint kPosArg = 24, kSyncArg = 28;
 
 // The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
 // against 1879 tok/s; docs/benchmarks.md).
@@ -108,25 +109,28 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     for (const cl::Buffer* b : {&work.x, &stacks[0]->whole(), &stacks[1]->whole(), &stacks[2]->whole(), &stacks[3]->whole(),
                                 &stacks[4]->whole(), &stacks[5]->whole(), &stacks[6]->whole(), &stacks[7]->whole(),
                                 &stacks[8]->whole(), &weights.rope_table(), &stacks[9]->whole(), &stacks[10]->whole(),
-                                &work.q, &work.att, &work.xb, &work.hb, &work.att_partial, &weights.rms_final(),
+                                &work.q, &work.att, &work.xb, &work.hb, &work.att_partial, &work.att_arrivals,
+                                &weights.rms_final(),
                                 &cls.weights, &work.logits, &work.tokens, &work.argmax_partial})
         kernel.setArg(index++, *b);
     cl::Buffer sync = device.allocate(2 * sizeof(cl_uint), "token kernel barrier");
     kernel.setArg(kSyncArg, sync);
     kernel.setArg(kSyncArg + 2, kSpinLimit);
     kernel.setArg(kSyncArg + 3, cl::Local(static_cast<std::size_t>(staged) * sizeof(float)));
-    std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, sync, work.logits, c, per_cu, local));
+    std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, sync, work, c, per_cu, local));
     token->clear();
     return token;
 }
 
-TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, cl::Buffer logits, const Config& c,
-                         int groups_per_cu, int local_size)
+TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, const WorkingBuffers& work,
+                         const Config& c, int groups_per_cu, int local_size)
     : device_(device),
       kernel_(std::move(kernel)),
       sync_(std::move(sync)),
-      logits_(std::move(logits)),
+      logits_(work.logits),
+      arrivals_(work.att_arrivals),
       vocab_(c.vocab_size),
+      n_heads_(c.n_heads),
       n_layers_(c.n_layers),
       groups_per_cu_(groups_per_cu),
       local_size_(local_size) {}
@@ -139,6 +143,9 @@ void TokenKernel::clear() {
     const float no_mark = 0.0f;
     device_.queue().enqueueWriteBuffer(logits_, CL_TRUE, static_cast<std::size_t>(vocab_) * sizeof(float),
                                        sizeof no_mark, &no_mark);
+    // A launch that gave up may have left some of a head's attention chunks counted.
+    const std::vector<cl_uint> no_arrivals(static_cast<std::size_t>(n_heads_), 0);
+    device_.queue().enqueueWriteBuffer(arrivals_, CL_TRUE, 0, no_arrivals.size() * sizeof(cl_uint), no_arrivals.data());
     sync_base_ = 0;
 }
 
@@ -158,9 +165,9 @@ void TokenKernel::enqueue(int pos, int chunk_len, NextToken next, cl::Event* eve
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);
-    // token.cl's barriers: five a layer, six when attention's chunks are combined; greedy decoding's one
-    // before the next token, and one more between the argmax's two steps.
-    const int layer_barriers = n_layers_ * (attention_chunk_count(pos, chunk_len) > 1 ? 6 : 5);
+    // token.cl's barriers: five a layer; greedy decoding's one before the next token, and one more between
+    // the argmax's two steps.
+    const int layer_barriers = n_layers_ * 5;
     const int greedy_barriers = next == NextToken::host ? 0 : next == NextToken::forced ? 1 : 2;
     sync_base_ += static_cast<cl_uint>((layer_barriers + greedy_barriers) * groups);
 }

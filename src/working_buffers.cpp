@@ -1,5 +1,7 @@
 #include "llamacl/working_buffers.hpp"
 
+#include <vector>
+
 namespace llamacl {
 
 namespace {
@@ -15,8 +17,12 @@ WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_c
       att(d.allocate(floats(static_cast<std::size_t>(c.n_heads) * c.seq_len), "attention scores")),
       att_partial(d.allocate(floats(static_cast<std::size_t>(c.n_heads) * attention_chunks * (c.head_size() + 2)),
                              "attention partial results")),
+      att_arrivals(d.allocate(static_cast<std::size_t>(c.n_heads) * sizeof(cl_uint), "attention chunk counts")),
       logits(d.allocate(floats(c.vocab_size + 1), "logits")),
       tokens(d.allocate((static_cast<std::size_t>(c.seq_len) + 1) * sizeof(cl_int), "token sequence")),
-      argmax_partial(d.allocate(static_cast<std::size_t>(argmax_groups) * sizeof(cl_int), "argmax partial results")) {}
+      argmax_partial(d.allocate(static_cast<std::size_t>(argmax_groups) * sizeof(cl_int), "argmax partial results")) {
+    const std::vector<cl_uint> zero(static_cast<std::size_t>(c.n_heads), 0);
+    d.queue().enqueueWriteBuffer(att_arrivals, CL_TRUE, 0, zero.size() * sizeof(cl_uint), zero.data());
+}
 
 }  // namespace llamacl

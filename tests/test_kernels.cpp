@@ -295,9 +295,12 @@ void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>&
         reference_attention(q, keys, values, out, c.n_heads, c.head_size, kv_dim, kv_mul, pos);
 
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
-        // One chunk, and on GPU shapes chunks of 1, 3, 7 and 16 positions (uneven last chunks included).
+        // One chunk, and where the last of a head's chunks can combine them (GPU shapes built with device
+        // fences) chunks of 1, 3, 7 and 16 positions (uneven last chunks included).
         std::vector<int> chunk_lengths = {pos + 1};
-        if (h.kernels.shape().row_threads > 1) chunk_lengths.insert(chunk_lengths.end(), {1, 3, 7, 16});
+        if (h.kernels.device_fences()) chunk_lengths.insert(chunk_lengths.end(), {1, 3, 7, 16});
+        // The chunk counts, zero before every launch as the working buffer's are; float zeros are uint zeros.
+        cl::Buffer arrivals_b = h.upload(std::vector<float>(c.n_heads, 0.0f));
         for (int chunk_len : chunk_lengths) {
             const int chunks = (pos + chunk_len) / chunk_len;
             SCOPED_TRACE("chunks of " + std::to_string(chunk_len) + " positions: " + std::to_string(chunks));
@@ -306,10 +309,10 @@ void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>&
             cl::Buffer partial_b = h.upload(
                 std::vector<float>(static_cast<std::size_t>(c.n_heads) * chunks * (c.head_size + 2), kNaN));
             h.run(h.kernels.attention, h.kernels.heads(c.n_heads, chunks), q_b, k_b, v_b, att_b, out_b, partial_b,
-                  c.n_heads, c.head_size, kv_dim, kv_mul, seq_len, pos, chunk_len);
-            if (chunks > 1)
-                h.run(h.kernels.attention_combine, h.kernels.heads(c.n_heads), partial_b, out_b, c.head_size, chunks);
+                  arrivals_b, c.n_heads, c.head_size, kv_dim, kv_mul, seq_len, pos, chunk_len);
             expect_match(h, false, h.download(out_b, dim), out, "attention output");  // exp(): never exact
+            EXPECT_EQ(h.download(arrivals_b, c.n_heads), std::vector<float>(c.n_heads, 0.0f))
+                << "the last chunk of each head leaves its count at zero for the next launch";
         }
     }
 }
@@ -328,14 +331,14 @@ TEST_P(KernelVsReference, Attention) {
 }
 
 // The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
-// elements than the minimum, one chunk on CPU shapes.
+// elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2).
 TEST_P(KernelVsReference, AttentionChunks) {
     const KernelSet& k = this->h().kernels;
     const int head_size = 64, positions_per_chunk = KernelSet::kMinAttentionChunk / head_size;
     for (int positions : {1, positions_per_chunk - 1, positions_per_chunk, 3 * positions_per_chunk + 5,
                           100 * positions_per_chunk}) {
         const int chunks = k.attention_chunks(1, head_size, positions);
-        if (k.shape().row_threads == 1) {
+        if (!k.device_fences()) {
             EXPECT_EQ(chunks, 1);
             continue;
         }
@@ -346,8 +349,11 @@ TEST_P(KernelVsReference, AttentionChunks) {
         }
         EXPECT_LE(chunks, k.attention_chunks(1, head_size, positions + positions_per_chunk)) << "grows with context";
     }
-    if (k.shape().row_threads > 1) {
+    if (k.device_fences()) {
         EXPECT_GT(k.attention_chunks(1, head_size, 100 * positions_per_chunk), 1);
+    }
+    if (k.shape().row_threads == 1) {
+        EXPECT_FALSE(k.device_fences()) << "CPU shapes are built as OpenCL C 1.2";
     }
 }
 

@@ -3,7 +3,7 @@
 // one in-order queue and with no host wait in between, the embedding row upload and either the token
 // kernel (the whole forward pass in one launch, token_kernel.hpp: GPUs, resident weights) or five fused
 // kernels per layer (attn_qkv_rope, attention, matvec_residual for wo, ffn_gate_up, matvec_residual for
-// w2; plus attention_combine when a long context splits attention into chunks), then the classifier
+// w2; a long context's attention chunks are combined by the last of each head's), then the classifier
 // (after the final RMSNorm on its own, for CPU shapes). The host waits only where it has a reason to:
 //   - before refilling pinned staging memory the device may still be copying from (streaming without a
 //     pinned mirror only: WeightStaging::upload_chunk, once per chunk), and

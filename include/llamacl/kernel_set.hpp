@@ -93,7 +93,8 @@ public:
     // combining costs more the more chunks there are. Measured on the H200 (docs/benchmarks.md): 2048
     // against 8192 gains 3-8 % at context 256 (llama3.2-1b, stories110M, stories15M; 7B 1 %); with no
     // cap stories110M at its full context lost 6 % (22 chunks), with 8 it gains 3 %, with 4 it loses.
-    // 1 on CPU shapes, which run a head per work-item.
+    // 1 where the kernels cannot combine chunks (without device_fences(): CPU shapes, which run a head per
+    // work-item, and compilers without OpenCL C 2.0).
     int attention_chunks(int n_heads, int head_size, int positions) const;
     static constexpr int kMinAttentionChunk = 2048, kMaxAttentionChunks = 8;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
@@ -113,18 +114,24 @@ public:
     // `count` work-groups of the shape's size.
     Range groups(int count) const;
 
-    cl::Kernel attention, attention_combine, rmsnorm, argmax, argmax_embed;  // of the shape's own build
+    cl::Kernel attention, rmsnorm, argmax, argmax_embed;  // of the shape's own build
+
+    // Whether the programs are built with fences of device scope (DEVICE_FENCES in common.cl): GPU shapes
+    // where the compiler takes OpenCL C 3.0 or 2.0. CPU shapes are built as OpenCL C 1.2.
+    bool device_fences() const { return standard_ != "CL1.2"; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
-    // as -D options and `longest_row` the most elements a row of its matrices has; compiled as OpenCL C
-    // 3.0 (else 2.0) for its memory scopes. Throws Error when the device's compiler takes neither.
+    // as -D options and `longest_row` the most elements a row of its matrices has. Throws Error without
+    // device_fences(), which it needs for its grid barriers.
     cl::Program token_program(const std::string& model_options, int longest_row) const;
 
 private:
     // The matrix-vector kernels of one program build, indexed by Matvec.
     using Build = std::array<cl::Kernel, 4>;
     static Build matvec_kernels(const cl::Program& program);
-    cl::Program build_program(int row_threads, int dot_batch) const;
+    // The shape's own build, choosing the standard every later build uses.
+    cl::Program first_build();
+    cl::Program build_program(int row_threads, int dot_batch, const std::string& extra = "") const;
     Range rows(int rows, int row_threads) const;
 
     // The token kernel's work-items per row (token_program).
@@ -132,6 +139,7 @@ private:
 
     Device device_;
     std::string fp_options_;
+    std::string standard_;  // "-cl-std=" of every build
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
     // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.

@@ -57,15 +57,16 @@ public:
 
 private:
     int groups() const;
-    TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, cl::Buffer logits, const Config& config,
+    TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, const WorkingBuffers& work, const Config& config,
                 int groups_per_cu, int local_size);
-    void clear();  // zeroes the barrier's count and flag and the give-up mark
+    void clear();  // zeroes the barrier's count and flag, the give-up mark and attention's chunk counts
 
     Device& device_;
     cl::Kernel kernel_;
     cl::Buffer sync_;    // arrival count, give-up flag
-    cl::Buffer logits_;  // the working buffer's, for its give-up mark
-    int vocab_, n_layers_;
+    cl::Buffer logits_;    // the working buffer's, for its give-up mark
+    cl::Buffer arrivals_;  // the working buffer's attention chunk counts
+    int vocab_, n_heads_, n_layers_;
     int groups_per_cu_, local_size_;
     cl_uint sync_base_ = 0;  // the arrival count at the next launch's start
 };

@@ -17,6 +17,7 @@ struct WorkingBuffers {
     cl::Buffer hb;      // SwiGLU output (hidden_dim)
     cl::Buffer att;     // attention scores (n_heads, seq_len)
     cl::Buffer att_partial;  // attention's per-chunk results (n_heads, attention_chunks, head_size + 2)
+    cl::Buffer att_arrivals;  // chunks of each head done (uint, n_heads; zero between launches, see attention.cl)
     cl::Buffer logits;  // classifier output (vocab), then the token kernel's give-up mark (see token_kernel.hpp)
     // Greedy decoding on the device (kernels/greedy.cl):
     cl::Buffer tokens;          // the token at each position (int, seq_len + 1): the prompt's, then chosen
