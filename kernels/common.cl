@@ -89,6 +89,32 @@ inline float row_sum(float value, __local float* scratch) {
 #endif
 }
 
+#ifdef PAIRED_ROWS
+// row_sum of both components at once (one tree of barriers for the two); scratch holds 2 * LOCAL floats.
+inline float2 row_sum2(float2 value, __local float* scratch) {
+#if ROW_THREADS == 1
+    return value;
+#else
+    const int lid = get_local_id(0);
+    const int lane = lid % ROW_THREADS;
+    __local float* other = scratch + LOCAL;
+    scratch[lid] = value.x;
+    other[lid] = value.y;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = ROW_THREADS / 2; s > 0; s >>= 1) {
+        if (lane < s) {
+            scratch[lid] += scratch[lid + s];
+            other[lid] += other[lid + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float2 total = (float2)(scratch[lid - lane], other[lid - lane]);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the scratch is reused by the next call
+    return total;
+#endif
+}
+#endif
+
 // Sum (is_max == 0) or maximum (is_max != 0) of `value` over the whole work-group.
 inline float group_reduce(float value, int is_max, __local float* scratch) {
     const int lid = get_local_id(0);
@@ -229,12 +255,70 @@ inline float partial_dot_staged(__global const float* w, __local const float* in
     return sum;
 }
 
+#ifdef PAIRED_ROWS
+// partial_dot_staged of two rows, wa's in x and wb's in y, each batch's loads of both rows issued
+// together: a unit that needs two rows (w1's and w3's, a RoPE pair) would otherwise wait on memory twice,
+// the second row's loads held behind the first row's reduction. Each sum is formed in partial_dot_staged's
+// order.
+inline float2 partial_dot2_staged(__global const float* wa, __global const float* wb, __local const float* in, int n,
+                                  int lane) {
+    float2 sum = (float2)(0.0f);
+    int j = lane;
+    for (; j + (DOT_BATCH - 1) * ROW_THREADS < n; j += DOT_BATCH * ROW_THREADS) {
+        float a[DOT_BATCH], b[DOT_BATCH];
+#pragma unroll
+        for (int k = 0; k < DOT_BATCH; k++) {
+            a[k] = wa[j + k * ROW_THREADS];
+            b[k] = wb[j + k * ROW_THREADS];
+        }
+#pragma unroll
+        for (int k = 0; k < DOT_BATCH; k++) {
+            sum.x += a[k] * in[j + k * ROW_THREADS];
+            sum.y += b[k] * in[j + k * ROW_THREADS];
+        }
+    }
+    if (j < n) {
+        float a[DOT_BATCH], b[DOT_BATCH];
+#pragma unroll
+        for (int k = 0; k < DOT_BATCH; k++) {
+            const int inside = j + k * ROW_THREADS < n;
+            a[k] = inside ? wa[j + k * ROW_THREADS] : 0.0f;
+            b[k] = inside ? wb[j + k * ROW_THREADS] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < DOT_BATCH; k++)
+            if (j + k * ROW_THREADS < n) {
+                sum.x += a[k] * in[j + k * ROW_THREADS];
+                sum.y += b[k] * in[j + k * ROW_THREADS];
+            }
+    }
+    return sum;
+}
+#endif
+
 // One row's dot product with the (normalized) input: from local memory when the work-group staged it
 // (staged_n > 0, GPU shapes with room for the vector), else straight from global memory.
 inline float row_dot(__global const float* w, __global const float* x, __global const float* weight, float ss,
                      __local const float* staged, int staged_n, int n, int lane) {
     if (staged_n > 0) return partial_dot_staged(w, staged, n, lane);
     return weight ? partial_dot_normed(w, x, weight, ss, n, lane) : partial_dot(w, x, n, lane);
+}
+
+// Two rows' dot products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum). Builds
+// with PAIRED_ROWS (the token kernel) load both rows together and reduce them in one tree: with two
+// work-groups per compute unit every wait on memory shows, and pairing took stories15M from 6019 to 6365
+// tok/s on the H200. The per-op kernels take one row at a time: their many work-groups hide the wait,
+// and twice the loads in flight cost them registers (llama3.2-1b 621 -> 611, 7B 137.5 -> 136.0;
+// docs/benchmarks.md). With PAIRED_ROWS, scratch holds 2 * LOCAL floats.
+inline float2 row_pair(__global const float* wa, __global const float* wb, __global const float* x,
+                       __global const float* weight, float ss, __local const float* staged, int staged_n, int n,
+                       int lane, __local float* scratch) {
+#ifdef PAIRED_ROWS
+    if (staged_n > 0) return row_sum2(partial_dot2_staged(wa, wb, staged, n, lane), scratch);
+#endif
+    const float a = row_sum(row_dot(wa, x, weight, ss, staged, staged_n, n, lane), scratch);
+    const float b = row_sum(row_dot(wb, x, weight, ss, staged, staged_n, n, lane), scratch);
+    return (float2)(a, b);
 }
 
 // A kernel's body written once, as a function of its work unit, for its own kernel and for the token

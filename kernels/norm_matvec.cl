@@ -19,10 +19,10 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
     int part = 0;     // 0: q, 1: k, 2: v
     if (r >= dim + kv_dim) { w = wv; r -= dim + kv_dim; part = 2; }
     else if (r >= dim) { w = wk; r -= dim; part = 1; }
-    const float v0 = row_sum(row_dot(w + (size_t)r * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-    const float v1 =
-        row_sum(row_dot(w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    const float2 pair =
+        row_pair(w + (size_t)r * dim, w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
     if (!row_valid || lane != 0) return;
+    const float v0 = pair.x, v1 = pair.y;
 
     if (part == 2) {
         value_cache[(size_t)pos * kv_dim + r] = v0;
@@ -58,13 +58,12 @@ UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global 
                                     __global const float* w1, __global const float* w3, __global float* hb, int dim,
                                     int hidden_dim, __local const float* staged, int staged_n, __local float* scratch) {
     ROW_SETUP(unit, hidden_dim);
-    const float gate =
-        row_sum(row_dot(w1 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
-    const float up = row_sum(row_dot(w3 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    const float2 gate_up =
+        row_pair(w1 + (size_t)row * dim, w3 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
     if (!row_valid || lane != 0) return;
-    float val = gate;
+    float val = gate_up.x;
     val *= (1.0f / (1.0f + exp(-val)));  // silu, as run.c writes it
-    val *= up;
+    val *= gate_up.y;
     hb[row] = val;
 }
 

@@ -122,7 +122,7 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
     // of the longest rows (w2's), measured best on the H200 among 16 and 32 work-items per row, batches
     // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md).
     const int threads = std::min(kTokenRowThreads, shape_.local_size);
-    return build_program(threads, dot_batch(longest_row, threads), " -DTOKEN_KERNEL" + model_options);
+    return build_program(threads, dot_batch(longest_row, threads), " -DTOKEN_KERNEL -DPAIRED_ROWS" + model_options);
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {

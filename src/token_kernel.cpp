@@ -35,10 +35,10 @@ bool whole(const LayerStack* stack) { return stack && stack->whole()() != nullpt
 bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, const Config& c,
                          const CapacityPlan& plan, Finalize finalize, bool forced, std::string& why_not) {
     // Local memory: the staged input (the longer of dim and hidden_dim), the reduction scratch, attention's
-    // partial sums and the argmax's indices (a float, a float4 and an int per work-item), and room for the
-    // compiler's own.
+    // partial sums and the argmax's indices (two floats, a float4 and an int per work-item), and room for
+    // the compiler's own.
     const std::uint64_t local_bytes =
-        (static_cast<std::uint64_t>(staged_floats(c)) + 6u * shape.local_size) * sizeof(float) + 1024;
+        (static_cast<std::uint64_t>(staged_floats(c)) + 7u * shape.local_size) * sizeof(float) + 1024;
     if (device.type != "GPU" || shape.row_threads == 1)
         why_not = "the token kernel runs on GPUs with a GPU work shape";
     else if (!plan.resident())
