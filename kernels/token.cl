@@ -48,6 +48,49 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
         return;                                                                              \
     }
 
+// rmsnorm(x) * weight staged in local memory (stage_input's values, rms_scale's scale, which it returns),
+// x and the weights read together once: rms_scale and then stage_input would wait on memory twice.
+#define NORM_LOADS ((DIM + LOCAL - 1) / LOCAL)
+inline float stage_normed(__local float* staged, __global const float* x, __global const float* weight,
+                          __local float* scratch) {
+    float xv[NORM_LOADS], wv[NORM_LOADS];
+#pragma unroll
+    for (int k = 0; k < NORM_LOADS; k++) {
+        const int j = get_local_id(0) + k * LOCAL;
+        xv[k] = j < DIM ? x[j] : 0.0f;
+        wv[k] = j < DIM ? weight[j] : 0.0f;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_LOADS; k++) ss += xv[k] * xv[k];  // rms_scale's order (the padding adds zeros)
+    ss = group_reduce(ss, 0, scratch);
+    ss /= (float)DIM;
+    ss += 1e-5f;
+    ss = 1.0f / sqrt(ss);
+#pragma unroll
+    for (int k = 0; k < NORM_LOADS; k++) {
+        const int j = get_local_id(0) + k * LOCAL;
+        if (j < DIM) staged[j] = wv[k] * (ss * xv[k]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return ss;
+}
+
+// The classifier two row blocks at a time: unit u is blocks 2u and 2u + 1, each work-item's rows in the
+// two loaded together (row_pair). Its thousands of blocks are the one step where a work-group takes many
+// units in turn, each a wait on memory; halving them measured faster on the H200 (docs/benchmarks.md).
+inline void classifier_pair_unit(int unit, __global const float* wcls, __global float* logits,
+                                 __local const float* staged, __local float* scratch) {
+    ROW_SETUP(2 * unit, VOCAB);
+    const int second_unclamped = row_unclamped + ROWS_PER_GROUP;
+    const int second = min(second_unclamped, VOCAB - 1);
+    const float2 v = row_pair(wcls + (size_t)row * DIM, wcls + (size_t)second * DIM, 0, 0, 0.0f, staged, DIM, DIM,
+                              lane, scratch);
+    if (lane != 0) return;
+    if (row_valid) logits[row] = v.x;
+    if (second_unclamped < VOCAB) logits[second] = v.y;
+}
+
 __kernel void forward_token(__global float* x, __global const float* rms_att, __global const float* wq,
                             __global const float* wk, __global const float* wv, __global const float* wo,
                             __global const float* rms_ffn, __global const float* w1, __global const float* w2,
@@ -68,8 +111,7 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
         __global float* keys = key_cache + (size_t)l * STRIDE_CACHE;
         __global float* values = value_cache + (size_t)l * STRIDE_CACHE;
         __global const float* norm = rms_att + (size_t)l * STRIDE_NORM;
-        float ss = rms_scale(x, DIM, scratch);
-        stage_input(staged, x, norm, ss, DIM);
+        float ss = stage_normed(staged, x, norm, scratch);
         FOR_UNITS(u, UNITS((DIM + 2 * KV_DIM) / 2))
             attn_qkv_rope_unit(u, x, norm, ss, wq + (size_t)l * STRIDE_ATTN, wk + (size_t)l * STRIDE_KV,
                                wv + (size_t)l * STRIDE_KV, rope, q, keys, values, DIM, KV_DIM, HEAD_SIZE, pos, staged,
@@ -84,8 +126,7 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
             matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, DIM, scratch);
         GRID_BARRIER();
         norm = rms_ffn + (size_t)l * STRIDE_NORM;
-        ss = rms_scale(x, DIM, scratch);
-        stage_input(staged, x, norm, ss, DIM);
+        ss = stage_normed(staged, x, norm, scratch);
         FOR_UNITS(u, UNITS(HIDDEN_DIM))
             ffn_gate_up_unit(u, x, norm, ss, w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN, hb, DIM,
                              HIDDEN_DIM, staged, DIM, scratch);
@@ -95,9 +136,8 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
             matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, hb, x, HIDDEN_DIM, DIM, staged, HIDDEN_DIM, scratch);
         GRID_BARRIER();
     }
-    const float ss = rms_scale(x, DIM, scratch);
-    stage_input(staged, x, rms_final, ss, DIM);
-    FOR_UNITS(u, UNITS(VOCAB)) classifier_unit(u, x, rms_final, ss, wcls, logits, DIM, VOCAB, 0, staged, DIM, scratch);
+    stage_normed(staged, x, rms_final, scratch);
+    FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2) classifier_pair_unit(u, wcls, logits, staged, scratch);
     if (!greedy) return;
     // Greedy decoding (greedy.cl, with wcls the embedding table): the next token and its embedding in x, once
     // every work-group is done with x and the logits are complete.
