@@ -14,22 +14,18 @@ inline int argmax_before(float v, int i, float w, int j) {
     return v > w || (v == w && i < j);  // false against index 0's NaN, which is kept
 }
 
-// The work-group's choice among candidates [first, first + count): candidate k is index candidates[k]
-// of `values` (-1: none), or index k itself when candidates is null. Every work-item must call it (local
-// reductions); all of them get the winner, -1 when no candidate qualifies.
-UNIT_FUNCTION int argmax_unit(__global const float* values, __global const int* candidates, int first, int count,
-                              __local float* value_scratch, __local int* index_scratch) {
-    const int lid = get_local_id(0);
-    float best_v = 0.0f;
-    int best_i = -1;
-    for (int k = first + lid; k < first + count; k += LOCAL) {
-        const int i = candidates ? candidates[k] : k;
-        const float v = i >= 0 ? values[i] : 0.0f;
-        if (argmax_before(v, i, best_v, best_i)) {
-            best_v = v;
-            best_i = i;
-        }
+// Makes candidate (v, i) the work-item's best (*best_v, *best_i) if argmax_before says so.
+inline void argmax_keep(float v, int i, __private float* best_v, __private int* best_i) {
+    if (argmax_before(v, i, *best_v, *best_i)) {
+        *best_v = v;
+        *best_i = i;
     }
+}
+
+// The work-group's choice among its work-items' candidates (best_i -1: none). Every work-item must call it
+// (local reductions); all of them get the winner, -1 when no candidate qualifies.
+inline int argmax_reduce(float best_v, int best_i, __local float* value_scratch, __local int* index_scratch) {
+    const int lid = get_local_id(0);
     value_scratch[lid] = best_v;
     index_scratch[lid] = best_i;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -44,6 +40,20 @@ UNIT_FUNCTION int argmax_unit(__global const float* values, __global const int* 
     const int winner = index_scratch[0];
     barrier(CLK_LOCAL_MEM_FENCE);  // the scratch is reused by the next call
     return winner;
+}
+
+// The work-group's choice among candidates [first, first + count): candidate k is index candidates[k]
+// of `values` (-1: none), or index k itself when candidates is null. Every work-item must call it (local
+// reductions); all of them get the winner, -1 when no candidate qualifies.
+UNIT_FUNCTION int argmax_unit(__global const float* values, __global const int* candidates, int first, int count,
+                              __local float* value_scratch, __local int* index_scratch) {
+    float best_v = 0.0f;
+    int best_i = -1;
+    for (int k = first + get_local_id(0); k < first + count; k += LOCAL) {
+        const int i = candidates ? candidates[k] : k;
+        argmax_keep(i >= 0 ? values[i] : 0.0f, i, &best_v, &best_i);
+    }
+    return argmax_reduce(best_v, best_i, value_scratch, index_scratch);
 }
 
 // Work-group `g` of `groups`: the index of the largest of its share of the `count` logits goes to

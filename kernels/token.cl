@@ -21,6 +21,7 @@
 // that polls spin_limit times gives up and sets sync[1]: the launch had work-groups that never ran, and
 // every other work-group then gives up too instead of hanging. Returns whether the barrier was passed;
 // if so, every work-group's writes before it are visible to every work-group after it (DEVICE_FENCE).
+// (sync[2] is greedy decoding's count of work-groups done with the classifier: last_to_arrive.)
 inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_limit, __local int* passed) {
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0) {
@@ -79,16 +80,24 @@ inline float stage_normed(__local float* staged, __global const float* x, __glob
 // The classifier two row blocks at a time: unit u is blocks 2u and 2u + 1, each work-item's rows in the
 // two loaded together (row_pair). Its thousands of blocks are the one step where a work-group takes many
 // units in turn, each a wait on memory; halving them measured faster on the H200 (docs/benchmarks.md).
+// The work-item's best logit so far (greedy.cl's order) is kept in best_v, best_i.
 inline void classifier_pair_unit(int unit, __global const float* wcls, __global float* logits,
-                                 __local const float* staged, __local float* scratch) {
+                                 __local const float* staged, __local float* scratch, __private float* best_v,
+                                 __private int* best_i) {
     ROW_SETUP(2 * unit, VOCAB);
     const int second_unclamped = row_unclamped + ROWS_PER_GROUP;
     const int second = min(second_unclamped, VOCAB - 1);
     const float2 v = row_pair(wcls + (size_t)row * DIM, wcls + (size_t)second * DIM, 0, 0, 0.0f, staged, DIM, DIM,
                               lane, scratch);
     if (lane != 0) return;
-    if (row_valid) logits[row] = v.x;
-    if (second_unclamped < VOCAB) logits[second] = v.y;
+    if (row_valid) {
+        logits[row] = v.x;
+        argmax_keep(v.x, row, best_v, best_i);
+    }
+    if (second_unclamped < VOCAB) {
+        logits[second] = v.y;
+        argmax_keep(v.y, second, best_v, best_i);
+    }
 }
 
 __kernel void forward_token(__global float* x, __global const float* rms_att, __global const float* wq,
@@ -137,16 +146,17 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
         GRID_BARRIER();
     }
     stage_normed(staged, x, rms_final, scratch);
-    FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2) classifier_pair_unit(u, wcls, logits, staged, scratch);
+    float best_v = 0.0f;  // this work-item's best logit (greedy.cl), -1: none yet
+    int best_i = -1;
+    FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2) classifier_pair_unit(u, wcls, logits, staged, scratch, &best_v, &best_i);
     if (!greedy) return;
-    // Greedy decoding (greedy.cl, with wcls the embedding table): the next token and its embedding in x, once
-    // every work-group is done with x and the logits are complete.
-    GRID_BARRIER();
-    if (choose) {
-        argmax_share_unit(get_group_id(0), get_num_groups(0), logits, VOCAB, argmax_partial, scratch, index_scratch);
-        GRID_BARRIER();
-    }
-    if (get_group_id(0) == 0)
+    // Greedy decoding (greedy.cl, with wcls the embedding table): each work-group's best logit goes to
+    // argmax_partial, and the last work-group to finish the classifier (so every one is done with x) picks the
+    // next token among them and puts its embedding in x. A work-group that gave up never arrives, and the
+    // token it marked -1 stays.
+    const int winner = argmax_reduce(best_v, best_i, scratch, index_scratch);
+    if (get_local_id(0) == 0) argmax_partial[get_group_id(0)] = winner;
+    if (last_to_arrive(&sync[2], get_num_groups(0), &last))
         next_token_unit(logits, argmax_partial, get_num_groups(0), choose, tokens, pos, wcls, x, DIM, scratch,
                         index_scratch);
 }

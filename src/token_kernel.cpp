@@ -113,7 +113,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
                                 &weights.rms_final(),
                                 &cls.weights, &work.logits, &work.tokens, &work.argmax_partial})
         kernel.setArg(index++, *b);
-    cl::Buffer sync = device.allocate(2 * sizeof(cl_uint), "token kernel barrier");
+    cl::Buffer sync = device.allocate(3 * sizeof(cl_uint), "token kernel barrier");
     kernel.setArg(kSyncArg, sync);
     kernel.setArg(kSyncArg + 2, kSpinLimit);
     kernel.setArg(kSyncArg + 3, cl::Local(static_cast<std::size_t>(staged) * sizeof(float)));
@@ -138,7 +138,7 @@ TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, con
 int TokenKernel::groups() const { return groups_per_cu_ * static_cast<int>(device_.info().compute_units); }
 
 void TokenKernel::clear() {
-    const std::array<cl_uint, 2> zero = {0, 0};
+    const std::array<cl_uint, 3> zero = {0, 0, 0};
     device_.queue().enqueueWriteBuffer(sync_, CL_TRUE, 0, sizeof zero, zero.data());
     const float no_mark = 0.0f;
     device_.queue().enqueueWriteBuffer(logits_, CL_TRUE, static_cast<std::size_t>(vocab_) * sizeof(float),
@@ -165,11 +165,9 @@ void TokenKernel::enqueue(int pos, int chunk_len, NextToken next, cl::Event* eve
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);
-    // token.cl's barriers: five a layer; greedy decoding's one before the next token, and one more between
-    // the argmax's two steps.
-    const int layer_barriers = n_layers_ * 5;
-    const int greedy_barriers = next == NextToken::host ? 0 : next == NextToken::forced ? 1 : 2;
-    sync_base_ += static_cast<cl_uint>((layer_barriers + greedy_barriers) * groups);
+    // token.cl's grid barriers: five a layer (greedy decoding's next token needs none: the last work-group
+    // done with the classifier picks it).
+    sync_base_ += static_cast<cl_uint>(n_layers_ * 5 * groups);
 }
 
 }  // namespace llamacl

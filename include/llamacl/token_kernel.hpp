@@ -59,11 +59,11 @@ private:
     int groups() const;
     TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, const WorkingBuffers& work, const Config& config,
                 int groups_per_cu, int local_size);
-    void clear();  // zeroes the barrier's count and flag, the give-up mark and attention's chunk counts
+    void clear();  // zeroes the barrier's counts and flag, the give-up mark and attention's chunk counts
 
     Device& device_;
     cl::Kernel kernel_;
-    cl::Buffer sync_;    // arrival count, give-up flag
+    cl::Buffer sync_;    // arrival count, give-up flag, greedy decoding's classifier count (token.cl)
     cl::Buffer logits_;    // the working buffer's, for its give-up mark
     cl::Buffer arrivals_;  // the working buffer's attention chunk counts
     int vocab_, n_heads_, n_layers_;
