@@ -42,6 +42,11 @@ inline float hsum(float16 v) {
 #endif
 #define ROWS_PER_GROUP (LOCAL / ROW_THREADS)
 
+// FEW_GROUPS: the host defines it for the token kernel, whose launch has only one or two work-groups per
+// compute unit, so that each wait on memory shows: its unit functions issue loads ahead of where they are
+// needed (row_pair, and the residual and rotation reads below). Per-op launches hide those waits behind
+// many work-groups, and the loads ahead cost them registers: measured slower there (docs/benchmarks.md).
+
 // Programs built as OpenCL C 2.0 or later (the host defines DEVICE_FENCES for them: the token kernel, and
 // GPU shapes where the compiler takes it) can publish one work-group's writes to the others while they
 // run. OpenCL 1.2's mem_fence orders only within a work-group (NVIDIA compiles it to membar.cta, and
@@ -89,7 +94,7 @@ inline float row_sum(float value, __local float* scratch) {
 #endif
 }
 
-#ifdef PAIRED_ROWS
+#ifdef FEW_GROUPS
 // row_sum of both components at once (one tree of barriers for the two); scratch holds 2 * LOCAL floats.
 inline float2 row_sum2(float2 value, __local float* scratch) {
 #if ROW_THREADS == 1
@@ -255,7 +260,7 @@ inline float partial_dot_staged(__global const float* w, __local const float* in
     return sum;
 }
 
-#ifdef PAIRED_ROWS
+#ifdef FEW_GROUPS
 // partial_dot_staged of two rows, wa's in x and wb's in y, each batch's loads of both rows issued
 // together: a unit that needs two rows (w1's and w3's, a RoPE pair) would otherwise wait on memory twice,
 // the second row's loads held behind the first row's reduction. Each sum is formed in partial_dot_staged's
@@ -305,15 +310,14 @@ inline float row_dot(__global const float* w, __global const float* x, __global 
 }
 
 // Two rows' dot products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum). Builds
-// with PAIRED_ROWS (the token kernel) load both rows together and reduce them in one tree: with two
-// work-groups per compute unit every wait on memory shows, and pairing took stories15M from 6019 to 6365
-// tok/s on the H200. The per-op kernels take one row at a time: their many work-groups hide the wait,
-// and twice the loads in flight cost them registers (llama3.2-1b 621 -> 611, 7B 137.5 -> 136.0;
-// docs/benchmarks.md). With PAIRED_ROWS, scratch holds 2 * LOCAL floats.
+// with FEW_GROUPS load both rows together and reduce them in one tree (pairing took stories15M from 6019
+// to 6365 tok/s on the H200); the per-op kernels take one row at a time, twice the loads in flight
+// costing them registers (llama3.2-1b 621 -> 611, 7B 137.5 -> 136.0; docs/benchmarks.md). With
+// FEW_GROUPS, scratch holds 2 * LOCAL floats.
 inline float2 row_pair(__global const float* wa, __global const float* wb, __global const float* x,
                        __global const float* weight, float ss, __local const float* staged, int staged_n, int n,
                        int lane, __local float* scratch) {
-#ifdef PAIRED_ROWS
+#ifdef FEW_GROUPS
     if (staged_n > 0) return row_sum2(partial_dot2_staged(wa, wb, staged, n, lane), scratch);
 #endif
     const float a = row_sum(row_dot(wa, x, weight, ss, staged, staged_n, n, lane), scratch);

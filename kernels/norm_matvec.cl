@@ -19,10 +19,12 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
     int part = 0;     // 0: q, 1: k, 2: v
     if (r >= dim + kv_dim) { w = wv; r -= dim + kv_dim; part = 2; }
     else if (r >= dim) { w = wk; r -= dim; part = 1; }
-    // The rotation's cos and sin, read before the dot products so that their wait overlaps the rows'.
     const int f = (r % head_size) / 2;
     __global const float* cs = rope + (size_t)pos * head_size + 2 * f;
+#ifdef FEW_GROUPS
+    // The rotation's cos and sin, read before the dot products so that their wait overlaps the rows'.
     const float fcr = lane == 0 ? cs[0] : 0.0f, fci = lane == 0 ? cs[1] : 0.0f;
+#endif
     const float2 pair =
         row_pair(w + (size_t)r * dim, w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
     if (!row_valid || lane != 0) return;
@@ -33,6 +35,9 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
         value_cache[(size_t)pos * kv_dim + r + 1] = v1;
         return;
     }
+#ifndef FEW_GROUPS
+    const float fcr = cs[0], fci = cs[1];
+#endif
     const float a = v0 * fcr - v1 * fci;
     const float b = v0 * fci + v1 * fcr;
     __global float* out = part == 0 ? q : key_cache + (size_t)pos * kv_dim;

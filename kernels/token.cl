@@ -110,7 +110,7 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
                             __global const float* wcls, __global float* logits, __global int* tokens,
                             __global int* argmax_partial, int pos, int chunk_len, int greedy, int choose,
                             volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged) {
-    __local float scratch[2 * LOCAL];  // row_pair's (PAIRED_ROWS)
+    __local float scratch[2 * LOCAL];  // row_pair's (FEW_GROUPS)
     __local float4 partial[LOCAL];
     __local int index_scratch[LOCAL];
     __local int passed, last;

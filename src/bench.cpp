@@ -382,6 +382,7 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         time_decode(model, o, r);
         // After the runs: the token kernel may have given up during them and left the rest per op.
         r.schedule = model.token_schedule() ? "token" : "per-op";
+        r.token_groups = model.token_groups();
         r.per_op_reason = model.per_op_reason();
         r.argmax = model.greedy_decoder() ? "device" : "host";
     } catch (const cl::Error& e) {
@@ -403,7 +404,7 @@ std::string format_bench_text(const BenchResult& r) {
                 c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
-    t += "schedule:    " + describe_schedule(r.schedule == "token", r.per_op_reason) +
+    t += "schedule:    " + describe_schedule(r.token_groups, r.per_op_reason) +
          (r.argmax == "device" ? "; greedy decoding on the device" : "; argmax on the host") + "\n";
     std::string runs;
     for (double v : r.run_tok_s) runs += format(" %.2f", v);

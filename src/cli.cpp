@@ -156,7 +156,7 @@ int run_generate(const GenerateArgs& a) {
                          device->info().platform_name.c_str(), on_device->plan().describe().c_str(),
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
                          on_device->shape().describe().c_str(),
-                         describe_schedule(on_device->token_schedule(), on_device->per_op_reason()).c_str());
+                         describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
         }
     } else {
         model = std::make_unique<ReferenceForward>(ck);

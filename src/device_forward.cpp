@@ -24,9 +24,10 @@ bool out_of_memory(cl_int code) {
 
 }  // namespace
 
-std::string describe_schedule(bool token, const std::string& per_op_reason) {
-    return token ? "token (the whole forward pass in one kernel launch)"
-                 : "per-op (one kernel launch per step: " + per_op_reason + ")";
+std::string describe_schedule(int token_groups, const std::string& per_op_reason) {
+    return token_groups > 0 ? "token (the whole forward pass in one kernel launch of " + std::to_string(token_groups) +
+                                  " work-groups)"
+                            : "per-op (one kernel launch per step: " + per_op_reason + ")";
 }
 
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)

@@ -56,6 +56,13 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
     return shape;
 }
 
+std::string register_cap_option(const DeviceInfo& device, int groups, int local) {
+    constexpr std::uint32_t kMinCap = 64;
+    if (!device.register_cap_option || groups <= 0 || local <= 0) return "";
+    const std::uint32_t cap = device.registers_per_group / static_cast<std::uint32_t>(groups * local);
+    return cap >= kMinCap ? " -cl-nv-maxrregcount=" + std::to_string(cap) : "";
+}
+
 int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups) {
     int threads = shape.row_threads;
     if (threads == 1) return threads;  // CPU shapes: a work-item owns its row
@@ -76,6 +83,8 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) fp_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
+    if (shape_.row_threads > 1)
+        per_op_options_ = register_cap_option(device.info(), kPerOpGroupsPerComputeUnit, shape_.local_size);
     const cl::Program program = first_build();
     attention = cl::Kernel(program, "attention");
     rmsnorm = cl::Kernel(program, "rmsnorm");
@@ -97,14 +106,14 @@ cl::Program KernelSet::first_build() {
         for (const char* standard : {"CL3.0", "CL2.0"}) {
             try {
                 standard_ = standard;
-                return build_program(shape_.row_threads, kLongDotBatch);
+                return build_program(shape_.row_threads, kLongDotBatch, per_op_options_);
             } catch (const Error&) {
                 // A compiler without OpenCL C 2.0's memory scopes: try the next, then none.
             }
         }
     }
     standard_ = "CL1.2";
-    return build_program(shape_.row_threads, kLongDotBatch);
+    return build_program(shape_.row_threads, kLongDotBatch, per_op_options_);
 }
 
 cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::string& extra) const {
@@ -122,7 +131,7 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
     // of the longest rows (w2's), measured best on the H200 among 16 and 32 work-items per row, batches
     // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md).
     const int threads = std::min(kTokenRowThreads, shape_.local_size);
-    return build_program(threads, dot_batch(longest_row, threads), " -DTOKEN_KERNEL -DPAIRED_ROWS" + model_options);
+    return build_program(threads, dot_batch(longest_row, threads), " -DTOKEN_KERNEL -DFEW_GROUPS" + model_options);
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
@@ -130,7 +139,7 @@ KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const int batch = dot_batch(n, threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
-    if (it == builds_.end()) it = builds_.emplace(key, matvec_kernels(build_program(threads, batch))).first;
+    if (it == builds_.end()) it = builds_.emplace(key, matvec_kernels(build_program(threads, batch, per_op_options_))).first;
     return {&it->second[static_cast<std::size_t>(which)], this->rows(rows, threads)};
 }
 

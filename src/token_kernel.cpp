@@ -19,8 +19,10 @@ constexpr cl_uint kSpinLimit = 1u << 20;
 constexpr cl_uint kPosArg = 24, kSyncArg = 28;
 
 // The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
-// against 1879 tok/s; docs/benchmarks.md).
+// against 1879 tok/s, and 3087 against 2660 once the register cap below let two run again;
+// docs/benchmarks.md).
 constexpr int kGroupsPerComputeUnit = 2;
+
 // Greedy decoding's partial results have a slot per work-group of the argmax launch (working_buffers.hpp).
 static_assert(kGroupsPerComputeUnit <= kMinGroupsPerComputeUnit, "argmax_partial holds one int per work-group");
 
@@ -86,23 +88,29 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
                               " -DSTRIDE_KV=" + std::to_string(stacks[2]->stride()) +
                               " -DSTRIDE_FFN=" + std::to_string(stacks[6]->stride()) +
                               " -DSTRIDE_CACHE=" + std::to_string(stacks[9]->stride());
+    // NVIDIA: unless capped, its compiler gives the kernel more than half a compute unit's registers, and
+    // only one work-group per compute unit runs (CL_KERNEL_WORK_GROUP_SIZE does not show it: 256 either way).
+    const std::string cap = register_cap_option(device.info(), kGroupsPerComputeUnit, local);
+    const bool capped = !cap.empty();
     cl::Kernel kernel;
     try {
-        kernel = cl::Kernel(kernels.token_program(model, staged), "forward_token");
+        kernel = cl::Kernel(kernels.token_program(model + cap, staged), "forward_token");
     } catch (const Error& e) {
         const std::string message = e.what();
         why_not = "the device's compiler refused the token kernel: " + message.substr(0, message.find('\n'));
         return nullptr;
     }
 
-    // Two work-groups per compute unit where the kernel's registers allow (its largest work-group holds
-    // two of ours), else one.
+    // Two work-groups per compute unit where the kernel's registers allow (capped as above, or its largest
+    // work-group holds two of ours), else one. Should they not all run at once, the kernel gives up and
+    // fewer_groups() takes one.
     const std::size_t fits = kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device.device());
     if (fits < static_cast<std::size_t>(local)) {
         why_not = "the token kernel's work-group of " + std::to_string(local) + " does not fit a compute unit";
         return nullptr;
     }
-    const int per_cu = static_cast<int>(std::min<std::size_t>(kGroupsPerComputeUnit, fits / local));
+    const int per_cu =
+        capped ? kGroupsPerComputeUnit : static_cast<int>(std::min<std::size_t>(kGroupsPerComputeUnit, fits / local));
 
     const ClassifierBlock& cls = weights.classifier().front();
     cl_uint index = 0;

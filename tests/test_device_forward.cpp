@@ -323,7 +323,7 @@ TEST(DeviceGreedy, PicksTheTokensOfTheHostsArgmax) {
             options.schedule = schedule;
             if (*shape) options.shape = parse_launch_shape(shape, device.info());
             DeviceForward model(device, ck, options);
-            SCOPED_TRACE(describe_schedule(model.token_schedule(), model.per_op_reason()) + ", shape " +
+            SCOPED_TRACE(describe_schedule(model.token_groups(), model.per_op_reason()) + ", shape " +
                          model.shape().describe());
             GreedyDecoder* greedy = model.greedy_decoder();
             ASSERT_NE(greedy, nullptr);

@@ -563,3 +563,20 @@ INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("exa
                          [](const auto& p) { return p.param; });
 
 }  // namespace
+
+// The register cap fits the asked-for work-groups in the register file a work-group may use, only where
+// the device says how large that is and its compiler takes the option, and never below 64 registers.
+TEST(RegisterCap, FitsTheWorkGroupsWhereTheCompilerTakesIt) {
+    DeviceInfo nvidia;
+    nvidia.registers_per_group = 65536;
+    nvidia.register_cap_option = true;
+    EXPECT_EQ(register_cap_option(nvidia, 2, 256), " -cl-nv-maxrregcount=128");
+    EXPECT_EQ(register_cap_option(nvidia, 4, 256), " -cl-nv-maxrregcount=64");
+    EXPECT_EQ(register_cap_option(nvidia, 8, 256), "") << "32 registers would spill";
+    DeviceInfo no_option = nvidia;
+    no_option.register_cap_option = false;
+    EXPECT_EQ(register_cap_option(no_option, 2, 256), "");
+    DeviceInfo no_count = nvidia;
+    no_count.registers_per_group = 0;
+    EXPECT_EQ(register_cap_option(no_count, 2, 256), "");
+}

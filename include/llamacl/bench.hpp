@@ -77,6 +77,7 @@ struct BenchResult {
     bool host_mirror = false;  // streaming from a pinned mirror (weight_staging.hpp)
     std::string schedule;       // "token" or "per-op" (device_forward.hpp)
     std::string per_op_reason;  // why not the token kernel (empty with it)
+    int token_groups = 0;       // the token kernel's work-groups per launch (0: per-op)
     std::string argmax;         // "device" (greedy decoding on the device, device_forward.hpp) or "host"
     Finalize finalize = Finalize::device;
     int tokens = 0;

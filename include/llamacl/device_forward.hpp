@@ -41,8 +41,9 @@ namespace llamacl {
 // (automatic), always one command per step (per_op), or the token kernel or an error (token).
 enum class Schedule { automatic, per_op, token };
 
-// How -v and bench name a schedule: "token (...)" or "per-op (...: per_op_reason)".
-std::string describe_schedule(bool token, const std::string& per_op_reason);
+// How -v and bench name a schedule: "token (... N work-groups)" for token_groups N > 0, else
+// "per-op (...: per_op_reason)".
+std::string describe_schedule(int token_groups, const std::string& per_op_reason);
 
 struct DeviceOptions {
     int layers_per_offload = 0;          // 0: the largest K that fits the capacity contract
@@ -100,6 +101,7 @@ public:
     const LaunchShape& shape() const { return kernels_.shape(); }
     // Whether tokens run as one launch of the token kernel, and if not, why not.
     bool token_schedule() const { return token_ != nullptr; }
+    int token_groups() const { return token_ ? token_->groups() : 0; }  // the token kernel's launch, 0 without
     const std::string& per_op_reason() const { return per_op_reason_; }
 
 private:

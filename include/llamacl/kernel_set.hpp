@@ -44,6 +44,12 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
 
+// The compiler option that caps a kernel's registers so that `groups` work-groups of `local` work-items fit
+// a compute unit ("-cl-nv-maxrregcount=N", NVIDIA's compilers), or "" where the device does not say its
+// registers or take the option, or where the cap would be under 64 (spilling then costs more than the
+// work-groups gain: 64 for the token kernel's two groups measured slower than 128 on the H200).
+std::string register_cap_option(const DeviceInfo& device, int groups, int local);
+
 // A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
 // work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
 // norm and input staging (docs/benchmarks.md, "widened rows").
@@ -121,8 +127,8 @@ public:
     bool device_fences() const { return standard_ != "CL1.2"; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
-    // as -D options and `longest_row` the most elements a row of its matrices has. Throws Error without
-    // device_fences(), which it needs for its grid barriers.
+    // as -D options (and any option of the device's own compiler) and `longest_row` the most elements a row
+    // of its matrices has. Throws Error without device_fences(), which it needs for its grid barriers.
     cl::Program token_program(const std::string& model_options, int longest_row) const;
 
 private:
@@ -131,15 +137,20 @@ private:
     static Build matvec_kernels(const cl::Program& program);
     // The shape's own build, choosing the standard every later build uses.
     cl::Program first_build();
-    cl::Program build_program(int row_threads, int dot_batch, const std::string& extra = "") const;
+    cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
     Range rows(int rows, int row_threads) const;
 
     // The token kernel's work-items per row (token_program).
     static constexpr int kTokenRowThreads = 32;
+    // Work-groups per compute unit the per-op GPU builds cap their registers for (register_cap_option): with
+    // 64 registers for four work-groups of 256, llama2-7b ran 135.4 -> 137.8 tok/s and llama3.2-1b 614 ->
+    // 620 on the H200; with 128 (two) both were slower (docs/benchmarks.md).
+    static constexpr int kPerOpGroupsPerComputeUnit = 4;
 
     Device device_;
     std::string fp_options_;
     std::string standard_;  // "-cl-std=" of every build
+    std::string per_op_options_;  // the per-op builds' register cap
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
     // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.

@@ -54,9 +54,10 @@ public:
     // After giving up: one work-group per compute unit from now on (the barrier and mark cleared), or
     // false when that is what gave up.
     bool fewer_groups();
+    // Work-groups of a launch: one or two per compute unit.
+    int groups() const;
 
 private:
-    int groups() const;
     TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, const WorkingBuffers& work, const Config& config,
                 int groups_per_cu, int local_size);
     void clear();  // zeroes the barrier's counts and flag, the give-up mark and attention's chunk counts
