@@ -84,13 +84,15 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) fp_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
     if (shape_.row_threads > 1)
-        per_op_options_ = register_cap_option(device.info(), kPerOpGroupsPerComputeUnit, shape_.local_size);
+        matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);
     const cl::Program program = first_build();
     attention = cl::Kernel(program, "attention");
     rmsnorm = cl::Kernel(program, "rmsnorm");
     argmax = cl::Kernel(program, "argmax");
     argmax_embed = cl::Kernel(program, "argmax_embed");
-    builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
+    // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
+    if (matvec_options_.empty())
+        builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
 }
 
 // In Matvec's order.
@@ -106,14 +108,14 @@ cl::Program KernelSet::first_build() {
         for (const char* standard : {"CL3.0", "CL2.0"}) {
             try {
                 standard_ = standard;
-                return build_program(shape_.row_threads, kLongDotBatch, per_op_options_);
+                return build_program(shape_.row_threads, kLongDotBatch, "");
             } catch (const Error&) {
                 // A compiler without OpenCL C 2.0's memory scopes: try the next, then none.
             }
         }
     }
     standard_ = "CL1.2";
-    return build_program(shape_.row_threads, kLongDotBatch, per_op_options_);
+    return build_program(shape_.row_threads, kLongDotBatch, "");
 }
 
 cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::string& extra) const {
@@ -139,7 +141,7 @@ KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const int batch = dot_batch(n, threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
-    if (it == builds_.end()) it = builds_.emplace(key, matvec_kernels(build_program(threads, batch, per_op_options_))).first;
+    if (it == builds_.end()) it = builds_.emplace(key, matvec_kernels(build_program(threads, batch, matvec_options_))).first;
     return {&it->second[static_cast<std::size_t>(which)], this->rows(rows, threads)};
 }
 

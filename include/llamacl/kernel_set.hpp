@@ -135,22 +135,25 @@ private:
     // The matrix-vector kernels of one program build, indexed by Matvec.
     using Build = std::array<cl::Kernel, 4>;
     static Build matvec_kernels(const cl::Program& program);
-    // The shape's own build, choosing the standard every later build uses.
+    // The shape's own build (without the matrix-vector register cap), choosing the standard every later
+    // build uses.
     cl::Program first_build();
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
     Range rows(int rows, int row_threads) const;
 
     // The token kernel's work-items per row (token_program).
     static constexpr int kTokenRowThreads = 32;
-    // Work-groups per compute unit the per-op GPU builds cap their registers for (register_cap_option): with
-    // 64 registers for four work-groups of 256, llama2-7b ran 135.4 -> 137.8 tok/s and llama3.2-1b 614 ->
-    // 620 on the H200; with 128 (two) both were slower (docs/benchmarks.md).
-    static constexpr int kPerOpGroupsPerComputeUnit = 4;
+    // Work-groups per compute unit the per-op matrix-vector builds (GPU shapes) cap their registers for
+    // (register_cap_option): with 64 registers, four work-groups of 256, llama2-7b ran 135.0 -> 137.6 tok/s
+    // on the H200 and llama3.2-1b 620 -> 620 (595.6 -> 600.8 at context 256); with 128 both were slower.
+    // Attention and the other kernels keep theirs: capped too, llama3.2-1b lost 1.5 % at context 256
+    // (docs/benchmarks.md).
+    static constexpr int kMatvecGroupsPerComputeUnit = 4;
 
     Device device_;
     std::string fp_options_;
     std::string standard_;  // "-cl-std=" of every build
-    std::string per_op_options_;  // the per-op builds' register cap
+    std::string matvec_options_;  // the matrix-vector builds' register cap
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
     // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.
