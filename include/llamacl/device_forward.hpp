@@ -13,8 +13,8 @@
 //
 // Greedy decoding on the device (GreedyDecoder): where the classifier is on the device and shared with
 // the embedding table, the device takes each position's argmax itself and writes that token's embedding
-// row into x (kernels/greedy.cl: two more commands per position, or two more steps of the token kernel;
-// one where the next token is the prompt's),
+// row into x (kernels/greedy.cl: two more commands per position, one where the next token is the
+// prompt's; in the token kernel, the last work-group to finish the classifier),
 // so no position waits for the host. The host keeps kGreedyDepth positions enqueued and reads one token
 // id (4 bytes) per position; its own turn (reading, printing, enqueueing) overlaps the device's work
 // instead of leaving the device idle between tokens.
