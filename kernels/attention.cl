@@ -132,7 +132,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             o[c] = acc.x * inv_sum;
         }
     }
-#ifdef DEVICE_FENCES
+#ifdef DEVICE_FENCES  // (without, the host never splits a head: KernelSet::attention_chunks)
     if (chunks > 1 && lid == 0) {
         __global float* p = partial_out + ((size_t)h * chunks + chunk) * (head_size + 2);
         p[0] = max_val;

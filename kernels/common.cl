@@ -69,7 +69,8 @@ inline int last_to_arrive(volatile __global uint* counter, uint count, __local i
         if (*last) *counter = 0;  // nobody else counts here until the step's next use
         DEVICE_FENCE();
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    // Global as well: the other work-items read the other work-groups' writes after it.
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     return *last;
 }
 #endif

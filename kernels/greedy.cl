@@ -82,8 +82,8 @@ UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const 
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = index_scratch[0];
-    // -1: a work-group of the token kernel gave up at its last barrier (token.cl) after this one passed it;
-    // the host reads the -1 and runs the position again.
+    // No token (no candidate, or a forced token of -1): nothing to copy. (A token kernel that gave up never
+    // gets here: the work-group that would is the last to finish, and one that gave up never finishes.)
     if (next < 0) return;
     for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = table[(size_t)next * dim + i];
 }

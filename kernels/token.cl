@@ -13,6 +13,9 @@
 // (STRIDE_NORM, STRIDE_ATTN for wq and wo, STRIDE_KV for wk and wv, STRIDE_FFN for w1, w2, w3) and in
 // the KV cache (STRIDE_CACHE).
 #ifdef TOKEN_KERNEL
+#ifndef DEVICE_FENCES
+#error "the token kernel's grid barriers need DEVICE_FENCES (common.cl)"
+#endif
 
 #define HEAD_SIZE (DIM / N_HEADS)
 

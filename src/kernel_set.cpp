@@ -57,10 +57,11 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 }
 
 std::string register_cap_option(const DeviceInfo& device, int groups, int local) {
-    constexpr std::uint32_t kMinCap = 64;
+    // 255 is the most registers a work-item can have on NVIDIA's GPUs: a cap at or above it limits nothing.
+    constexpr std::uint32_t kMinCap = 64, kMaxRegisters = 255;
     if (!device.register_cap_option || groups <= 0 || local <= 0) return "";
     const std::uint32_t cap = device.registers_per_group / static_cast<std::uint32_t>(groups * local);
-    return cap >= kMinCap ? " -cl-nv-maxrregcount=" + std::to_string(cap) : "";
+    return cap >= kMinCap && cap < kMaxRegisters ? " -cl-nv-maxrregcount=" + std::to_string(cap) : "";
 }
 
 int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups) {

@@ -158,9 +158,12 @@ void TokenKernel::clear() {
 }
 
 bool TokenKernel::fewer_groups() {
+    // Whatever runs next, this kernel with fewer groups or the per-op kernels, starts from zeroed counts:
+    // the launch that gave up may have left attention's chunk counts (shared with the per-op attention)
+    // part way.
+    clear();
     if (groups_per_cu_ == 1) return false;
     groups_per_cu_ = 1;
-    clear();
     return true;
 }
 

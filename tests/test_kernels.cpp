@@ -573,6 +573,7 @@ TEST(RegisterCap, FitsTheWorkGroupsWhereTheCompilerTakesIt) {
     EXPECT_EQ(register_cap_option(nvidia, 2, 256), " -cl-nv-maxrregcount=128");
     EXPECT_EQ(register_cap_option(nvidia, 4, 256), " -cl-nv-maxrregcount=64");
     EXPECT_EQ(register_cap_option(nvidia, 8, 256), "") << "32 registers would spill";
+    EXPECT_EQ(register_cap_option(nvidia, 2, 128), "") << "256 registers limit nothing";
     DeviceInfo no_option = nvidia;
     no_option.register_cap_option = false;
     EXPECT_EQ(register_cap_option(no_option, 2, 256), "");

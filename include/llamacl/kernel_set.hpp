@@ -46,8 +46,9 @@ int dot_batch(int n, int row_threads);
 
 // The compiler option that caps a kernel's registers so that `groups` work-groups of `local` work-items fit
 // a compute unit ("-cl-nv-maxrregcount=N", NVIDIA's compilers), or "" where the device does not say its
-// registers or take the option, or where the cap would be under 64 (spilling then costs more than the
-// work-groups gain: 64 for the token kernel's two groups measured slower than 128 on the H200).
+// registers or take the option, where the cap would be under 64 (spilling then costs more than the
+// work-groups gain: 64 for the token kernel's two groups measured slower than 128 on the H200), or where
+// it would not limit anything (255 registers or more).
 std::string register_cap_option(const DeviceInfo& device, int groups, int local);
 
 // A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few

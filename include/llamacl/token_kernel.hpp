@@ -3,8 +3,8 @@
 // for GPUs running small models, which the per-op schedule's one command per step leaves bound by
 // launch costs. Its work-groups meet at grid-wide barriers between steps, which OpenCL does not promise
 // to work: it needs every work-group running at once, and memory scopes the device may not advertise. So
-// it is only offered where it builds, launches no more than two work-groups per compute unit (one
-// where its registers allow no more), and gives up (instead of hanging) when a barrier is not reached;
+// it is only offered where it builds, launches no more than two work-groups per compute unit (two where
+// the compiler's registers can be capped for them, else one where its registers allow no more), and gives up (instead of hanging) when a barrier is not reached;
 // the caller then tries one work-group per compute unit, and after that the per-op schedule for good. Its arithmetic is the per-op kernels' (the same unit functions), so both
 // schedules agree to within the summation order of the row width each compiles for.
 #include <cstdint>
@@ -51,8 +51,8 @@ public:
     void enqueue(int pos, int chunk_len, NextToken next, cl::Event* event);
     // Whether the mark says the kernel gave up at a barrier: `logits` is the read-back, vocab + 1 floats.
     static bool gave_up(const float* logits, int vocab) { return logits[vocab] != 0.0f; }
-    // After giving up: one work-group per compute unit from now on (the barrier and mark cleared), or
-    // false when that is what gave up.
+    // After giving up: the barrier, mark and counts cleared, and one work-group per compute unit from now
+    // on, or false when that is what gave up.
     bool fewer_groups();
     // Work-groups of a launch: one or two per compute unit.
     int groups() const;

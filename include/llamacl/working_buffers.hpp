@@ -21,7 +21,9 @@ struct WorkingBuffers {
     cl::Buffer logits;  // classifier output (vocab), then the token kernel's give-up mark (see token_kernel.hpp)
     // Greedy decoding on the device (kernels/greedy.cl):
     cl::Buffer tokens;          // the token at each position (int, seq_len + 1): the prompt's, then chosen
-    cl::Buffer argmax_partial;  // each work-group's winner in the first argmax step (int, argmax_groups)
+    // Each work-group's winner in the first argmax step, or each token kernel work-group's best logit
+    // (int, argmax_groups).
+    cl::Buffer argmax_partial;
 };
 
 }  // namespace llamacl
