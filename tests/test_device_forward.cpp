@@ -268,6 +268,12 @@ TEST(TokenSchedule, LogitsMatchTheReference) {
     }
 }
 
+// What -v and bench print for the schedule: the token kernel's launch size, or why each step is a command.
+TEST(TokenSchedule, DescriptionNamesTheLaunchOrTheReason) {
+    EXPECT_EQ(describe_schedule(264, ""), "token (the whole forward pass in one kernel launch of 264 work-groups)");
+    EXPECT_EQ(describe_schedule(0, "--schedule per-op"), "per-op (one kernel launch per step: --schedule per-op)");
+}
+
 // Where the token kernel cannot run (CPUs: PoCL in CI), the automatic schedule says why and runs one
 // command per step, and asking for the token schedule is a clear error.
 TEST(TokenSchedule, CpuDevicesRunPerOpAndSayWhy) {
