@@ -62,12 +62,14 @@ inline float hsum(float16 v) {
 // counter counts nothing (false), for callers that must reach its barriers either way.
 inline int last_to_arrive(volatile __global uint* counter, uint count, __local int* last) {
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    if (get_local_id(0) == 0 && !counter) *last = 0;
-    if (get_local_id(0) == 0 && counter) {
-        DEVICE_FENCE();
-        *last = atomic_inc(counter) == count - 1;
-        if (*last) *counter = 0;  // nobody else counts here until the step's next use
-        DEVICE_FENCE();
+    if (get_local_id(0) == 0) {
+        *last = 0;
+        if (counter) {
+            DEVICE_FENCE();
+            *last = atomic_inc(counter) == count - 1;
+            if (*last) *counter = 0;  // nobody else counts here until the step's next use
+            DEVICE_FENCE();
+        }
     }
     // Global as well: the other work-items read the other work-groups' writes after it.
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
@@ -135,6 +137,13 @@ inline float group_reduce(float value, int is_max, __local float* scratch) {
     return total;
 }
 
+// RMSNorm's scale from the sum of squares ss of n elements: 1/sqrt(ss/n + eps), in run.c's steps.
+inline float rms_from_sum(float ss, int n) {
+    ss /= (float)n;
+    ss += 1e-5f;
+    return 1.0f / sqrt(ss);
+}
+
 // RMSNorm's scale 1/sqrt(mean(x^2) + eps), as run.c computes it. With ROW_THREADS == 1 every
 // work-item computes it alone (no barrier; with VECTOR_WIDTH 1 bit-identical to run.c); otherwise
 // the work-group computes it together.
@@ -155,9 +164,7 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     for (int j = get_local_id(0); j < n; j += LOCAL) ss += x[j] * x[j];
     ss = group_reduce(ss, 0, scratch);
 #endif
-    ss /= (float)n;
-    ss += 1e-5f;
-    return 1.0f / sqrt(ss);
+    return rms_from_sum(ss, n);
 }
 
 // Writes rmsnorm(x) * weight to out; called by one work-group so the normalized vector can be

@@ -67,10 +67,7 @@ inline float stage_normed(__local float* staged, __global const float* x, __glob
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < NORM_LOADS; k++) ss += xv[k] * xv[k];  // rms_scale's order (the padding adds zeros)
-    ss = group_reduce(ss, 0, scratch);
-    ss /= (float)DIM;
-    ss += 1e-5f;
-    ss = 1.0f / sqrt(ss);
+    ss = rms_from_sum(group_reduce(ss, 0, scratch), DIM);
 #pragma unroll
     for (int k = 0; k < NORM_LOADS; k++) {
         const int j = get_local_id(0) + k * LOCAL;
