@@ -28,12 +28,27 @@ inline void attention_combine(int h, __global const float* partial, __global flo
     }
 }
 
+// Where a chunk's scores live while its softmax and weighted sum read them: builds with device fences
+// keep them in the work-group's local memory (`scores`, SCORE_CAPACITY floats; the host splits a head
+// into chunks no longer than that: KernelSet::attention_chunks), so that no step of the chain waits on
+// global memory for them; without, a head is one chunk of any length, and its scores go to its row of `att`.
+#ifdef DEVICE_FENCES
+#define SCORE(t) scores[(t) - t0]
+#else
+#define SCORE(t) a[t]
+#endif
+
+// Positions whose values a work-item loads together in the weighted sum: one at a time, a short chunk's
+// few work-items per column wait on memory once per position.
+#define VALUE_BATCH 4
+
 // The (head, chunk) of work unit `unit`: unit = head * chunks + chunk.
 UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global const float* key_cache,
                                   __global const float* value_cache, __global float* att, __global float* out,
                                   __global float* partial_out, volatile __global uint* arrivals, int head_size,
                                   int kv_dim, int kv_mul, int seq_len, int pos, int chunk_len,
-                                  __local float* scratch, __local float4* partial, __local int* last) {
+                                  __local float* scratch, __local float4* partial, __local float* scores,
+                                  __local int* last) {
     // The chunk's positions are spread over the work-group's work-items for the scores and the softmax,
     // then (position slice, column) pairs for the weighted sum of values, where a column is a float4 of
     // the head when head_size allows it.
@@ -78,22 +93,22 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             float score = 0.0f;
             for (int i = 0; i < slices; i++) score += scratch[lid + i];
             score /= scale;
-            a[t] = score;
+            SCORE(t) = score;
             local_max = fmax(local_max, score);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    barrier(CLK_GLOBAL_MEM_FENCE);  // the softmax below reads scores other work-items wrote
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // the softmax below reads scores other work-items wrote
     const float max_val = group_reduce(local_max, 1, scratch);
     float local_sum = 0.0f;
     for (int t = t0 + lid; t < t1; t += LOCAL) {
-        const float e = exp(a[t] - max_val);
-        a[t] = e;
+        const float e = exp(SCORE(t) - max_val);
+        SCORE(t) = e;
         local_sum += e;
     }
     const float sum = group_reduce(local_sum, 0, scratch);
     const float inv_sum = 1.0f / sum;
-    barrier(CLK_GLOBAL_MEM_FENCE);  // every score of this chunk is in `a` before anyone reads them
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // every weight of this chunk is written before anyone reads them
 
     const int cols = vec ? head_size / 4 : head_size;
     const int span = cols < LOCAL ? cols : LOCAL;  // work-items per position slice
@@ -107,11 +122,20 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
         const int active = c < cols && part < parts;
         float4 acc = (float4)(0.0f);
         if (active) {
-            for (int t = t0 + part; t < t1; t += parts) {
-                __global const float* v = value_cache + (size_t)t * kv_dim + kv_off;
-                const float w = a[t];
-                if (vec) acc += w * ((__global const float4*)v)[c];
-                else acc.x += w * v[c];
+            // Positions t, t + parts, ... in that order, VALUE_BATCH of them loaded at once (a position past
+            // the chunk adds a zero weight times zero).
+            for (int t = t0 + part; t < t1; t += VALUE_BATCH * parts) {
+                float w[VALUE_BATCH];
+                float4 v[VALUE_BATCH];
+#pragma unroll
+                for (int k = 0; k < VALUE_BATCH; k++) {
+                    const int tk = t + k * parts;
+                    __global const float* row = value_cache + (size_t)tk * kv_dim + kv_off;
+                    w[k] = tk < t1 ? SCORE(tk) : 0.0f;
+                    v[k] = tk >= t1 ? (float4)(0.0f) : vec ? ((__global const float4*)row)[c] : (float4)(row[c], 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int k = 0; k < VALUE_BATCH; k++) acc += w[k] * v[k];
             }
         }
         if (parts > 1) {  // the slices meet in local memory (uniform branch: parts is the same everywhere)
@@ -181,9 +205,14 @@ __kernel void attention(__global const float* q, __global const float* key_cache
 #else
     __local float scratch[LOCAL];
     __local float4 partial[LOCAL];
+#ifdef DEVICE_FENCES
+    __local float scores[SCORE_CAPACITY];
+#else
+    __local float* scores = 0;  // (unused: the scores go to `att`)
+#endif
     __local int last;
     attention_unit(get_group_id(0), q, key_cache, value_cache, att, out, partial_out, arrivals, head_size, kv_dim,
-                   kv_mul, seq_len, pos, chunk_len, scratch, partial, &last);
+                   kv_mul, seq_len, pos, chunk_len, scratch, partial, scores, &last);
 #endif
 }
 

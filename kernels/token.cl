@@ -1,7 +1,9 @@
 // The token kernel: a whole token's forward pass (every layer's five steps, then the final RMSNorm and
 // the classifier) in one launch, for GPUs, where small models are otherwise bound by the cost of their
 // launches (about 6 us of host time and as much of the device's per command, against a few us of work).
-// Built only when the host asks for it (TOKEN_KERNEL): it needs OpenCL C 2.0's memory scopes.
+// In greedy decoding one launch runs several positions in turn, each picking the next one's token, so
+// that no position waits for a launch. Built only when the host asks for it (TOKEN_KERNEL): it needs
+// OpenCL C 2.0's memory scopes.
 //
 // The launch has no more work-groups than can run at once (the host's choice). Each step's work units
 // (the per-op kernels' work-groups: row blocks, (head, chunk) pairs) are dealt out to the work-groups in
@@ -108,57 +110,65 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
                             __global float* hb, __global float* att_partial, volatile __global uint* att_arrivals,
                             __global const float* rms_final,
                             __global const float* wcls, __global float* logits, __global int* tokens,
-                            __global int* argmax_partial, int pos, int chunk_len, int greedy, int choose,
-                            volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged) {
+                            __global int* argmax_partial, __global const int* chunk_lens, int first, int count,
+                            int greedy, int chosen_from, volatile __global uint* sync, uint sync_base, uint spin_limit,
+                            __local float* staged) {
     __local float scratch[2 * LOCAL];  // row_pair's (FEW_GROUPS)
     __local float4 partial[LOCAL];
     __local int index_scratch[LOCAL];
+    __local float scores[SCORE_CAPACITY];  // attention's (attention.cl)
     __local int passed, last;
     uint barriers = 0;
-    const int chunks = (pos + chunk_len) / chunk_len;  // as the host counts them (attention_chunk_count)
-    for (int l = 0; l < N_LAYERS; l++) {
-        __global float* keys = key_cache + (size_t)l * STRIDE_CACHE;
-        __global float* values = value_cache + (size_t)l * STRIDE_CACHE;
-        __global const float* norm = rms_att + (size_t)l * STRIDE_NORM;
-        float ss = stage_normed(staged, x, norm, scratch);
-        FOR_UNITS(u, UNITS((DIM + 2 * KV_DIM) / 2))
-            attn_qkv_rope_unit(u, x, norm, ss, wq + (size_t)l * STRIDE_ATTN, wk + (size_t)l * STRIDE_KV,
-                               wv + (size_t)l * STRIDE_KV, rope, q, keys, values, DIM, KV_DIM, HEAD_SIZE, pos, staged,
-                               DIM, scratch);
-        GRID_BARRIER();
-        FOR_UNITS(u, N_HEADS * chunks)
-            attention_unit(u, q, keys, values, att, xb, att_partial, att_arrivals, HEAD_SIZE, KV_DIM, KV_MUL, SEQ_LEN,
-                           pos, chunk_len, scratch, partial, &last);
-        GRID_BARRIER();
-        stage_input(staged, xb, 0, 0.0f, DIM);
-        FOR_UNITS(u, UNITS(DIM))
-            matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, DIM, scratch);
-        GRID_BARRIER();
-        norm = rms_ffn + (size_t)l * STRIDE_NORM;
-        ss = stage_normed(staged, x, norm, scratch);
-        FOR_UNITS(u, UNITS(HIDDEN_DIM))
-            ffn_gate_up_unit(u, x, norm, ss, w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN, hb, DIM,
-                             HIDDEN_DIM, staged, DIM, scratch);
-        GRID_BARRIER();
-        stage_input(staged, hb, 0, 0.0f, HIDDEN_DIM);
-        FOR_UNITS(u, UNITS(DIM))
-            matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, hb, x, HIDDEN_DIM, DIM, staged, HIDDEN_DIM, scratch);
-        GRID_BARRIER();
+    for (int pos = first; pos < first + count; pos++) {
+        const int chunk_len = chunk_lens[pos];
+        const int chunks = (pos + chunk_len) / chunk_len;  // as the host counts them (attention_chunk_count)
+        for (int l = 0; l < N_LAYERS; l++) {
+            __global float* keys = key_cache + (size_t)l * STRIDE_CACHE;
+            __global float* values = value_cache + (size_t)l * STRIDE_CACHE;
+            __global const float* norm = rms_att + (size_t)l * STRIDE_NORM;
+            float ss = stage_normed(staged, x, norm, scratch);
+            FOR_UNITS(u, UNITS((DIM + 2 * KV_DIM) / 2))
+                attn_qkv_rope_unit(u, x, norm, ss, wq + (size_t)l * STRIDE_ATTN, wk + (size_t)l * STRIDE_KV,
+                                   wv + (size_t)l * STRIDE_KV, rope, q, keys, values, DIM, KV_DIM, HEAD_SIZE, pos,
+                                   staged, DIM, scratch);
+            GRID_BARRIER();
+            FOR_UNITS(u, N_HEADS * chunks)
+                attention_unit(u, q, keys, values, att, xb, att_partial, att_arrivals, HEAD_SIZE, KV_DIM, KV_MUL,
+                               SEQ_LEN, pos, chunk_len, scratch, partial, scores, &last);
+            GRID_BARRIER();
+            stage_input(staged, xb, 0, 0.0f, DIM);
+            FOR_UNITS(u, UNITS(DIM))
+                matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, DIM, scratch);
+            GRID_BARRIER();
+            norm = rms_ffn + (size_t)l * STRIDE_NORM;
+            ss = stage_normed(staged, x, norm, scratch);
+            FOR_UNITS(u, UNITS(HIDDEN_DIM))
+                ffn_gate_up_unit(u, x, norm, ss, w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN, hb, DIM,
+                                 HIDDEN_DIM, staged, DIM, scratch);
+            GRID_BARRIER();
+            stage_input(staged, hb, 0, 0.0f, HIDDEN_DIM);
+            FOR_UNITS(u, UNITS(DIM))
+                matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, hb, x, HIDDEN_DIM, DIM, staged, HIDDEN_DIM,
+                                     scratch);
+            GRID_BARRIER();
+        }
+        stage_normed(staged, x, rms_final, scratch);
+        float best_v = 0.0f;  // this work-item's best logit (greedy.cl), -1: none yet
+        int best_i = -1;
+        FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2) classifier_pair_unit(u, wcls, logits, staged, scratch, &best_v, &best_i);
+        if (!greedy) return;
+        // Greedy decoding (greedy.cl, with wcls the embedding table): each work-group's best logit goes to
+        // argmax_partial, and the last work-group to finish the classifier (so every one is done with x) picks
+        // the next token among them, or takes the sequence's own below chosen_from, and puts its embedding in
+        // x. A work-group that gave up never arrives, and the token it marked -1 stays.
+        const int winner = argmax_reduce(best_v, best_i, scratch, index_scratch);
+        if (get_local_id(0) == 0) argmax_partial[get_group_id(0)] = winner;
+        if (last_to_arrive(&sync[2], get_num_groups(0), &last))
+            next_token_unit(logits, argmax_partial, get_num_groups(0), pos + 1 >= chosen_from, tokens, pos, wcls, x,
+                            DIM, scratch, index_scratch);
+        // The next position reads x, which only that work-group wrote.
+        if (pos + 1 < first + count) GRID_BARRIER();
     }
-    stage_normed(staged, x, rms_final, scratch);
-    float best_v = 0.0f;  // this work-item's best logit (greedy.cl), -1: none yet
-    int best_i = -1;
-    FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2) classifier_pair_unit(u, wcls, logits, staged, scratch, &best_v, &best_i);
-    if (!greedy) return;
-    // Greedy decoding (greedy.cl, with wcls the embedding table): each work-group's best logit goes to
-    // argmax_partial, and the last work-group to finish the classifier (so every one is done with x) picks the
-    // next token among them and puts its embedding in x. A work-group that gave up never arrives, and the
-    // token it marked -1 stays.
-    const int winner = argmax_reduce(best_v, best_i, scratch, index_scratch);
-    if (get_local_id(0) == 0) argmax_partial[get_group_id(0)] = winner;
-    if (last_to_arrive(&sync[2], get_num_groups(0), &last))
-        next_token_unit(logits, argmax_partial, get_num_groups(0), choose, tokens, pos, wcls, x, DIM, scratch,
-                        index_scratch);
 }
 
 #endif

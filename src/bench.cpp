@@ -313,7 +313,7 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, 
     if (name == "classifier") return token_traffic(c, finalize, first_pos, tokens).classifier_bytes;
     // argmax_embed reads the logits (activations, not counted) and the next token's embedding row.
     if (name == "write_embedding" || name == "read_hidden" || name == "argmax_embed") return dim * f;
-    if (name == "read_token") return sizeof(cl_int);
+    if (name == "read_tokens") return sizeof(cl_int);  // a batch's read, 4 bytes for each of its tokens
     if (name == "read_logits") return static_cast<std::uint64_t>(c.vocab_size) * f;
     if (name == "forward_token") return token_traffic(c, finalize, first_pos, tokens).total();  // all of the above
     return 0;

@@ -104,12 +104,6 @@ void DeviceForward::write_embedding(int token) {
     counters_.input_bytes_uploaded += row_bytes;
 }
 
-int DeviceForward::chunk_len(int pos) const {
-    // The kernels derive the chunks' count from chunk_len the same way (attention_chunk_count).
-    const int wanted = kernels_.attention_chunks(c_.n_heads, c_.head_size(), pos + 1);
-    return (pos + wanted) / wanted;
-}
-
 void DeviceForward::token_kernel_gave_up() {
     // Some work-group never ran while the others waited for it at a barrier, and the abandoned pass left
     // the residual stream half updated.
@@ -123,14 +117,13 @@ void DeviceForward::token_kernel_gave_up() {
 void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     cl::CommandQueue& queue = device_.queue();
     write_embedding(token);
-    const int chunk_len = this->chunk_len(pos);
     // The token kernel has no boundaries to read back or corrupt: --compare-cpu runs one command per step.
     const bool whole_token = token_ && !observer && !fault_;
     if (whole_token) {
-        token_->enqueue(pos, chunk_len, NextToken::host, log_event("forward_token"));
+        token_->enqueue(pos, log_event("forward_token"));
         counters_.enqueues++;
     } else {
-        enqueue_per_op(pos, chunk_len, observer);
+        enqueue_per_op(pos, observer);
     }
 
     if (finalize_ == Finalize::device) {
@@ -157,7 +150,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     counters_.host_waits++;
 }
 
-void DeviceForward::enqueue_per_op(int pos, int chunk_len, const BoundaryObserver& observer) {
+void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
     const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim;
     const std::size_t kv_at_pos = static_cast<std::size_t>(pos) * kv_dim;
     // Every layer launches the same shapes: the matrix-vector builds and ranges, and attention's chunks.
@@ -166,6 +159,7 @@ void DeviceForward::enqueue_per_op(int pos, int chunk_len, const BoundaryObserve
     const KernelSet::Launch wo = kernels_.matvec(Matvec::matvec_residual, dim, dim);
     const KernelSet::Launch gate_up = kernels_.matvec(Matvec::ffn_gate_up, hidden, dim);
     const KernelSet::Launch w2 = kernels_.matvec(Matvec::matvec_residual, dim, hidden);
+    const int chunk_len = kernels_.attention_chunk_len(c_.n_heads, c_.head_size(), pos);
     const int chunks = attention_chunk_count(pos, chunk_len);
 
     for (int l = 0; l < c_.n_layers; ++l) {
@@ -234,7 +228,9 @@ void DeviceForward::start(int first, std::span<const int> forced, int end) {
         throw std::invalid_argument("greedy decoding: positions outside the context, or no first token");
     Greedy& g = greedy_;
     if (!g.read_back) {
-        g.read_back = std::make_unique<PinnedBuffer>(device_, kGreedyDepth * sizeof(cl_int), "greedy token read-back");
+        g.read_back =
+            std::make_unique<PinnedBuffer>(device_, (static_cast<std::size_t>(c_.seq_len) + 1) * sizeof(cl_int),
+                                           "greedy token read-back");
         g.sequence.resize(static_cast<std::size_t>(c_.seq_len) + 1);
     }
     // The host copy of the forced tokens may still be on its way from an earlier start() (no position of it
@@ -244,6 +240,7 @@ void DeviceForward::start(int first, std::span<const int> forced, int end) {
     g.end = end;
     g.enqueued = first;
     g.current = forced[0];
+    g.batches.clear();
     // Tokens up to position `end`, the last one next() returns.
     g.forced = static_cast<int>(std::min<std::size_t>(forced.size(), end + 1 - first));
     try {
@@ -266,32 +263,38 @@ void DeviceForward::upload_forced(int from) {
     counters_.enqueues++;
 }
 
-void DeviceForward::enqueue_greedy(int pos) {
+void DeviceForward::enqueue_greedy_batch() {
     Greedy& g = greedy_;
-    const NextToken next = pos + 1 < g.first + g.forced ? NextToken::forced : NextToken::argmax;
+    const int first = g.enqueued, count = std::min(kGreedyBatch, g.end - first);
+    const int chosen_from = g.first + g.forced;  // positions before it take the prompt's next token
     if (token_) {
-        token_->enqueue(pos, chunk_len(pos), next, log_event("forward_token"));
+        token_->enqueue_greedy(first, count, chosen_from, log_event("forward_token"));
         counters_.enqueues++;
     } else {
-        enqueue_per_op(pos, chunk_len(pos), {});
-        enqueue_next_token(pos, next);
+        for (int pos = first; pos < first + count; ++pos) {
+            enqueue_per_op(pos, {});
+            enqueue_next_token(pos, pos + 1 >= chosen_from);
+        }
     }
-    cl::Event& read = g.reads[static_cast<std::size_t>(pos % kGreedyDepth)];
-    device_.queue().enqueueReadBuffer(work_.tokens, CL_FALSE, (pos + 1) * sizeof(cl_int), sizeof(cl_int),
-                                      static_cast<cl_int*>(g.read_back->data()) + pos % kGreedyDepth, nullptr, &read);
-    if (launch_log_) launch_log_->push_back({"read_token", read});
+    // The tokens after the batch's positions, each at its own index of the read-back.
+    Greedy::Batch& batch = g.batches.emplace_back(Greedy::Batch{first, count, cl::Event(), false});
+    const std::size_t at = (static_cast<std::size_t>(first) + 1) * sizeof(cl_int), bytes = count * sizeof(cl_int);
+    device_.queue().enqueueReadBuffer(work_.tokens, CL_FALSE, at, bytes, static_cast<char*>(g.read_back->data()) + at,
+                                      nullptr, &batch.read);
+    if (launch_log_) launch_log_->push_back({"read_tokens", batch.read});
     counters_.enqueues++;
-    counters_.bytes_read += sizeof(cl_int);
-    device_.queue().flush();  // nothing else would submit the positions while the host waits for an earlier one
+    counters_.bytes_read += bytes;
+    g.enqueued += count;
+    device_.queue().flush();  // nothing else would submit the batch while the host waits for an earlier one
 }
 
-void DeviceForward::enqueue_next_token(int pos, NextToken next) {
-    const int groups = kernels_.argmax_groups(), choose = next == NextToken::argmax ? 1 : 0;
+void DeviceForward::enqueue_next_token(int pos, bool choose) {
+    const int groups = kernels_.argmax_groups();
     if (choose) {
         set_args(kernels_.argmax, work_.logits, c_.vocab_size, work_.argmax_partial);
         launch({&kernels_.argmax, kernels_.groups(groups)}, "argmax");
     }
-    set_args(kernels_.argmax_embed, work_.logits, work_.argmax_partial, groups, choose, work_.tokens, pos,
+    set_args(kernels_.argmax_embed, work_.logits, work_.argmax_partial, groups, choose ? 1 : 0, work_.tokens, pos,
              weights_.classifier().front().weights, work_.x, c_.dim);
     launch({&kernels_.argmax_embed, kernels_.groups(1)}, "argmax_embed");
 }
@@ -299,17 +302,22 @@ void DeviceForward::enqueue_next_token(int pos, NextToken next) {
 int DeviceForward::next(int pos) {
     Greedy& g = greedy_;
     try {
-        // Keep kGreedyDepth positions enqueued: the slot of the last one enqueued here was read last call.
-        while (g.enqueued < std::min(pos + kGreedyDepth, g.end)) enqueue_greedy(g.enqueued++);
-        g.reads[static_cast<std::size_t>(pos % kGreedyDepth)].wait();
-        counters_.host_waits++;
-        const int token = static_cast<const cl_int*>(g.read_back->data())[pos % kGreedyDepth];
+        // The batches before pos's are read; keep kGreedyBatches enqueued from pos's on, so the device runs
+        // the next while the host takes this one's tokens.
+        while (!g.batches.empty() && pos >= g.batches.front().first + g.batches.front().count) g.batches.pop_front();
+        while (g.batches.size() < kGreedyBatches && g.enqueued < g.end) enqueue_greedy_batch();
+        Greedy::Batch& batch = g.batches.front();
+        if (!batch.read_done) {
+            batch.read.wait();
+            batch.read_done = true;
+            counters_.host_waits++;
+        }
+        const int token = static_cast<const cl_int*>(g.read_back->data())[pos + 1];
         if (token >= 0) return g.current = token;
 
-        // The token kernel gave up at position pos (every position before it was read whole), and so did
-        // every launch after it. Once they are done, run them again from pos: its token's embedding in x,
-        // and the forced tokens after it restored (a launch that gives up marks the token after its
-        // position with -1).
+        // The token kernel gave up at position pos (every position before it is done), and so did every
+        // launch after it. Once they are done, run them again from pos: its token's embedding in x, and the
+        // forced tokens after it restored (a launch that gives up marks the token after its position with -1).
         if (!token_) throw Error(device_.info().name + ": greedy decoding read no token at position " + std::to_string(pos));
         device_.queue().finish();
         counters_.host_waits++;
@@ -317,6 +325,7 @@ int DeviceForward::next(int pos) {
         upload_forced(pos + 1);
         write_embedding(g.current);
         g.enqueued = pos;
+        g.batches.clear();
     } catch (const cl::Error& e) {
         throw device_error(e);
     }

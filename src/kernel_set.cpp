@@ -123,6 +123,7 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
     return device_.build_program("-DROW_THREADS=" + std::to_string(row_threads) + " -DLOCAL=" +
                                      std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
+                                     " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
                                      (device_fences() ? " -DDEVICE_FENCES" : "") + fp_options_ + extra,
                                  standard_);
 }
@@ -177,15 +178,25 @@ int longest_split(int positions, int head_size) {
                                                      KernelSet::kMaxAttentionChunks));
 }
 
+// The fewest chunks whose scores fit the kernel's local memory (kScoreCapacity positions each).
+int fewest_chunks(int positions) { return (positions + KernelSet::kScoreCapacity - 1) / KernelSet::kScoreCapacity; }
+
 }  // namespace
 
 int KernelSet::attention_chunks(int n_heads, int head_size, int positions) const {
     if (!device_fences()) return 1;  // no work-group could combine the chunks (CPU shapes, OpenCL C 1.2)
     const int wanted = (min_groups_ + n_heads - 1) / n_heads;
-    return std::min(wanted, longest_split(positions, head_size));
+    return std::max(std::min(wanted, longest_split(positions, head_size)), fewest_chunks(positions));
 }
 
-int max_attention_chunks(const Config& c) { return longest_split(c.seq_len, c.head_size()); }
+int KernelSet::attention_chunk_len(int n_heads, int head_size, int pos) const {
+    const int wanted = attention_chunks(n_heads, head_size, pos + 1);
+    return (pos + wanted) / wanted;
+}
+
+int max_attention_chunks(const Config& c) {
+    return std::max(longest_split(c.seq_len, c.head_size()), fewest_chunks(c.seq_len));
+}
 
 int KernelSet::staged_count(int n) const {
     if (shape_.row_threads == 1) return 0;  // CPU shapes read their input straight from memory

@@ -14,9 +14,9 @@ namespace {
 // beyond the microsecond a barrier takes when every work-group runs (docs/benchmarks.md), short of a hang.
 constexpr cl_uint kSpinLimit = 1u << 20;
 
-// forward_token's arguments: 24 buffers, pos, chunk_len, greedy, choose, then sync, sync_base, spin_limit,
-// staged.
-constexpr cl_uint kPosArg = 24, kSyncArg = 28;
+// forward_token's arguments: 25 buffers (the last attention's chunk lengths), first, count, greedy,
+// chosen_from, then sync, sync_base, spin_limit, staged.
+constexpr cl_uint kFirstArg = 25, kSyncArg = 29;
 
 // The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
 // against 1879 tok/s, and 3087 against 2660 once the register cap below let two run again;
@@ -37,10 +37,12 @@ bool whole(const LayerStack* stack) { return stack && stack->whole()() != nullpt
 bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, const Config& c,
                          const CapacityPlan& plan, Finalize finalize, bool forced, std::string& why_not) {
     // Local memory: the staged input (the longer of dim and hidden_dim), the reduction scratch, attention's
-    // partial sums and the argmax's indices (two floats, a float4 and an int per work-item), and room for
-    // the compiler's own.
+    // partial sums and the argmax's indices (two floats, a float4 and an int per work-item), attention's
+    // scores, and room for the compiler's own.
     const std::uint64_t local_bytes =
-        (static_cast<std::uint64_t>(staged_floats(c)) + 7u * shape.local_size) * sizeof(float) + 1024;
+        (static_cast<std::uint64_t>(staged_floats(c)) + 7u * shape.local_size + KernelSet::kScoreCapacity) *
+            sizeof(float) +
+        1024;
     if (device.type != "GPU" || shape.row_threads == 1)
         why_not = "the token kernel runs on GPUs with a GPU work shape";
     else if (!plan.resident())
@@ -121,19 +123,27 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
                                 &weights.rms_final(),
                                 &cls.weights, &work.logits, &work.tokens, &work.argmax_partial})
         kernel.setArg(index++, *b);
+    // Attention's chunk length at every position, as the per-op schedule passes it (a launch runs several).
+    std::vector<cl_int> lengths(static_cast<std::size_t>(c.seq_len));
+    for (int pos = 0; pos < c.seq_len; ++pos)
+        lengths[static_cast<std::size_t>(pos)] = kernels.attention_chunk_len(c.n_heads, c.head_size(), pos);
+    cl::Buffer chunk_lens = device.allocate(lengths.size() * sizeof(cl_int), "attention chunk lengths");
+    device.queue().enqueueWriteBuffer(chunk_lens, CL_TRUE, 0, lengths.size() * sizeof(cl_int), lengths.data());
+    kernel.setArg(index++, chunk_lens);
     cl::Buffer sync = device.allocate(3 * sizeof(cl_uint), "token kernel barrier");
     kernel.setArg(kSyncArg, sync);
     kernel.setArg(kSyncArg + 2, kSpinLimit);
     kernel.setArg(kSyncArg + 3, cl::Local(static_cast<std::size_t>(staged) * sizeof(float)));
-    std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, sync, work, c, per_cu, local));
+    std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local));
     token->clear();
     return token;
 }
 
-TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, const WorkingBuffers& work,
-                         const Config& c, int groups_per_cu, int local_size)
+TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync,
+                         const WorkingBuffers& work, const Config& c, int groups_per_cu, int local_size)
     : device_(device),
       kernel_(std::move(kernel)),
+      chunk_lens_(std::move(chunk_lens)),
       sync_(std::move(sync)),
       logits_(work.logits),
       arrivals_(work.att_arrivals),
@@ -167,18 +177,24 @@ bool TokenKernel::fewer_groups() {
     return true;
 }
 
-void TokenKernel::enqueue(int pos, int chunk_len, NextToken next, cl::Event* event) {
-    kernel_.setArg(kPosArg, pos);
-    kernel_.setArg(kPosArg + 1, chunk_len);
-    kernel_.setArg(kPosArg + 2, next == NextToken::host ? 0 : 1);
-    kernel_.setArg(kPosArg + 3, next == NextToken::argmax ? 1 : 0);
+void TokenKernel::enqueue(int pos, cl::Event* event) { launch(pos, 1, false, 0, event); }
+
+void TokenKernel::enqueue_greedy(int first, int count, int chosen_from, cl::Event* event) {
+    launch(first, count, true, chosen_from, event);
+}
+
+void TokenKernel::launch(int first, int count, bool greedy, int chosen_from, cl::Event* event) {
+    kernel_.setArg(kFirstArg, first);
+    kernel_.setArg(kFirstArg + 1, count);
+    kernel_.setArg(kFirstArg + 2, greedy ? 1 : 0);
+    kernel_.setArg(kFirstArg + 3, chosen_from);
     kernel_.setArg(kSyncArg + 1, sync_base_);
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);
-    // token.cl's grid barriers: five a layer (greedy decoding's next token needs none: the last work-group
-    // done with the classifier picks it).
-    sync_base_ += static_cast<cl_uint>(n_layers_ * 5 * groups);
+    // token.cl's grid barriers: five a layer, and one between positions (greedy decoding's next token
+    // needs none of its own: the last work-group done with the classifier picks it).
+    sync_base_ += static_cast<cl_uint>((count * n_layers_ * 5 + count - 1) * groups);
 }
 
 }  // namespace llamacl

@@ -179,6 +179,10 @@ RuntimeCounters runtime_counts(Device& device, const Checkpoint& ck, const Devic
 
 double per_token(std::uint64_t count, int tokens) { return static_cast<double>(count) / tokens; }
 
+// Greedy decoding's batches for `tokens` positions (device_forward.hpp): one token read each, and one token
+// kernel launch each on the token schedule.
+int greedy_batches(int tokens) { return (tokens + DeviceForward::kGreedyBatch - 1) / DeviceForward::kGreedyBatch; }
+
 const char* const kRequiredFields[] = {"device",          "decode_tok_s", "bytes_per_token",    "device_copy_gbs",
                                        "achieved_gbs",    "roofline_pct", "enqueues_per_token", "waits_per_token"};
 
@@ -253,19 +257,21 @@ TEST(BenchRun, JsonFieldsAgreeWithTheRuntimesCounters) {
     EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 5));
     // The schedules in device_forward.hpp. The small model's classifier is the embedding table, so bench
     // decodes greedily on the device: per token 5 kernels per layer, the final norm on its own for CPU
-    // shapes, the classifier, the two argmax kernels and the token's read; or the token kernel and the
-    // read; and once per run the first token's embedding write. The read is the one host wait.
+    // shapes, the classifier and the two argmax kernels; or per batch of tokens one token kernel launch;
+    // per batch the tokens' read, and once per run the first token's embedding write. The read is the one
+    // host wait.
     ASSERT_EQ(j["argmax"].string(), "device");
-    const int final_norm = r.shape.row_threads == 1 ? 1 : 0;
+    const int final_norm = r.shape.row_threads == 1 ? 1 : 0, batches = greedy_batches(5);
     if (j["schedule"].string() == "token") {
         EXPECT_EQ(j["per_op_reason"].string(), "");
-        EXPECT_EQ(j["enqueues_per_token"].number(), (1 + 5 * 2) / 5.0);
+        EXPECT_EQ(j["enqueues_per_token"].number(), (1 + 2 * batches) / 5.0);
     } else {
         EXPECT_EQ(j["schedule"].string(), "per-op");
         EXPECT_NE(j["per_op_reason"].string(), "") << "the per-op schedule says why";
-        EXPECT_EQ(j["enqueues_per_token"].number(), (1 + 5 * (5 * c.n_layers + final_norm + 1 + 2 + 1)) / 5.0);
+        EXPECT_EQ(j["enqueues_per_token"].number(),
+                  (1 + 5 * (5 * c.n_layers + final_norm + 1 + 2) + batches) / 5.0);
     }
-    EXPECT_EQ(j["waits_per_token"].number(), 1);
+    EXPECT_EQ(j["waits_per_token"].number(), batches / 5.0);
     EXPECT_EQ(j["uploaded_bytes_per_token"].number(), 0);
 
     // The derived numbers follow from the measured ones (to the 10 digits the JSON prints).
@@ -376,11 +382,13 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
     ASSERT_TRUE(r.profiled);
 
     // Greedy decoding on the device (the model's classifier is its embedding table): the first token's
-    // embedding is written once per run of 3 tokens, then each token's commands, then its read.
+    // embedding is written once per run of 3 tokens, then each token's commands (or a batch's token kernel
+    // launch), then a batch's read.
     ASSERT_EQ(r.argmax, "device");
+    const double batches_per_token = greedy_batches(3) / 3.0;
     std::vector<std::pair<std::string, double>> schedule = {{"write_embedding", 1.0 / 3}};
     if (r.schedule == "token") {
-        schedule.emplace_back("forward_token", 1);
+        schedule.emplace_back("forward_token", batches_per_token);
     } else {
         schedule.insert(schedule.end(), {{"attn_qkv_rope", c.n_layers}, {"attention", c.n_layers},
                                          {"matvec_residual(wo)", c.n_layers}, {"ffn_gate_up", c.n_layers},
@@ -388,7 +396,7 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
         if (r.shape.row_threads == 1) schedule.emplace_back("rmsnorm(final)", 1);  // CPU shapes
         schedule.insert(schedule.end(), {{"classifier", 1}, {"argmax", 1}, {"argmax_embed", 1}});
     }
-    schedule.emplace_back("read_token", 1);
+    schedule.emplace_back("read_tokens", batches_per_token);
     ASSERT_EQ(r.profile.size(), schedule.size());
     std::uint64_t kernel_bytes = 0;
     double commands = 0;
@@ -399,7 +407,7 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
         EXPECT_GE(p.ms_per_token, 0) << p.name;
         commands += p.count_per_token;
         // The embedding row and the token are the token's input and output, not weights.
-        if (p.name != "write_embedding" && p.name != "argmax_embed" && p.name != "read_token")
+        if (p.name != "write_embedding" && p.name != "argmax_embed" && p.name != "read_tokens")
             kernel_bytes += p.bytes_per_token;
     }
     EXPECT_EQ(kernel_bytes, r.traffic.total()) << "the kernels' bytes are the token's bytes";
@@ -475,8 +483,8 @@ TEST(BenchCli, NoHostMirrorRefillsOnePinnedBufferPerChunk) {
         EXPECT_EQ(run.exit_code, 0);
         const Json j = parse_json(run.out);
         EXPECT_EQ(j["host_mirror"].boolean(), mirror);
-        // the logits read, and without the mirror one wait per chunk (one layer each)
-        EXPECT_EQ(j["waits_per_token"].number(), mirror ? 1 : 1 + tiny.n_layers);
+        // the tokens' read (once for both), and without the mirror one wait per chunk (one layer each)
+        EXPECT_EQ(j["waits_per_token"].number(), greedy_batches(2) / 2.0 + (mirror ? 0 : tiny.n_layers));
     }
 }
 

@@ -295,10 +295,17 @@ void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>&
         reference_attention(q, keys, values, out, c.n_heads, c.head_size, kv_dim, kv_mul, pos);
 
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
-        // One chunk, and where the last of a head's chunks can combine them (GPU shapes built with device
-        // fences) chunks of 1, 3, 7 and 16 positions (uneven last chunks included).
-        std::vector<int> chunk_lengths = {pos + 1};
-        if (h.kernels.device_fences()) chunk_lengths.insert(chunk_lengths.end(), {1, 3, 7, 16});
+        // One chunk where a head may be one (any length without device fences; with them, at most
+        // kScoreCapacity positions, whose scores the work-group keeps in local memory), and where the last
+        // of a head's chunks can combine them (GPU shapes built with device fences) chunks of 1, 3, 7 and 16
+        // positions in a short context, of the capacity and of 700 in a long one (uneven last chunks
+        // included).
+        const bool fences = h.kernels.device_fences();
+        std::vector<int> chunk_lengths;
+        if (!fences || pos < KernelSet::kScoreCapacity) chunk_lengths.push_back(pos + 1);
+        const std::vector<int> split =
+            pos < 64 ? std::vector<int>{1, 3, 7, 16} : std::vector<int>{KernelSet::kScoreCapacity, 700};
+        if (fences) chunk_lengths.insert(chunk_lengths.end(), split.begin(), split.end());
         // The chunk counts, zero before every launch as the working buffer's are; float zeros are uint zeros.
         cl::Buffer arrivals_b = h.upload(std::vector<float>(c.n_heads, 0.0f));
         for (int chunk_len : chunk_lengths) {
@@ -330,8 +337,16 @@ TEST_P(KernelVsReference, Attention) {
     for (const AttentionCase& c : cases) check_attention(h, c, positions, seq_len, seed++);
 }
 
+// A context longer than a chunk's scores may be (KernelSet::kScoreCapacity): the whole capacity in one
+// chunk, and past it.
+TEST_P(KernelVsReference, AttentionLongContext) {
+    const int seq_len = KernelSet::kScoreCapacity + 48;
+    check_attention(this->h(), {"GQA kv_mul 2", 4, 2, 8}, {KernelSet::kScoreCapacity - 1, seq_len - 1}, seq_len, 91);
+}
+
 // The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
-// elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2).
+// elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2),
+// and where they can, none longer than the scores' capacity.
 TEST_P(KernelVsReference, AttentionChunks) {
     const KernelSet& k = this->h().kernels;
     const int head_size = 64, positions_per_chunk = KernelSet::kMinAttentionChunk / head_size;
@@ -351,6 +366,13 @@ TEST_P(KernelVsReference, AttentionChunks) {
     }
     if (k.device_fences()) {
         EXPECT_GT(k.attention_chunks(1, head_size, 100 * positions_per_chunk), 1);
+        for (int pos : {KernelSet::kScoreCapacity - 1, KernelSet::kScoreCapacity, 20 * KernelSet::kScoreCapacity + 3}) {
+            const int chunk_len = k.attention_chunk_len(1, head_size, pos);
+            EXPECT_LE(chunk_len, KernelSet::kScoreCapacity) << "at " << pos;
+            EXPECT_LE(attention_chunk_count(pos, chunk_len),
+                      max_attention_chunks(Config{64, 64, 1, 1, 1, 64, 20 * KernelSet::kScoreCapacity + 4, true}))
+                << "the partial results' buffer holds every chunk";
+        }
     }
     if (k.shape().row_threads == 1) {
         EXPECT_FALSE(k.device_fences()) << "CPU shapes are built as OpenCL C 1.2";

@@ -15,10 +15,12 @@
 // the embedding table, the device takes each position's argmax itself and writes that token's embedding
 // row into x (kernels/greedy.cl: two more commands per position, one where the next token is the
 // prompt's; in the token kernel, the last work-group to finish the classifier),
-// so no position waits for the host. The host keeps kGreedyDepth positions enqueued and reads one token
-// id (4 bytes) per position; its own turn (reading, printing, enqueueing) overlaps the device's work
-// instead of leaving the device idle between tokens.
+// so no position waits for the host. The host enqueues positions in batches (kGreedyBatch: one token kernel
+// launch runs them all) and reads their token ids (4 bytes each) once per batch; its own turn (reading,
+// printing, enqueueing) overlaps the device's work on the next batch instead of leaving the device idle
+// between tokens.
 #include <array>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -70,11 +72,13 @@ struct Fault {
 
 class DeviceForward : public Forward, private GreedyDecoder {
 public:
-    // Positions greedy decoding keeps enqueued: the one the host reads next and three after it, enough
-    // to cover the host's turn (its read, printing, enqueueing the next position) several times over;
-    // a generation that stops early (at BOS) computes at most three positions for nothing. (1 measured
-    // slower on the H200, 2, 4 and 8 alike: docs/benchmarks.md.)
-    static constexpr int kGreedyDepth = 4;
+    // Greedy decoding enqueues positions in batches of kGreedyBatch, each one launch of the token kernel
+    // (or its positions' per-op commands) and one read of their tokens, and keeps kGreedyBatches batches
+    // enqueued: the one the host reads and the next, which the device runs meanwhile. A launch per position
+    // left the H200 idle about 12 us between positions (the read and the next launch), as long as a
+    // token kernel layer of stories15M. A generation that stops early (at BOS) computes at most
+    // 2 * kGreedyBatch - 1 positions for nothing.
+    static constexpr int kGreedyBatch = 8, kGreedyBatches = 2;
 
     DeviceForward(Device& device, const Checkpoint& checkpoint, const DeviceOptions& options);
 
@@ -109,22 +113,22 @@ private:
     int next(int pos) override;
     // Copies the forced tokens at positions from `from` on into the device's token sequence (without waiting).
     void upload_forced(int from);
-    // Enqueues greedy position `pos` and the non-blocking read of the token it leaves at pos + 1.
-    void enqueue_greedy(int pos);
+    // Enqueues the next batch of greedy positions (from greedy_.enqueued) and the non-blocking read of the
+    // tokens they leave.
+    void enqueue_greedy_batch();
     // After the token kernel gave up: one work-group per compute unit, else the per-op schedule for good;
     // the caller runs the token again.
     void token_kernel_gave_up();
 
     // The token's embedding row, straight from the mapped file into the residual stream x.
     void write_embedding(int token);
-    // Attention's chunk length at `pos`: chunks of equal length but the last.
-    int chunk_len(int pos) const;
     void run(int token, int pos, const BoundaryObserver& observer);
     // The layers and the classifier, one command per step (the per-op schedule): the logits land in the
     // working buffer, or with --finalize=cpu the final hidden state is left in x.
-    void enqueue_per_op(int pos, int chunk_len, const BoundaryObserver& observer);
-    // Greedy decoding's two kernels after the classifier (per-op schedule).
-    void enqueue_next_token(int pos, NextToken next);
+    void enqueue_per_op(int pos, const BoundaryObserver& observer);
+    // Greedy decoding's two kernels after the classifier (per-op schedule): the next token is the argmax of
+    // the logits when `choose`, else the one the device's token sequence already holds (the prompt's).
+    void enqueue_next_token(int pos, bool choose);
     void launch(const KernelSet::Launch& launch, const char* name);
     // Where the next command's event goes: a new record in the launch log, or nullptr when it is off.
     cl::Event* log_event(const char* name);
@@ -161,10 +165,17 @@ private:
         int forced = 0;                     // tokens given from `first`
         std::vector<cl_int> sequence;       // seq_len + 1; written only in start(), after forced_written
         cl::Event forced_written;
-        // kGreedyDepth token ids, one slot per position in flight. Declared after `sequence`, so destroyed
+        // The tokens read back, at their positions (seq_len + 1). Declared after `sequence`, so destroyed
         // before it: its destructor finishes the queue, which may still be copying from `sequence`.
         std::unique_ptr<PinnedBuffer> read_back;
-        std::array<cl::Event, kGreedyDepth> reads;
+        // The batches enqueued and not yet read past, oldest first: positions [first, first + count), the
+        // read of their tokens, and whether the host has waited for it.
+        struct Batch {
+            int first, count;
+            cl::Event read;
+            bool read_done;
+        };
+        std::deque<Batch> batches;
     };
     Greedy greedy_;
 };

@@ -64,11 +64,6 @@ inline int attention_chunk_count(int pos, int chunk_len) { return (pos + chunk_l
 // capacity plan counts for attention's per-chunk results.
 int max_attention_chunks(const Config& config);
 
-// What a position's commands do after the logits (greedy.cl): leave them for the host to read, or
-// (greedy decoding on the device) put the next token's embedding in x, that token being the one the
-// device's token sequence already holds (the prompt's) or the argmax of the logits.
-enum class NextToken { host, forced, argmax };
-
 class KernelSet {
 public:
     KernelSet(const Device& device, const LaunchShape& shape);
@@ -102,8 +97,13 @@ public:
     // cap stories110M at its full context lost 6 % (22 chunks), with 8 it gains 3 %, with 4 it loses.
     // 1 where the kernels cannot combine chunks (without device_fences(): CPU shapes, which run a head per
     // work-item, and compilers without OpenCL C 2.0).
+    // Whatever the above, where chunks are combined no chunk is longer than kScoreCapacity positions:
+    // the kernels keep a chunk's scores in that many floats of local memory (SCORE_CAPACITY).
     int attention_chunks(int n_heads, int head_size, int positions) const;
-    static constexpr int kMinAttentionChunk = 2048, kMaxAttentionChunks = 8;
+    // The chunk length attention at position pos (pos + 1 cached positions) is given: attention_chunks
+    // chunks of equal length but the last (the kernels count them with attention_chunk_count).
+    int attention_chunk_len(int n_heads, int head_size, int pos) const;
+    static constexpr int kMinAttentionChunk = 2048, kMaxAttentionChunks = 8, kScoreCapacity = 2048;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
     // floats, and n itself when the work-group should stage the input there (GPU shapes, when it fits in
     // local memory next to the reduction scratch), else 0.

@@ -44,11 +44,15 @@ public:
                                                const WeightStaging& weights, const KvCache& kv,
                                                const WorkingBuffers& work, std::string& why_not);
 
-    // Enqueues the forward pass at `pos` (the token's embedding already in x), its attention split into
-    // chunks of chunk_len positions; the logits land in the working buffer, followed by the give-up mark,
-    // and unless `next` is NextToken::host the next token's embedding in x (-1 for the next token in the
-    // working buffer's sequence when the kernel gave up).
-    void enqueue(int pos, int chunk_len, NextToken next, cl::Event* event);
+    // Enqueues the forward pass at `pos` (the token's embedding already in x): the logits land in the
+    // working buffer, followed by the give-up mark.
+    void enqueue(int pos, cl::Event* event);
+    // Enqueues greedy decoding of positions [first, first + count) as one launch (the first one's token
+    // embedding already in x): each position leaves the next token in the working buffer's sequence (the
+    // sequence's own below position `chosen_from`, the prompt's; from there on the argmax of its logits)
+    // and that token's embedding in x for the next. A launch that gives up marks the token after the
+    // position it gave up at with -1 and runs no further position; those before it are done.
+    void enqueue_greedy(int first, int count, int chosen_from, cl::Event* event);
     // Whether the mark says the kernel gave up at a barrier: `logits` is the read-back, vocab + 1 floats.
     static bool gave_up(const float* logits, int vocab) { return logits[vocab] != 0.0f; }
     // After giving up: the barrier, mark and counts cleared, and one work-group per compute unit from now
@@ -58,12 +62,14 @@ public:
     int groups() const;
 
 private:
-    TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer sync, const WorkingBuffers& work, const Config& config,
-                int groups_per_cu, int local_size);
+    TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, const WorkingBuffers& work,
+                const Config& config, int groups_per_cu, int local_size);
     void clear();  // zeroes the barrier's counts and flag, the give-up mark and attention's chunk counts
+    void launch(int first, int count, bool greedy, int chosen_from, cl::Event* event);
 
     Device& device_;
     cl::Kernel kernel_;
+    cl::Buffer chunk_lens_;  // attention's chunk length at each position (int, seq_len)
     cl::Buffer sync_;    // arrival count, give-up flag, greedy decoding's classifier count (token.cl)
     cl::Buffer logits_;    // the working buffer's, for its give-up mark
     cl::Buffer arrivals_;  // the working buffer's attention chunk counts
