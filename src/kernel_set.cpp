@@ -179,7 +179,10 @@ int longest_split(int positions, int head_size) {
 }
 
 // The fewest chunks whose scores fit the kernel's local memory (kScoreCapacity positions each).
-int fewest_chunks(int positions) { return (positions + KernelSet::kScoreCapacity - 1) / KernelSet::kScoreCapacity; }
+int fewest_chunks(int positions) {
+    return static_cast<int>((static_cast<std::int64_t>(positions) + KernelSet::kScoreCapacity - 1) /
+                            KernelSet::kScoreCapacity);
+}
 
 }  // namespace
 
@@ -191,7 +194,7 @@ int KernelSet::attention_chunks(int n_heads, int head_size, int positions) const
 
 int KernelSet::attention_chunk_len(int n_heads, int head_size, int pos) const {
     const int wanted = attention_chunks(n_heads, head_size, pos + 1);
-    return (pos + wanted) / wanted;
+    return static_cast<int>((static_cast<std::int64_t>(pos) + wanted) / wanted);
 }
 
 int max_attention_chunks(const Config& c) {
