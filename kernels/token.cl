@@ -25,14 +25,20 @@
 // reaches base + k * groups, base being the count the host expects at the launch's start. A work-group
 // that polls spin_limit times gives up and sets sync[1]: the launch had work-groups that never ran, and
 // every other work-group then gives up too instead of hanging. Returns whether the barrier was passed;
-// if so, every work-group's writes before it are visible to every work-group after it (DEVICE_FENCE).
-// (sync[2] is greedy decoding's count of work-groups done with the classifier: last_to_arrive.)
+// if so, every work-group's writes before it are visible to every work-group after it: the arrival
+// releases the work-group's writes (the barrier before it orders them first) and the fence after the
+// polls acquires the others'. (A fence before a plain arrival, or polls that each acquire, measured
+// slower on the H200: docs/benchmarks.md.) The count is a uint the host zeroes, read here as the atomic
+// it is to the kernel. (sync[2] is greedy decoding's count of work-groups done with the classifier:
+// last_to_arrive.)
 inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_limit, __local int* passed) {
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0) {
-        DEVICE_FENCE();
-        atomic_inc(&sync[0]);
-        for (uint polls = 0; (int)(sync[0] - target) < 0 && sync[1] == 0;)
+        volatile __global atomic_uint* count = (volatile __global atomic_uint*)&sync[0];
+        atomic_fetch_add_explicit(count, 1u, memory_order_release, memory_scope_device);
+        for (uint polls = 0;
+             (int)(atomic_load_explicit(count, memory_order_relaxed, memory_scope_device) - target) < 0 &&
+             sync[1] == 0;)
             if (++polls == spin_limit) sync[1] = 1;
         DEVICE_FENCE();
         *passed = sync[1] == 0;
