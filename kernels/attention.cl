@@ -3,7 +3,8 @@
 #define KEY_SLICES 4
 
 // Grouped-query attention of one position over the cached positions 0..pos of one layer. Query head h
-// reads KV head h / kv_mul. `att` is scratch of n_heads x seq_len scores.
+// reads KV head h / kv_mul. `att` is scratch of n_heads x seq_len scores where the scores do not stay in
+// local memory (CPU shapes, and GPU shapes built without device fences: SCORE below).
 //
 // GPU shapes built with device fences (common.cl) may split a head's positions into chunks of chunk_len
 // (flash-decoding): one work-group per (head, chunk), so that a long context keeps every compute unit
@@ -130,9 +131,13 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
 #pragma unroll
                 for (int k = 0; k < VALUE_BATCH; k++) {
                     const int tk = t + k * parts;
-                    __global const float* row = value_cache + (size_t)tk * kv_dim + kv_off;
-                    w[k] = tk < t1 ? SCORE(tk) : 0.0f;
-                    v[k] = tk >= t1 ? (float4)(0.0f) : vec ? ((__global const float4*)row)[c] : (float4)(row[c], 0.0f, 0.0f, 0.0f);
+                    w[k] = 0.0f;
+                    v[k] = (float4)(0.0f);
+                    if (tk < t1) {
+                        __global const float* row = value_cache + (size_t)tk * kv_dim + kv_off;
+                        w[k] = SCORE(tk);
+                        v[k] = vec ? ((__global const float4*)row)[c] : (float4)(row[c], 0.0f, 0.0f, 0.0f);
+                    }
                 }
 #pragma unroll
                 for (int k = 0; k < VALUE_BATCH; k++) acc += w[k] * v[k];

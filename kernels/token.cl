@@ -122,7 +122,8 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
     __local float scratch[2 * LOCAL];  // row_pair's (FEW_GROUPS)
     __local float4 partial[LOCAL];
     __local int index_scratch[LOCAL];
-    __local float scores[SCORE_CAPACITY];  // attention's (attention.cl)
+    // Attention's scores (attention.cl): no chunk is longer than the context.
+    __local float scores[SEQ_LEN < SCORE_CAPACITY ? SEQ_LEN : SCORE_CAPACITY];
     __local int passed, last;
     uint barriers = 0;
     for (int pos = first; pos < first + count; pos++) {

@@ -80,12 +80,14 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     // WorkingBuffers: x, xn, q, xb (dim each), hb (hidden_dim), attention scores (n_heads x seq_len),
     // logits and the token kernel's give-up mark (vocab + 1), attention's per-chunk results (n_heads x
     // chunks x (head_size + 2), for at most max_attention_chunks chunks whatever the device) and their
-    // count per head (n_heads), and greedy decoding's token sequence (seq_len + 1) and argmax partial
-    // results (one per work-group of the argmax launch), ints as large as floats.
+    // count per head (n_heads), greedy decoding's token sequence (seq_len + 1) and argmax partial
+    // results (one per work-group of the argmax launch), and the token kernel's chunk length per position
+    // (seq_len, counted whether or not it runs), ints as large as floats.
     p.working_bytes = (4ull * c.dim + c.hidden_dim + static_cast<std::uint64_t>(c.n_heads) * c.seq_len +
                        static_cast<std::uint64_t>(c.vocab_size) + 1 +
                        static_cast<std::uint64_t>(c.n_heads) * (max_attention_chunks(c) * (c.head_size() + 2) + 1) +
-                       static_cast<std::uint64_t>(c.seq_len) + 1 + kMinGroupsPerComputeUnit * device.compute_units) * f;
+                       static_cast<std::uint64_t>(c.seq_len) + 1 + kMinGroupsPerComputeUnit * device.compute_units +
+                       static_cast<std::uint64_t>(c.seq_len)) * f;
     p.layer_bytes = size.layer_bytes();
 
     const std::uint64_t largest_tensor = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.hidden_dim) * c.dim,

@@ -265,7 +265,10 @@ void DeviceForward::upload_forced(int from) {
 
 void DeviceForward::enqueue_greedy_batch() {
     Greedy& g = greedy_;
-    const int first = g.enqueued, count = std::min(kGreedyBatch, g.end - first);
+    // Streamed layers go one position at a time: a batch's uploads would hold its first token back by a
+    // whole batch of positions (seconds for a large model), for a read saved per position.
+    const int batch = plan_.resident() ? kGreedyBatch : 1;
+    const int first = g.enqueued, count = std::min(batch, g.end - first);
     const int chosen_from = g.first + g.forced;  // positions before it take the prompt's next token
     if (token_) {
         token_->enqueue_greedy(first, count, chosen_from, log_event("forward_token"));
@@ -277,11 +280,12 @@ void DeviceForward::enqueue_greedy_batch() {
         }
     }
     // The tokens after the batch's positions, each at its own index of the read-back.
-    Greedy::Batch& batch = g.batches.emplace_back(Greedy::Batch{first, count, cl::Event(), false});
+    cl::Event read;
     const std::size_t at = (static_cast<std::size_t>(first) + 1) * sizeof(cl_int), bytes = count * sizeof(cl_int);
     device_.queue().enqueueReadBuffer(work_.tokens, CL_FALSE, at, bytes, static_cast<char*>(g.read_back->data()) + at,
-                                      nullptr, &batch.read);
-    if (launch_log_) launch_log_->push_back({"read_tokens", batch.read});
+                                      nullptr, &read);
+    g.batches.push_back(Greedy::Batch{first, count, read, false});
+    if (launch_log_) launch_log_->push_back({"read_tokens", read});
     counters_.enqueues++;
     counters_.bytes_read += bytes;
     g.enqueued += count;

@@ -57,7 +57,13 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
     // Greedy decoding by the backend itself where it can (the same tokens: run.c's argmax rule), which lets
     // it run ahead of this loop.
     GreedyDecoder* greedy = sampler.temperature() == 0.0f ? model.greedy_decoder() : nullptr;
-    if (greedy) greedy->start(0, prompt_tokens, steps);
+    // run.c's clock starts after the first position (its first pass pays for warming up). A greedy decoder
+    // may hand positions over a batch at a time, the first call waiting for a whole batch, so with one the
+    // clock runs from the start and every position counts.
+    if (greedy) {
+        start = clock::now();
+        greedy->start(0, prompt_tokens, steps);
+    }
     while (pos < steps) {
         // While inside the prompt the next token is forced; afterwards it is sampled.
         const bool in_prompt = pos < static_cast<int>(prompt_tokens.size()) - 1;
@@ -80,9 +86,10 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
     flush_or_throw(out);
     GenerateStats stats;
     stats.positions = pos;
-    if (pos > 1) {
+    const int timed = greedy ? pos : pos - 1;
+    if (timed > 0) {
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-        stats.tokens_per_s = seconds > 0 ? (pos - 1) / seconds : 0.0;
+        stats.tokens_per_s = seconds > 0 ? timed / seconds : 0.0;
     }
     return stats;
 }

@@ -38,11 +38,10 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
                          const CapacityPlan& plan, Finalize finalize, bool forced, std::string& why_not) {
     // Local memory: the staged input (the longer of dim and hidden_dim), the reduction scratch, attention's
     // partial sums and the argmax's indices (two floats, a float4 and an int per work-item), attention's
-    // scores, and room for the compiler's own.
+    // scores (a chunk's, no longer than the context: token.cl), and room for the compiler's own.
+    const std::uint64_t scores = static_cast<std::uint64_t>(std::min(c.seq_len, KernelSet::kScoreCapacity));
     const std::uint64_t local_bytes =
-        (static_cast<std::uint64_t>(staged_floats(c)) + 7u * shape.local_size + KernelSet::kScoreCapacity) *
-            sizeof(float) +
-        1024;
+        (static_cast<std::uint64_t>(staged_floats(c)) + 7u * shape.local_size + scores) * sizeof(float) + 1024;
     if (device.type != "GPU" || shape.row_threads == 1)
         why_not = "the token kernel runs on GPUs with a GPU work shape";
     else if (!plan.resident())

@@ -21,7 +21,8 @@ int effective_steps(int steps, int seq_len);
 
 struct GenerateStats {
     int positions = 0;           // forward passes run
-    double tokens_per_s = 0.0;   // run.c's "achieved tok/s" (timed from the second position)
+    double tokens_per_s = 0.0;   // run.c's "achieved tok/s" (timed from the second position, or with a
+                                 // greedy decoder from the first: it may return positions in batches)
 };
 
 // Flushes `out`; empty when everything written to it arrived, else "cannot write the output: REASON" (a

@@ -1,6 +1,6 @@
 #pragma once
-// The token schedule: a whole token's forward pass as one launch of the token kernel (kernels/token.cl),
-// for GPUs running small models, which the per-op schedule's one command per step leaves bound by
+// The token schedule: a whole token's forward pass as one launch of the token kernel (kernels/token.cl;
+// in greedy decoding several positions' in turn), for GPUs running small models, which the per-op schedule's one command per step leaves bound by
 // launch costs. Its work-groups meet at grid-wide barriers between steps, which OpenCL does not promise
 // to work: it needs every work-group running at once, and memory scopes the device may not advertise. So
 // it is only offered where it builds, launches no more than two work-groups per compute unit (two where
@@ -51,7 +51,9 @@ public:
     // embedding already in x): each position leaves the next token in the working buffer's sequence (the
     // sequence's own below position `chosen_from`, the prompt's; from there on the argmax of its logits)
     // and that token's embedding in x for the next. A launch that gives up marks the token after the
-    // position it gave up at with -1 and runs no further position; those before it are done.
+    // position it gave up at with -1; the positions before it are done, that one and those after it are
+    // to be run again (work-groups that had passed the barrier where others gave up may still write part
+    // of the next position before they give up too).
     void enqueue_greedy(int first, int count, int chosen_from, cl::Event* event);
     // Whether the mark says the kernel gave up at a barrier: `logits` is the read-back, vocab + 1 floats.
     static bool gave_up(const float* logits, int vocab) { return logits[vocab] != 0.0f; }
