@@ -9,12 +9,13 @@ UNIT_FUNCTION void matvec_residual_unit(int unit, __global const float* w, __glo
     // The residual is read before the dot product, so that its wait overlaps the row's instead of following
     // the reduction (only this work-item writes x[row] in this step).
     const float residual = row_valid && lane == 0 ? x[row] : 0.0f;
-    const float val = row_sum(row_dot(w + (size_t)row * n, in, 0, 0.0f, staged, staged_n, n, lane), scratch);
-    if (row_valid && lane == 0) x[row] = residual + val;
-#else
-    const float val = row_sum(row_dot(w + (size_t)row * n, in, 0, 0.0f, staged, staged_n, n, lane), scratch);
-    if (row_valid && lane == 0) x[row] += val;
 #endif
+    const float val = row_sum(row_dot(w + (size_t)row * n, in, 0, 0.0f, staged, staged_n, n, lane), scratch);
+    if (!row_valid || lane != 0) return;
+#ifndef FEW_GROUPS
+    const float residual = x[row];
+#endif
+    x[row] = residual + val;
 }
 
 __kernel void matvec_residual(__global const float* w, __global const float* in, __global float* x, int n, int rows,
