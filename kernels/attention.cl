@@ -43,6 +43,20 @@ inline void attention_combine(int h, __global const float* partial, __global flo
 // few work-items per column wait on memory once per position.
 #define VALUE_BATCH 4
 
+// Column c of the values at positions t, t + parts, ... (VALUE_BATCH of them; zeros from t1 on).
+inline void load_values(__private float4* v, __global const float* value_cache, int t, int t1, int parts, int c,
+                        int kv_dim, size_t kv_off, int vec) {
+#pragma unroll
+    for (int k = 0; k < VALUE_BATCH; k++) {
+        const int tk = t + k * parts;
+        v[k] = (float4)(0.0f);
+        if (tk < t1) {
+            __global const float* row = value_cache + (size_t)tk * kv_dim + kv_off;
+            v[k] = vec ? ((__global const float4*)row)[c] : (float4)(row[c], 0.0f, 0.0f, 0.0f);
+        }
+    }
+}
+
 // The (head, chunk) of work unit `unit`: unit = head * chunks + chunk.
 UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global const float* key_cache,
                                   __global const float* value_cache, __global float* att, __global float* out,
@@ -62,6 +76,21 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
     const int vec = head_size % 4 == 0;
+    // The weighted sum's layout: work-item lid takes column lid % span (of the first round) in position
+    // slice lid / span.
+    const int cols = vec ? head_size / 4 : head_size;
+    const int span = cols < LOCAL ? cols : LOCAL;  // work-items per position slice
+    const int parts = LOCAL / span;                // position slices summed in parallel
+    const int part = lid / span;
+    float4 v[VALUE_BATCH];  // a batch of values
+#ifdef FEW_GROUPS
+    // The token kernel's few work-groups wait on memory at every link of the chain; the first batch of
+    // values does not depend on the scores, so it is loaded with the keys.
+    load_values(v, value_cache, t0 + part, part < parts ? t1 : t0, parts, lid % span, kv_dim, kv_off, vec);
+    int loaded = 1;
+#else
+    int loaded = 0;
+#endif
     // Scores: KEY_SLICES work-items per position, each taking a slice of the head's float4 columns, the
     // slices summed through local memory. A work-item walking a whole key alone leaves a short context
     // with few work-items each waiting on a chain of loads (measured on the H200: docs/benchmarks.md).
@@ -111,10 +140,6 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     const float inv_sum = 1.0f / sum;
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // every weight of this chunk is written before anyone reads them
 
-    const int cols = vec ? head_size / 4 : head_size;
-    const int span = cols < LOCAL ? cols : LOCAL;  // work-items per position slice
-    const int parts = LOCAL / span;                // position slices summed in parallel
-    const int part = lid / span;
     __global float* o = out + h * head_size;
     // Every work-item runs the same iterations (a barrier inside a loop must be reached uniformly, even
     // when the branch around it is not taken); `active` says whether this one has a column this round.
@@ -126,23 +151,13 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             // Positions t, t + parts, ... in that order, VALUE_BATCH of them loaded at once (a position past
             // the chunk adds a zero weight times zero).
             for (int t = t0 + part; t < t1; t += VALUE_BATCH * parts) {
-                float w[VALUE_BATCH];
-                float4 v[VALUE_BATCH];
+                if (!loaded) load_values(v, value_cache, t, t1, parts, c, kv_dim, kv_off, vec);
+                loaded = 0;  // later batches, and later rounds' columns
 #pragma unroll
-                for (int k = 0; k < VALUE_BATCH; k++) {
-                    const int tk = t + k * parts;
-                    w[k] = 0.0f;
-                    v[k] = (float4)(0.0f);
-                    if (tk < t1) {
-                        __global const float* row = value_cache + (size_t)tk * kv_dim + kv_off;
-                        w[k] = SCORE(tk);
-                        v[k] = vec ? ((__global const float4*)row)[c] : (float4)(row[c], 0.0f, 0.0f, 0.0f);
-                    }
-                }
-#pragma unroll
-                for (int k = 0; k < VALUE_BATCH; k++) acc += w[k] * v[k];
+                for (int k = 0; k < VALUE_BATCH; k++) acc += (t + k * parts < t1 ? SCORE(t + k * parts) : 0.0f) * v[k];
             }
         }
+        loaded = 0;  // (a work-item without a position or column this round did not use its batch)
         if (parts > 1) {  // the slices meet in local memory (uniform branch: parts is the same everywhere)
             partial[lid] = acc;
             barrier(CLK_LOCAL_MEM_FENCE);

@@ -44,8 +44,9 @@ inline float hsum(float16 v) {
 
 // FEW_GROUPS: the host defines it for the token kernel, whose launch has only one or two work-groups per
 // compute unit, so that each wait on memory shows: its unit functions issue loads ahead of where they are
-// needed (row_pair, and the residual and rotation reads below). Per-op launches hide those waits behind
-// many work-groups, and the loads ahead cost them registers: measured slower there (docs/benchmarks.md).
+// needed (row_pair, the residual and rotation reads below, attention's first values). Per-op launches hide
+// those waits behind many work-groups, and the loads ahead cost them registers: measured slower or no faster
+// there (docs/benchmarks.md).
 
 // Programs built as OpenCL C 2.0 or later (the host defines DEVICE_FENCES for them: the token kernel, and
 // GPU shapes where the compiler takes it) can publish one work-group's writes to the others while they
