@@ -246,9 +246,7 @@ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z
 // warp reads whole 32-byte sectors (with 8 or more lanes and rows of a multiple of 8 floats, as the GPU
 // shapes and real models have); a float4 per lane is compiled by NVIDIA into four scalar loads at a
 // 16-byte stride, each instruction touching four times the sectors for the same bytes.
-inline float partial_dot_staged(__global const float* w, __local const float* in, int n, int lane) {
-    float sum = 0.0f;
-    int j = lane;
+inline float dot_staged_from(__global const float* w, __local const float* in, int n, int j, float sum) {
     for (; j + (DOT_BATCH - 1) * ROW_THREADS < n; j += DOT_BATCH * ROW_THREADS) {
         float a[DOT_BATCH];
 #pragma unroll
@@ -270,14 +268,33 @@ inline float partial_dot_staged(__global const float* w, __local const float* in
 }
 
 #ifdef FEW_GROUPS
-// partial_dot_staged of two rows, wa's in x and wb's in y, each batch's loads of both rows issued
-// together: a unit that needs two rows (w1's and w3's, a RoPE pair) would otherwise wait on memory twice,
-// the second row's loads held behind the first row's reduction. Each sum is formed in partial_dot_staged's
-// order.
-inline float2 partial_dot2_staged(__global const float* wa, __global const float* wb, __local const float* in, int n,
-                                  int lane) {
-    float2 sum = (float2)(0.0f);
-    int j = lane;
+// The token kernel stages a step's input in the work-group's first unit of the step, after that unit has
+// issued its first batch of weight loads (they do not depend on the input), so that the two waits on
+// memory overlap rather than follow each other. A unit learns it from a negative staged_n: the input is
+// not staged yet, and row_dot and row_pair stage it. (token.cl defines it: n floats of x, normalized with
+// `weight` when given.)
+void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
+                      __local float* scratch);
+
+// The lane's first batch of a row, masked as the rest is, and its sum: dot_staged_from's first trip,
+// apart, so that it can be loaded before the input is staged.
+inline void load_first_batch(__private float* a, __global const float* w, int n, int lane) {
+#pragma unroll
+    for (int k = 0; k < DOT_BATCH; k++) a[k] = lane + k * ROW_THREADS < n ? w[lane + k * ROW_THREADS] : 0.0f;
+}
+inline float first_batch_dot(__private const float* a, __local const float* in, int n, int lane) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < DOT_BATCH; k++)
+        if (lane + k * ROW_THREADS < n) sum += a[k] * in[lane + k * ROW_THREADS];
+    return sum;
+}
+
+// dot_staged_from of two rows, wa's in x and wb's in y, each batch's loads of both rows issued together: a
+// unit that needs two rows (w1's and w3's, a RoPE pair) would otherwise wait on memory twice, the second
+// row's loads held behind the first row's reduction. Each sum is formed in dot_staged_from's order.
+inline float2 dot2_staged_from(__global const float* wa, __global const float* wb, __local const float* in, int n,
+                               int j, float2 sum) {
     for (; j + (DOT_BATCH - 1) * ROW_THREADS < n; j += DOT_BATCH * ROW_THREADS) {
         float a[DOT_BATCH], b[DOT_BATCH];
 #pragma unroll
@@ -311,10 +328,19 @@ inline float2 partial_dot2_staged(__global const float* wa, __global const float
 #endif
 
 // One row's dot product with the (normalized) input: from local memory when the work-group staged it
-// (staged_n > 0, GPU shapes with room for the vector), else straight from global memory.
+// (staged_n > 0, GPU shapes with room for the vector; FEW_GROUPS: staged_n < 0 stages it first), else
+// straight from global memory.
 inline float row_dot(__global const float* w, __global const float* x, __global const float* weight, float ss,
-                     __local const float* staged, int staged_n, int n, int lane) {
-    if (staged_n > 0) return partial_dot_staged(w, staged, n, lane);
+                     __local float* staged, int staged_n, int n, int lane, __local float* scratch) {
+#ifdef FEW_GROUPS
+    if (staged_n != 0) {
+        float a[DOT_BATCH];
+        load_first_batch(a, w, n, lane);
+        if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
+        return dot_staged_from(w, staged, n, lane + DOT_BATCH * ROW_THREADS, first_batch_dot(a, staged, n, lane));
+    }
+#endif
+    if (staged_n > 0) return dot_staged_from(w, staged, n, lane, 0.0f);
     return weight ? partial_dot_normed(w, x, weight, ss, n, lane) : partial_dot(w, x, n, lane);
 }
 
@@ -324,13 +350,20 @@ inline float row_dot(__global const float* w, __global const float* x, __global 
 // costing them registers (llama3.2-1b 621 -> 611, 7B 137.5 -> 136.0; docs/benchmarks.md). With
 // FEW_GROUPS, scratch holds 2 * LOCAL floats.
 inline float2 row_pair(__global const float* wa, __global const float* wb, __global const float* x,
-                       __global const float* weight, float ss, __local const float* staged, int staged_n, int n,
+                       __global const float* weight, float ss, __local float* staged, int staged_n, int n,
                        int lane, __local float* scratch) {
 #ifdef FEW_GROUPS
-    if (staged_n > 0) return row_sum2(partial_dot2_staged(wa, wb, staged, n, lane), scratch);
+    if (staged_n != 0) {
+        float a[DOT_BATCH], b[DOT_BATCH];
+        load_first_batch(a, wa, n, lane);
+        load_first_batch(b, wb, n, lane);
+        if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
+        const float2 first = (float2)(first_batch_dot(a, staged, n, lane), first_batch_dot(b, staged, n, lane));
+        return row_sum2(dot2_staged_from(wa, wb, staged, n, lane + DOT_BATCH * ROW_THREADS, first), scratch);
+    }
 #endif
-    const float a = row_sum(row_dot(wa, x, weight, ss, staged, staged_n, n, lane), scratch);
-    const float b = row_sum(row_dot(wb, x, weight, ss, staged, staged_n, n, lane), scratch);
+    const float a = row_sum(row_dot(wa, x, weight, ss, staged, staged_n, n, lane, scratch), scratch);
+    const float b = row_sum(row_dot(wb, x, weight, ss, staged, staged_n, n, lane, scratch), scratch);
     return (float2)(a, b);
 }
 

@@ -12,7 +12,7 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
                                       __global const float* wq, __global const float* wk, __global const float* wv,
                                       __global const float* rope, __global float* q, __global float* key_cache,
                                       __global float* value_cache, int dim, int kv_dim, int head_size, int pos,
-                                      __local const float* staged, int staged_n, __local float* scratch) {
+                                      __local float* staged, int staged_n, __local float* scratch) {
     ROW_SETUP(unit, (dim + 2 * kv_dim) / 2);
     int r = 2 * row;  // first row of the pair within its matrix
     __global const float* w = wq;
@@ -62,7 +62,7 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
 // rows of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0).
 UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
                                     __global const float* w1, __global const float* w3, __global float* hb, int dim,
-                                    int hidden_dim, __local const float* staged, int staged_n, __local float* scratch) {
+                                    int hidden_dim, __local float* staged, int staged_n, __local float* scratch) {
     ROW_SETUP(unit, hidden_dim);
     const float2 gate_up =
         row_pair(w1 + (size_t)row * dim, w3 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
@@ -98,9 +98,10 @@ __kernel void rmsnorm(__global const float* x, __global const float* weight, __g
 // given (and staged when staged_n > 0).
 UNIT_FUNCTION void classifier_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
                                    __global const float* w, __global float* logits, int dim, int rows, int row_base,
-                                   __local const float* staged, int staged_n, __local float* scratch) {
+                                   __local float* staged, int staged_n, __local float* scratch) {
     ROW_SETUP(unit, rows);
-    const float val = row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane), scratch);
+    const float val =
+        row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane, scratch), scratch);
     if (row_valid && lane == 0) logits[row_base + row] = val;
 }
 

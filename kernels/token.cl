@@ -60,10 +60,10 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
         return;                                                                              \
     }
 
-// rmsnorm(x) * weight staged in local memory (stage_input's values, rms_scale's scale, which it returns),
-// x and the weights read together once: rms_scale and then stage_input would wait on memory twice.
+// rmsnorm(x) * weight staged in local memory (stage_input's values with rms_scale's scale), x and the
+// weights read together once: rms_scale and then stage_input would wait on memory twice.
 #define NORM_LOADS ((DIM + LOCAL - 1) / LOCAL)
-inline float stage_normed(__local float* staged, __global const float* x, __global const float* weight,
+inline void stage_normed(__local float* staged, __global const float* x, __global const float* weight,
                           __local float* scratch) {
     float xv[NORM_LOADS], wv[NORM_LOADS];
 #pragma unroll
@@ -82,21 +82,30 @@ inline float stage_normed(__local float* staged, __global const float* x, __glob
         if (j < DIM) staged[j] = wv[k] * (ss * xv[k]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    return ss;
 }
+
+// common.cl's: the step's input staged by the work-group's first unit of the step, once its first weights
+// are on their way. A work-group with no unit in the step stages nothing.
+void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
+                      __local float* scratch) {
+    if (weight) stage_normed(staged, x, weight, scratch);  // (x is the residual stream: n == DIM)
+    else stage_input(staged, x, 0, 0.0f, n);
+}
+// staged_n for unit u: negative for the work-group's first unit of the step, which stages the input.
+#define STAGED(u, n) ((u) < get_num_groups(0) ? -(n) : (n))
 
 // The classifier two row blocks at a time: unit u is blocks 2u and 2u + 1, each work-item's rows in the
 // two loaded together (row_pair). Its thousands of blocks are the one step where a work-group takes many
 // units in turn, each a wait on memory; halving them measured faster on the H200 (docs/benchmarks.md).
 // The work-item's best logit so far (greedy.cl's order) is kept in best_v, best_i.
-inline void classifier_pair_unit(int unit, __global const float* wcls, __global float* logits,
-                                 __local const float* staged, __local float* scratch, __private float* best_v,
-                                 __private int* best_i) {
+inline void classifier_pair_unit(int unit, __global const float* wcls, __global const float* x,
+                                 __global const float* rms_final, __global float* logits, __local float* staged,
+                                 __local float* scratch, __private float* best_v, __private int* best_i) {
     ROW_SETUP(2 * unit, VOCAB);
     const int second_unclamped = row_unclamped + ROWS_PER_GROUP;
     const int second = min(second_unclamped, VOCAB - 1);
-    const float2 v = row_pair(wcls + (size_t)row * DIM, wcls + (size_t)second * DIM, 0, 0, 0.0f, staged, DIM, DIM,
-                              lane, scratch);
+    const float2 v = row_pair(wcls + (size_t)row * DIM, wcls + (size_t)second * DIM, x, rms_final, 0.0f, staged,
+                              STAGED(unit, DIM), DIM, lane, scratch);
     if (lane != 0) return;
     if (row_valid) {
         logits[row] = v.x;
@@ -133,36 +142,33 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
             __global float* keys = key_cache + (size_t)l * STRIDE_CACHE;
             __global float* values = value_cache + (size_t)l * STRIDE_CACHE;
             __global const float* norm = rms_att + (size_t)l * STRIDE_NORM;
-            float ss = stage_normed(staged, x, norm, scratch);
+            // (A step's units stage its input themselves, STAGED: its RMSNorm's scale is not needed.)
             FOR_UNITS(u, UNITS((DIM + 2 * KV_DIM) / 2))
-                attn_qkv_rope_unit(u, x, norm, ss, wq + (size_t)l * STRIDE_ATTN, wk + (size_t)l * STRIDE_KV,
+                attn_qkv_rope_unit(u, x, norm, 0.0f, wq + (size_t)l * STRIDE_ATTN, wk + (size_t)l * STRIDE_KV,
                                    wv + (size_t)l * STRIDE_KV, rope, q, keys, values, DIM, KV_DIM, HEAD_SIZE, pos,
-                                   staged, DIM, scratch);
+                                   staged, STAGED(u, DIM), scratch);
             GRID_BARRIER();
             FOR_UNITS(u, N_HEADS * chunks)
                 attention_unit(u, q, keys, values, att, xb, att_partial, att_arrivals, HEAD_SIZE, KV_DIM, KV_MUL,
                                SEQ_LEN, pos, chunk_len, scratch, partial, scores, &last);
             GRID_BARRIER();
-            stage_input(staged, xb, 0, 0.0f, DIM);
             FOR_UNITS(u, UNITS(DIM))
-                matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, DIM, scratch);
+                matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, STAGED(u, DIM), scratch);
             GRID_BARRIER();
             norm = rms_ffn + (size_t)l * STRIDE_NORM;
-            ss = stage_normed(staged, x, norm, scratch);
             FOR_UNITS(u, UNITS(HIDDEN_DIM))
-                ffn_gate_up_unit(u, x, norm, ss, w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN, hb, DIM,
-                                 HIDDEN_DIM, staged, DIM, scratch);
+                ffn_gate_up_unit(u, x, norm, 0.0f, w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN, hb, DIM,
+                                 HIDDEN_DIM, staged, STAGED(u, DIM), scratch);
             GRID_BARRIER();
-            stage_input(staged, hb, 0, 0.0f, HIDDEN_DIM);
             FOR_UNITS(u, UNITS(DIM))
-                matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, hb, x, HIDDEN_DIM, DIM, staged, HIDDEN_DIM,
-                                     scratch);
+                matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, hb, x, HIDDEN_DIM, DIM, staged,
+                                     STAGED(u, HIDDEN_DIM), scratch);
             GRID_BARRIER();
         }
-        stage_normed(staged, x, rms_final, scratch);
         float best_v = 0.0f;  // this work-item's best logit (greedy.cl), -1: none yet
         int best_i = -1;
-        FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2) classifier_pair_unit(u, wcls, logits, staged, scratch, &best_v, &best_i);
+        FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2)
+            classifier_pair_unit(u, wcls, x, rms_final, logits, staged, scratch, &best_v, &best_i);
         if (!greedy) return;
         // Greedy decoding (greedy.cl, with wcls the embedding table): each work-group's best logit goes to
         // argmax_partial, and the last work-group to finish the classifier (so every one is done with x) picks

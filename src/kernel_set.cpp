@@ -128,14 +128,17 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                  standard_);
 }
 
-cl::Program KernelSet::token_program(const std::string& model_options, int longest_row) const {
+cl::Program KernelSet::token_program(const std::string& model_options, int longest_row, int dim) const {
     if (!device_fences())
         throw Error(device_.info().name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)");
     // One build serves every step, so one row width and one batch: 32 work-items per row and the batch
     // of the longest rows (w2's), measured best on the H200 among 16 and 32 work-items per row, batches
-    // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md).
+    // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md). But no shorter than a row of
+    // dim elements takes a work-item: a unit issues its first batch before the step's input is staged
+    // (common.cl), and a row of the steps that read x then needs no trip to memory after it.
     const int threads = std::min(kTokenRowThreads, shape_.local_size);
-    return build_program(threads, dot_batch(longest_row, threads), " -DTOKEN_KERNEL -DFEW_GROUPS" + model_options);
+    const int batch = std::max(dot_batch(longest_row, threads), (dim + threads - 1) / threads);
+    return build_program(threads, batch, " -DTOKEN_KERNEL -DFEW_GROUPS" + model_options);
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {

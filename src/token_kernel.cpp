@@ -95,7 +95,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     const bool capped = !cap.empty();
     cl::Kernel kernel;
     try {
-        kernel = cl::Kernel(kernels.token_program(model + cap, staged), "forward_token");
+        kernel = cl::Kernel(kernels.token_program(model + cap, staged, c.dim), "forward_token");
     } catch (const Error& e) {
         const std::string message = e.what();
         why_not = "the device's compiler refused the token kernel: " + message.substr(0, message.find('\n'));

@@ -128,9 +128,10 @@ public:
     bool device_fences() const { return standard_ != "CL1.2"; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
-    // as -D options (and any option of the device's own compiler) and `longest_row` the most elements a row
-    // of its matrices has. Throws Error without device_fences(), which it needs for its grid barriers.
-    cl::Program token_program(const std::string& model_options, int longest_row) const;
+    // as -D options (and any option of the device's own compiler), `longest_row` the most elements a row
+    // of its matrices has and `dim` the model's. Throws Error without device_fences(), which it needs for
+    // its grid barriers.
+    cl::Program token_program(const std::string& model_options, int longest_row, int dim) const;
 
 private:
     // The matrix-vector kernels of one program build, indexed by Matvec.
