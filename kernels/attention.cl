@@ -14,19 +14,49 @@
 // the last of the head's chunks to finish (its count in `arrivals`, one per head) rescales and adds them.
 // CPU shapes take one chunk.
 #if ROW_THREADS > 1
-// The heads' outputs from their chunks' partial results: with M the largest chunk maximum,
-// out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) s_c.
+// Chunks whose partial results a work-item loads at once when combining them: one wait on memory for a
+// head of up to this many chunks (KernelSet::kMaxAttentionChunks, unless the context is very long).
+#define COMBINE_BATCH 8
+
+// Element i of a head's output from its chunks' partial results (`p`: the head's first chunk): with M the
+// largest chunk maximum, out_i = sum_c exp(m_c - M) o_c,i / sum_c exp(m_c - M) s_c. The sums run over
+// batches of chunks, rescaled to each batch's running maximum (the first batch's rescale multiplies zeros):
+// with one batch, the terms are added in chunk order to the exact maximum.
+inline float combined_output(__global const float* p, int i, int head_size, int chunks) {
+    const int stride = head_size + 2;
+    float m = -INFINITY, total = 0.0f, acc = 0.0f;
+    for (int c0 = 0; c0 < chunks; c0 += COMBINE_BATCH) {
+        float mc[COMBINE_BATCH], sc[COMBINE_BATCH], oc[COMBINE_BATCH];
+#pragma unroll
+        for (int k = 0; k < COMBINE_BATCH; k++) {
+            const int inside = c0 + k < chunks;  // a chunk past the head's adds exp(-inf) * 0
+            __global const float* pc = p + (c0 + k) * stride;
+            mc[k] = inside ? pc[0] : -INFINITY;
+            sc[k] = inside ? pc[1] : 0.0f;
+            oc[k] = inside ? pc[2 + i] : 0.0f;
+        }
+        float batch_max = m;
+#pragma unroll
+        for (int k = 0; k < COMBINE_BATCH; k++) batch_max = fmax(batch_max, mc[k]);
+        const float rescale = exp(m - batch_max);
+        total *= rescale;
+        acc *= rescale;
+#pragma unroll
+        for (int k = 0; k < COMBINE_BATCH; k++) {
+            const float e = exp(mc[k] - batch_max);
+            total += e * sc[k];
+            acc += e * oc[k];
+        }
+        m = batch_max;
+    }
+    return acc / total;
+}
+
+// The heads' outputs from their chunks' partial results.
 inline void attention_combine(int h, __global const float* partial, __global float* out, int head_size, int chunks) {
     __global const float* p = partial + (size_t)h * chunks * (head_size + 2);
-    float m = -INFINITY;
-    for (int c = 0; c < chunks; c++) m = fmax(m, p[c * (head_size + 2)]);
-    float total = 0.0f;
-    for (int c = 0; c < chunks; c++) total += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 1];
-    for (int i = get_local_id(0); i < head_size; i += get_local_size(0)) {
-        float acc = 0.0f;
-        for (int c = 0; c < chunks; c++) acc += exp(p[c * (head_size + 2)] - m) * p[c * (head_size + 2) + 2 + i];
-        out[h * head_size + i] = acc / total;
-    }
+    for (int i = get_local_id(0); i < head_size; i += get_local_size(0))
+        out[h * head_size + i] = combined_output(p, i, head_size, chunks);
 }
 
 // Where a chunk's scores live while its softmax and weighted sum read them: builds with device fences
