@@ -29,11 +29,10 @@ inline float combined_output(__global const float* p, int i, int head_size, int 
         float mc[COMBINE_BATCH], sc[COMBINE_BATCH], oc[COMBINE_BATCH];
 #pragma unroll
         for (int k = 0; k < COMBINE_BATCH; k++) {
-            const int inside = c0 + k < chunks;  // a chunk past the head's adds exp(-inf) * 0
-            __global const float* pc = p + (c0 + k) * stride;
-            mc[k] = inside ? pc[0] : -INFINITY;
-            sc[k] = inside ? pc[1] : 0.0f;
-            oc[k] = inside ? pc[2 + i] : 0.0f;
+            const int c = c0 + k, inside = c < chunks;  // a chunk past the head's adds exp(-inf) * 0
+            mc[k] = inside ? p[c * stride] : -INFINITY;
+            sc[k] = inside ? p[c * stride + 1] : 0.0f;
+            oc[k] = inside ? p[c * stride + 2 + i] : 0.0f;
         }
         float batch_max = m;
 #pragma unroll
@@ -62,11 +61,12 @@ inline void attention_combine(int h, __global const float* partial, __global flo
 // Where a chunk's scores live while its softmax and weighted sum read them: builds with device fences
 // keep them in the work-group's local memory (`scores`, SCORE_CAPACITY floats; the host splits a head
 // into chunks no longer than that: KernelSet::attention_chunks), so that no step of the chain waits on
-// global memory for them; without, a head is one chunk of any length, and its scores go to its row of `att`.
+// global memory for them; without, a head is one chunk of any length, and its scores go to its row of `att`
+// (which builds with fences never touch: the token kernel passes none).
 #ifdef DEVICE_FENCES
 #define SCORE(t) scores[(t) - t0]
 #else
-#define SCORE(t) a[t]
+#define SCORE(t) att[(size_t)h * seq_len + (t)]
 #endif
 
 // Positions whose values a work-item loads together in the weighted sum: one at a time, a short chunk's
@@ -103,7 +103,6 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     const int t0 = chunk * chunk_len, t1 = min(t0 + chunk_len, pos + 1);  // this group's positions
     const int lid = get_local_id(0);
     __global const float* qh = q + h * head_size;
-    __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
     const int vec = head_size % 4 == 0;
     // The weighted sum's layout: work-item lid takes column lid % span (of the first round) in position
@@ -130,7 +129,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     float local_max = -INFINITY;
     for (int base = t0; base < t1; base += per_pass) {  // the same passes for every work-item (barriers)
         const int t = base + lid / slices;
-        float part = 0.0f;
+        float piece = 0.0f;  // this work-item's slice of the score
         if (t < t1) {
             __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
             if (vec) {
@@ -142,12 +141,12 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
                 // (STRIDE_CACHE) is a multiple of 4 rounded up to that alignment.
                 __global const float4* q4 = (__global const float4*)qh;
                 __global const float4* k4 = (__global const float4*)k;
-                for (int i = slice; i < head_size / 4; i += slices) part += dot4(q4[i], k4[i]);
+                for (int i = slice; i < head_size / 4; i += slices) piece += dot4(q4[i], k4[i]);
             } else {
-                for (int i = 0; i < head_size; i++) part += qh[i] * k[i];
+                for (int i = 0; i < head_size; i++) piece += qh[i] * k[i];
             }
         }
-        scratch[lid] = part;
+        scratch[lid] = piece;
         barrier(CLK_LOCAL_MEM_FENCE);
         if (slice == 0 && t < t1) {
             float score = 0.0f;

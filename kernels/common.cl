@@ -7,7 +7,8 @@
 //                 loops in run.c's order (the "exact" shape, bit-identical to the reference); 16 hands
 //                 the row to the CPU's SIMD units as float16 multiply-adds (the "cpu" shape).
 //   LOCAL         work-group size (a power of two, a multiple of ROW_THREADS).
-//   DOT_BATCH     GPU shapes: weight loads a work-item issues together (dot_batch in kernel_set.hpp).
+//   DOT_BATCH     GPU shapes: weight loads a work-item issues together (dot_batch in kernel_set.hpp; the
+//                 token kernel's: KernelSet::token_program).
 
 // run.c is compiled without FMA contraction; so are these kernels, so that the CPU shape reproduces its
 // arithmetic exactly.
@@ -236,8 +237,8 @@ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z
 
 // Weight loads a work-item issues before it uses the first of them: a matrix with few rows (wo and w2,
 // every matrix of a small model) gives each compute unit too few work-items to hide memory latency one
-// load at a time. The host picks it per launch (dot_batch in kernel_set.hpp). The sum is formed in the
-// simple loop's order.
+// load at a time. The host picks it per launch (dot_batch in kernel_set.hpp; the token kernel's:
+// KernelSet::token_program). The sum is formed in the simple loop's order.
 #ifndef DOT_BATCH
 #define DOT_BATCH 8
 #endif

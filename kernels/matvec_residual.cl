@@ -1,6 +1,7 @@
 // Output projections with the residual add: x[i] += w[i] . in. Used for attention's wo (in = the
 // attention output) and the FFN's w2 (in = hb); the sum is formed first and then added, as run.c does.
-// The rows of work unit `unit`, the input already staged when staged_n > 0.
+// The rows of work unit `unit`, the input already staged when staged_n > 0 (when negative, the token
+// kernel's, this unit stages it: row_dot).
 UNIT_FUNCTION void matvec_residual_unit(int unit, __global const float* w, __global const float* in, __global float* x,
                                         int n, int rows, __local float* staged, int staged_n,
                                         __local float* scratch) {

@@ -7,7 +7,8 @@
 // stacked [wq; wk; wv], so the RoPE rotation happens in registers. `rope` is (seq_len, head_size/2, 2):
 // cos, sin of every position and frequency, computed once on the host with run.c's formula.
 //
-// The row pairs of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0).
+// The row pairs of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0;
+// when negative, the token kernel's, this unit stages it and ss is not used: row_pair).
 UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
                                       __global const float* wq, __global const float* wk, __global const float* wv,
                                       __global const float* rope, __global float* q, __global float* key_cache,
@@ -59,7 +60,8 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
 }
 
 // FFN entry of a layer: hb = silu(w1 @ rmsnorm(x)) * (w3 @ rmsnorm(x)), one row of each per unit. The
-// rows of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0).
+// rows of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0; when
+// negative, the token kernel's, this unit stages it and ss is not used: row_pair).
 UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
                                     __global const float* w1, __global const float* w3, __global float* hb, int dim,
                                     int hidden_dim, __local float* staged, int staged_n, __local float* scratch) {

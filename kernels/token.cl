@@ -121,7 +121,7 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
                             __global const float* wk, __global const float* wv, __global const float* wo,
                             __global const float* rms_ffn, __global const float* w1, __global const float* w2,
                             __global const float* w3, __global const float* rope, __global float* key_cache,
-                            __global float* value_cache, __global float* q, __global float* att, __global float* xb,
+                            __global float* value_cache, __global float* q, __global float* xb,
                             __global float* hb, __global float* att_partial, volatile __global uint* att_arrivals,
                             __global const float* rms_final,
                             __global const float* wcls, __global float* logits, __global int* tokens,
@@ -149,7 +149,7 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
                                    staged, STAGED(u, DIM), scratch);
             GRID_BARRIER();
             FOR_UNITS(u, N_HEADS * chunks)
-                attention_unit(u, q, keys, values, att, xb, att_partial, att_arrivals, HEAD_SIZE, KV_DIM, KV_MUL,
+                attention_unit(u, q, keys, values, 0, xb, att_partial, att_arrivals, HEAD_SIZE, KV_DIM, KV_MUL,
                                SEQ_LEN, pos, chunk_len, scratch, partial, scores, &last);
             GRID_BARRIER();
             FOR_UNITS(u, UNITS(DIM))

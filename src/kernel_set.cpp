@@ -76,6 +76,11 @@ int dot_batch(int n, int row_threads) {
     return row_threads == 1 || n / row_threads >= kLongDotBatch ? kLongDotBatch : kShortDotBatch;
 }
 
+int token_dot_batch(int longest_row, int dim, int row_threads) {
+    const int dim_share = (dim + row_threads - 1) / row_threads;
+    return std::max(dot_batch(longest_row, row_threads), dim_share <= kLongDotBatch ? dim_share : 0);
+}
+
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
     : device_(device),
       shape_(shape),
@@ -134,11 +139,12 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
     // One build serves every step, so one row width and one batch: 32 work-items per row and the batch
     // of the longest rows (w2's), measured best on the H200 among 16 and 32 work-items per row, batches
     // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md). But no shorter than a row of
-    // dim elements takes a work-item: a unit issues its first batch before the step's input is staged
-    // (common.cl), and a row of the steps that read x then needs no trip to memory after it.
+    // dim elements takes a work-item, up to the long batch: a unit issues its first batch before the step's
+    // input is staged (common.cl), and a row of the steps that read x then needs no trip to memory after
+    // it. (A longer batch would hold more registers across the staging than the cap leaves.)
     const int threads = std::min(kTokenRowThreads, shape_.local_size);
-    const int batch = std::max(dot_batch(longest_row, threads), (dim + threads - 1) / threads);
-    return build_program(threads, batch, " -DTOKEN_KERNEL -DFEW_GROUPS" + model_options);
+    return build_program(threads, token_dot_batch(longest_row, dim, threads),
+                         " -DTOKEN_KERNEL -DFEW_GROUPS" + model_options);
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {

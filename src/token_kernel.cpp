@@ -14,9 +14,9 @@ namespace {
 // beyond the microsecond a barrier takes when every work-group runs (docs/benchmarks.md), short of a hang.
 constexpr cl_uint kSpinLimit = 1u << 20;
 
-// forward_token's arguments: 25 buffers (the last attention's chunk lengths), first, count, greedy,
+// forward_token's arguments: 24 buffers (the last attention's chunk lengths), first, count, greedy,
 // chosen_from, then sync, sync_base, spin_limit, staged.
-constexpr cl_uint kFirstArg = 25, kSyncArg = 29;
+constexpr cl_uint kFirstArg = 24, kSyncArg = 28;
 
 // The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
 // against 1879 tok/s, and 3087 against 2660 once the register cap below let two run again;
@@ -118,7 +118,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     for (const cl::Buffer* b : {&work.x, &stacks[0]->whole(), &stacks[1]->whole(), &stacks[2]->whole(), &stacks[3]->whole(),
                                 &stacks[4]->whole(), &stacks[5]->whole(), &stacks[6]->whole(), &stacks[7]->whole(),
                                 &stacks[8]->whole(), &weights.rope_table(), &stacks[9]->whole(), &stacks[10]->whole(),
-                                &work.q, &work.att, &work.xb, &work.hb, &work.att_partial, &work.att_arrivals,
+                                &work.q, &work.xb, &work.hb, &work.att_partial, &work.att_arrivals,
                                 &weights.rms_final(),
                                 &cls.weights, &work.logits, &work.tokens, &work.argmax_partial})
         kernel.setArg(index++, *b);

@@ -298,8 +298,8 @@ void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>&
         // One chunk where a head may be one (any length without device fences; with them, at most
         // kScoreCapacity positions, whose scores the work-group keeps in local memory), and where the last
         // of a head's chunks can combine them (GPU shapes built with device fences) chunks of 1, 3, 7 and 16
-        // positions in a short context, of the capacity and of 700 in a long one (uneven last chunks
-        // included).
+        // positions in a short context (up to 40 chunks: several of the combine's batches of loads), of the
+        // capacity and of 700 in a long one (uneven last chunks included).
         const bool fences = h.kernels.device_fences();
         std::vector<int> chunk_lengths;
         if (!fences || pos < KernelSet::kScoreCapacity) chunk_lengths.push_back(pos + 1);
@@ -548,12 +548,15 @@ TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) {
 }
 
 // The bound the capacity plan counts: a chunk of at least kMinAttentionChunk keys' elements, at most
-// kMaxAttentionChunks chunks (Config: dim, hidden, layers, heads, kv heads, vocab, seq_len, shared).
-TEST(MaxAttentionChunks, LongContextsAreCappedShortOnesKeepWholeChunks) {
+// kMaxAttentionChunks chunks, unless a context needs more to keep each within kScoreCapacity positions
+// (Config: dim, hidden, layers, heads, kv heads, vocab, seq_len, shared).
+TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {
     const int per_chunk = KernelSet::kMinAttentionChunk / 64;  // positions, with head_size 64 below
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, per_chunk - 1, true}), 1);
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, 3 * per_chunk + 5, true}), 3);
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, 100 * per_chunk, true}), KernelSet::kMaxAttentionChunks);
+    const int beyond = KernelSet::kMaxAttentionChunks * KernelSet::kScoreCapacity + 1;
+    EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, beyond, true}), KernelSet::kMaxAttentionChunks + 1);
 }
 
 // The rule that gives short matrices more work-items per row: double while the launch has fewer groups
@@ -579,6 +582,15 @@ TEST(DotBatch, LongOnlyWhenEveryWorkItemHasAWholeBatch) {
     EXPECT_EQ(dot_batch(2047, 64), kShortDotBatch);  // one element short of it
     EXPECT_EQ(dot_batch(768, 64), kShortDotBatch);   // stories110M's widened rows: 12 each
     EXPECT_LT(kShortDotBatch, kLongDotBatch);
+}
+
+// The token kernel's batch (32 work-items per row): a dim row's share per work-item when it is longer than
+// dot_batch's choice and fits a long batch, so that a step's rows of dim load in its first batch.
+TEST(DotBatch, TokenKernelBatchCoversADimRowUpToTheLongBatch) {
+    EXPECT_EQ(token_dot_batch(768, 288, 32), 9);               // stories15M: 9 floats of a dim row each
+    EXPECT_EQ(token_dot_batch(2048, 768, 32), kLongDotBatch);  // stories110M: w2's long rows; 24 fit in it
+    EXPECT_EQ(token_dot_batch(172, 64, 32), kShortDotBatch);   // stories260K: 2 each
+    EXPECT_EQ(token_dot_batch(8192, 2048, 32), kLongDotBatch); // llama3.2-1b: a share of 64 is not taken
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),

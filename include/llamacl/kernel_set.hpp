@@ -43,6 +43,9 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 // batch for them, so that they need one build whatever n is.
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
+// The token kernel's batch, one for every step: dot_batch of its longest rows, but no shorter than a row
+// of dim elements takes a work-item while that fits a long batch (KernelSet::token_program says why).
+int token_dot_batch(int longest_row, int dim, int row_threads);
 
 // The compiler option that caps a kernel's registers so that `groups` work-groups of `local` work-items fit
 // a compute unit ("-cl-nv-maxrregcount=N", NVIDIA's compilers), or "" where the device does not say its
