@@ -167,7 +167,8 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     }
     const float sum = group_reduce(local_sum, 0, scratch);
     const float inv_sum = 1.0f / sum;
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // every weight of this chunk is written before anyone reads them
+    // Every weight of this chunk is written before anyone reads them.
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 
     __global float* o = out + h * head_size;
     // Every work-item runs the same iterations (a barrier inside a loop must be reached uniformly, even

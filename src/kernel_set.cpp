@@ -152,7 +152,8 @@ KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const int batch = dot_batch(n, threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
-    if (it == builds_.end()) it = builds_.emplace(key, matvec_kernels(build_program(threads, batch, matvec_options_))).first;
+    if (it == builds_.end())
+        it = builds_.emplace(key, matvec_kernels(build_program(threads, batch, matvec_options_))).first;
     return {&it->second[static_cast<std::size_t>(which)], this->rows(rows, threads)};
 }
 

@@ -1,12 +1,14 @@
 #pragma once
 // The token schedule: a whole token's forward pass as one launch of the token kernel (kernels/token.cl;
-// in greedy decoding several positions' in turn), for GPUs running small models, which the per-op schedule's one command per step leaves bound by
-// launch costs. Its work-groups meet at grid-wide barriers between steps, which OpenCL does not promise
-// to work: it needs every work-group running at once, and memory scopes the device may not advertise. So
-// it is only offered where it builds, launches no more than two work-groups per compute unit (two where
-// the compiler's registers can be capped for them, else one where its registers allow no more), and gives up (instead of hanging) when a barrier is not reached;
-// the caller then tries one work-group per compute unit, and after that the per-op schedule for good. Its arithmetic is the per-op kernels' (the same unit functions), so both
-// schedules agree to within the summation order of the row width each compiles for.
+// in greedy decoding several positions' in turn), for GPUs running small models, which the per-op
+// schedule's one command per step leaves bound by launch costs. Its work-groups meet at grid-wide barriers
+// between steps, which OpenCL does not promise to work: it needs every work-group running at once, and
+// memory scopes the device may not advertise. So it is only offered where it builds, launches no more
+// than two work-groups per compute unit (two where the compiler's registers can be capped for them, else
+// one where its registers allow no more), and gives up (instead of hanging) when a barrier is not
+// reached; the caller then tries one work-group per compute unit, and after that the per-op schedule for
+// good. Its arithmetic is the per-op kernels' (the same unit functions), so both schedules agree to
+// within the summation order of the row width each compiles for.
 #include <cstdint>
 #include <memory>
 #include <string>
