@@ -131,7 +131,6 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     kernel.setArg(index++, chunk_lens);
     cl::Buffer sync = device.allocate(3 * sizeof(cl_uint), "token kernel barrier");
     kernel.setArg(kSyncArg, sync);
-    kernel.setArg(kSyncArg + 2, kSpinLimit);
     kernel.setArg(kSyncArg + 3, cl::Local(static_cast<std::size_t>(staged) * sizeof(float)));
     std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local));
     token->clear();
@@ -188,6 +187,8 @@ void TokenKernel::launch(int first, int count, bool greedy, int chosen_from, cl:
     kernel_.setArg(kFirstArg + 2, greedy ? 1 : 0);
     kernel_.setArg(kFirstArg + 3, chosen_from);
     kernel_.setArg(kSyncArg + 1, sync_base_);
+    kernel_.setArg(kSyncArg + 2, give_ups_ > 0 ? 1u : kSpinLimit);
+    if (give_ups_ > 0) --give_ups_;
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);

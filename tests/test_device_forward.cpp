@@ -30,6 +30,23 @@ double relative_error(std::span<const float> device, std::span<const float> refe
     return err / scale;
 }
 
+// Greedy decoding's tokens from position 0 for `steps` positions, the prompt's forced: through the host's
+// argmax of forward()'s logits, or the device's own decoding.
+std::vector<int> host_tokens(DeviceForward& model, const std::vector<int>& prompt, int steps) {
+    std::vector<int> tokens = {prompt[0]};
+    for (int pos = 0; pos < steps; ++pos) {
+        const int next = sample_argmax(model.forward(tokens.back(), pos));
+        tokens.push_back(pos + 1 < static_cast<int>(prompt.size()) ? prompt[pos + 1] : next);
+    }
+    return tokens;
+}
+std::vector<int> device_tokens(GreedyDecoder& greedy, const std::vector<int>& prompt, int steps) {
+    std::vector<int> tokens = {prompt[0]};
+    greedy.start(0, prompt, steps);
+    for (int pos = 0; pos < steps; ++pos) tokens.push_back(greedy.next(pos));
+    return tokens;
+}
+
 }  // namespace
 
 TEST(DeviceForwardCases, EveryReferenceCaseForEveryLayersPerOffloadAndFinalize) {
@@ -268,6 +285,41 @@ TEST(TokenSchedule, LogitsMatchTheReference) {
     }
 }
 
+// A launch whose work-groups did not all run gives up instead of hanging (token.cl), and the token runs
+// again: with one work-group per compute unit, and should that give up too, one command per step for good.
+// Every position's logits still match the reference.
+TEST(TokenSchedule, AfterGivingUpTheTokenRunsAgainWithFewerGroupsThenPerOp) {
+    Device device = open_test_device();
+    TempDir dir;
+    const Config c{36, 100, 3, 6, 2, 300, 24, true};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 13).string());
+    DeviceOptions options;
+    options.schedule = Schedule::token;
+    std::unique_ptr<DeviceForward> dev;
+    try {
+        dev = std::make_unique<DeviceForward>(device, ck, options);
+    } catch (const Error& e) {
+        GTEST_SKIP() << "no token kernel here: " << e.what();
+    }
+    const int groups = dev->token_groups();
+    const bool two_per_unit = groups == 2 * static_cast<int>(device.info().compute_units);
+    ReferenceForward ref(ck);
+    int token = 1;
+    for (int pos = 0; pos < c.seq_len; ++pos) {
+        if (pos == 3 || pos == 9) dev->token_kernel_give_up_next(1);
+        const std::span<float> expected = ref.forward(token, pos);
+        const std::vector<float> want(expected.begin(), expected.end());
+        ASSERT_LT(relative_error(dev->forward(token, pos), want), 1e-4) << "pos " << pos;
+        if (pos == 3 && two_per_unit) {
+            EXPECT_TRUE(dev->token_schedule());
+            EXPECT_EQ(dev->token_groups(), groups / 2);
+        }
+        token = static_cast<int>(std::max_element(want.begin(), want.end()) - want.begin());
+    }
+    EXPECT_FALSE(dev->token_schedule());
+    EXPECT_NE(dev->per_op_reason().find("did not all run at once"), std::string::npos) << dev->per_op_reason();
+}
+
 // What -v and bench print for the schedule: the token kernel's launch size, or why each step is a command.
 TEST(TokenSchedule, DescriptionNamesTheLaunchOrTheReason) {
     EXPECT_EQ(describe_schedule(264, ""), "token (the whole forward pass in one kernel launch of 264 work-groups)");
@@ -308,20 +360,6 @@ TEST(DeviceGreedy, PicksTheTokensOfTheHostsArgmax) {
     TempDir dir;
     const Config c{36, 100, 3, 6, 2, 300, 40, true};
     const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 21).string());
-    const auto host_tokens = [&](DeviceForward& model, const std::vector<int>& prompt, int steps) {
-        std::vector<int> tokens = {prompt[0]};
-        for (int pos = 0; pos < steps; ++pos) {
-            const int next = sample_argmax(model.forward(tokens.back(), pos));
-            tokens.push_back(pos + 1 < static_cast<int>(prompt.size()) ? prompt[pos + 1] : next);
-        }
-        return tokens;
-    };
-    const auto device_tokens = [&](GreedyDecoder& greedy, const std::vector<int>& prompt, int steps) {
-        std::vector<int> tokens = {prompt[0]};
-        greedy.start(0, prompt, steps);
-        for (int pos = 0; pos < steps; ++pos) tokens.push_back(greedy.next(pos));
-        return tokens;
-    };
     const std::vector<int> prompt = {1, 5, 9, 20}, other = {1, 77};
     for (const Schedule schedule : {Schedule::automatic, Schedule::per_op}) {
         for (const char* shape : {"", "gpu"}) {
@@ -349,4 +387,37 @@ TEST(DeviceGreedy, PicksTheTokensOfTheHostsArgmax) {
         Checkpoint::open(write_model(unshared_dir, {36, 100, 3, 6, 2, 300, 40, false}, 0, 21).string());
     DeviceForward host_only(device, unshared, {});
     EXPECT_EQ(host_only.greedy_decoder(), nullptr);
+}
+
+// Giving up in the middle of greedy decoding (token.cl marks the token after the position it gave up at),
+// with launches after it already enqueued, changes no token. The first time the token kernel runs again
+// with fewer work-groups and the same arithmetic; the second, the per-op kernels take over.
+TEST(DeviceGreedy, AfterGivingUpTheTokensAreTheSame) {
+    Device device = open_test_device();
+    TempDir dir;
+    const Config c{36, 100, 3, 6, 2, 300, 40, true};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 21).string());
+    DeviceOptions options;
+    options.schedule = Schedule::token;
+    std::unique_ptr<DeviceForward> model;
+    try {
+        model = std::make_unique<DeviceForward>(device, ck, options);
+    } catch (const Error& e) {
+        GTEST_SKIP() << "no token kernel here: " << e.what();
+    }
+    GreedyDecoder* greedy = model->greedy_decoder();
+    ASSERT_NE(greedy, nullptr);
+    const std::vector<int> prompt = {1, 5, 9, 20};
+    const std::vector<int> expected = host_tokens(*model, prompt, c.seq_len);
+    model->token_kernel_give_up_next(1);
+    EXPECT_EQ(device_tokens(*greedy, prompt, c.seq_len), expected);
+
+    std::vector<int> got = {prompt[0]};
+    greedy->start(0, prompt, c.seq_len);
+    for (int pos = 0; pos < c.seq_len; ++pos) {
+        if (pos == 10) model->token_kernel_give_up_next(1);
+        got.push_back(greedy->next(pos));
+    }
+    EXPECT_FALSE(model->token_schedule());
+    EXPECT_EQ(got, host_tokens(*model, prompt, c.seq_len));
 }

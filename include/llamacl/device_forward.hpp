@@ -106,6 +106,10 @@ public:
     bool token_schedule() const { return token_ != nullptr; }
     int token_groups() const { return token_ ? token_->groups() : 0; }  // the token kernel's launch, 0 without
     const std::string& per_op_reason() const { return per_op_reason_; }
+    // Tests: the token kernel's next `launches` launches give up (TokenKernel::give_up_next).
+    void token_kernel_give_up_next(int launches) {
+        if (token_) token_->give_up_next(launches);
+    }
 
 private:
     void start(int first, std::span<const int> forced, int end) override;

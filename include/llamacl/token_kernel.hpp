@@ -64,6 +64,10 @@ public:
     bool fewer_groups();
     // Work-groups of a launch: one or two per compute unit.
     int groups() const;
+    // Tests: the next `launches` launches give up, as if one of their work-groups had not run. Each of
+    // their work-groups polls a barrier once before it gives up, so every one but the last to arrive does
+    // (and then the last too, at the next barrier).
+    void give_up_next(int launches) { give_ups_ = launches; }
 
 private:
     TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, const WorkingBuffers& work,
@@ -80,6 +84,7 @@ private:
     int vocab_, n_heads_, n_layers_;
     int groups_per_cu_, local_size_;
     cl_uint sync_base_ = 0;  // the arrival count at the next launch's start
+    int give_ups_ = 0;       // launches still to give up (give_up_next)
 };
 
 }  // namespace llamacl
