@@ -8,14 +8,16 @@ namespace llamacl {
 
 struct WorkingBuffers {
     // attention_chunks: the most chunks attention splits a head into (KernelSet::attention_chunks);
-    // argmax_groups: KernelSet::argmax_groups.
-    WorkingBuffers(const Device& device, const Config& config, int attention_chunks, int argmax_groups);
+    // argmax_groups: KernelSet::argmax_groups; scores_in_memory: whether attention writes its scores to
+    // `att` (kernels built without device fences: attention.cl's SCORE), else it only passes it along.
+    WorkingBuffers(const Device& device, const Config& config, int attention_chunks, int argmax_groups,
+                   bool scores_in_memory);
     cl::Buffer x;       // residual stream (dim)
     cl::Buffer xn;      // last RMSNorm output, kept for inspection only: kernels fold the norm in (dim)
     cl::Buffer q;       // query after RoPE (dim)
     cl::Buffer xb;      // attention output (dim)
     cl::Buffer hb;      // SwiGLU output (hidden_dim)
-    cl::Buffer att;     // attention scores (n_heads, seq_len)
+    cl::Buffer att;     // attention scores (n_heads, seq_len), or one unused float (scores_in_memory)
     cl::Buffer att_partial;  // attention's per-chunk results (n_heads, attention_chunks, head_size + 2)
     cl::Buffer att_arrivals;  // chunks of each head done (uint, n_heads; zero between launches, see attention.cl)
     cl::Buffer logits;  // classifier output (vocab), then the token kernel's give-up mark (see token_kernel.hpp)
