@@ -98,24 +98,46 @@ void stage_step_input(__local float* staged, __global const float* x, __global c
 // two loaded together (row_pair). Its thousands of blocks are the one step where a work-group takes many
 // units in turn, each a wait on memory; halving them measured faster on the H200 (docs/benchmarks.md).
 // The work-item's best logit so far (greedy.cl's order) is kept in best_v, best_i.
-inline void classifier_pair_unit(int unit, __global const float* wcls, __global const float* x,
-                                 __global const float* rms_final, __global float* logits, __local float* staged,
-                                 __local float* scratch, __private float* best_v, __private int* best_i) {
+//
+// Unit `unit`'s logits (v: its first block's row, its second's) written and kept in the best so far.
+inline void keep_classifier_pair(int unit, float2 v, __global float* logits, __private float* best_v,
+                                 __private int* best_i) {
     ROW_SETUP(2 * unit, VOCAB);
-    const int second_unclamped = row_unclamped + ROWS_PER_GROUP;
-    const int second = min(second_unclamped, VOCAB - 1);
-    const float2 v = row_pair(wcls + (size_t)row * DIM, wcls + (size_t)second * DIM, x, rms_final, 0.0f, staged,
-                              STAGED(unit, DIM), DIM, lane, scratch);
+    const int second = row_unclamped + ROWS_PER_GROUP;
     if (lane != 0) return;
     if (row_valid) {
         logits[row] = v.x;
         argmax_keep(v.x, row, best_v, best_i);
     }
-    if (second_unclamped < VOCAB) {
+    if (second < VOCAB) {
         logits[second] = v.y;
         argmax_keep(v.y, second, best_v, best_i);
     }
 }
+inline void classifier_pair_unit(int unit, __global const float* wcls, __global const float* x,
+                                 __global const float* rms_final, __global float* logits, __local float* staged,
+                                 __local float* scratch, __private float* best_v, __private int* best_i) {
+    ROW_SETUP(2 * unit, VOCAB);
+    const int second = min(row_unclamped + ROWS_PER_GROUP, VOCAB - 1);
+    const float2 v = row_pair(wcls + (size_t)row * DIM, wcls + (size_t)second * DIM, x, rms_final, 0.0f, staged,
+                              STAGED(unit, DIM), DIM, lane, scratch);
+    keep_classifier_pair(unit, v, logits, best_v, best_i);
+}
+
+// When a classifier row fits one batch of a work-item's loads and two units' rows (four batches) leave room
+// in its registers (stories15M, stories260K; not stories110M's batches of 32), the classifier is
+// pipelined: a work-group issues its next unit's loads before it reduces the current one's, so that each
+// wait on memory overlaps the reduction before it instead of following it (docs/benchmarks.md).
+#if DIM <= DOT_BATCH * ROW_THREADS && DOT_BATCH <= 16
+#define CLASSIFIER_PIPELINED
+// This work-item's rows of classifier unit `unit` (classifier_pair_unit's) loaded into a and b.
+inline void load_classifier_pair(int unit, __global const float* wcls, __private float* a, __private float* b) {
+    ROW_SETUP(2 * unit, VOCAB);
+    const int second = min(row_unclamped + ROWS_PER_GROUP, VOCAB - 1);
+    load_first_batch(a, wcls + (size_t)row * DIM, DIM, lane);
+    load_first_batch(b, wcls + (size_t)second * DIM, DIM, lane);
+}
+#endif
 
 __kernel void forward_token(__global float* x, __global const float* rms_att, __global const float* wq,
                             __global const float* wk, __global const float* wv, __global const float* wo,
@@ -167,8 +189,29 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
         }
         float best_v = 0.0f;  // this work-item's best logit (greedy.cl), -1: none yet
         int best_i = -1;
+#ifdef CLASSIFIER_PIPELINED
+        const int pairs = (UNITS(VOCAB) + 1) / 2;
+        if (get_group_id(0) < pairs) {  // (uniform in the work-group: the barriers below)
+            float a[DOT_BATCH], b[DOT_BATCH];
+            load_classifier_pair(get_group_id(0), wcls, a, b);
+            stage_step_input(staged, x, rms_final, DIM, scratch);
+            const int lane = get_local_id(0) % ROW_THREADS;
+            FOR_UNITS(u, pairs) {
+                float next_a[DOT_BATCH], next_b[DOT_BATCH];  // the next unit's, or this one's again at the end
+                load_classifier_pair(min(u + (int)get_num_groups(0), pairs - 1), wcls, next_a, next_b);
+                const float2 v = (float2)(first_batch_dot(a, staged, DIM, lane), first_batch_dot(b, staged, DIM, lane));
+                keep_classifier_pair(u, row_sum2(v, scratch), logits, &best_v, &best_i);
+#pragma unroll
+                for (int k = 0; k < DOT_BATCH; k++) {
+                    a[k] = next_a[k];
+                    b[k] = next_b[k];
+                }
+            }
+        }
+#else
         FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2)
             classifier_pair_unit(u, wcls, x, rms_final, logits, staged, scratch, &best_v, &best_i);
+#endif
         if (!greedy) return;
         // Greedy decoding (greedy.cl, with wcls the embedding table): each work-group's best logit goes to
         // argmax_partial, and the last work-group to finish the classifier (so every one is done with x) picks
