@@ -131,6 +131,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     kernel.setArg(index++, chunk_lens);
     cl::Buffer sync = device.allocate(3 * sizeof(cl_uint), "token kernel barrier");
     kernel.setArg(kSyncArg, sync);
+    kernel.setArg(kSyncArg + 2, kSpinLimit);
     kernel.setArg(kSyncArg + 3, cl::Local(static_cast<std::size_t>(staged) * sizeof(float)));
     std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local));
     token->clear();
@@ -187,14 +188,19 @@ void TokenKernel::launch(int first, int count, bool greedy, int chosen_from, cl:
     kernel_.setArg(kFirstArg + 2, greedy ? 1 : 0);
     kernel_.setArg(kFirstArg + 3, chosen_from);
     kernel_.setArg(kSyncArg + 1, sync_base_);
-    kernel_.setArg(kSyncArg + 2, give_ups_ > 0 ? 1u : kSpinLimit);
-    if (give_ups_ > 0) --give_ups_;
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);
     // token.cl's grid barriers: five a layer, and one between positions (greedy decoding's next token
     // needs none of its own: the last work-group done with the classifier picks it).
     sync_base_ += static_cast<cl_uint>((count * n_layers_ * 5 + count - 1) * groups);
+    // (The arguments were taken at the enqueue: the next launch polls as long as usual again.)
+    if (give_ups_ > 0 && --give_ups_ == 0) kernel_.setArg(kSyncArg + 2, kSpinLimit);
+}
+
+void TokenKernel::give_up_next(int launches) {
+    give_ups_ = launches;
+    kernel_.setArg(kSyncArg + 2, launches > 0 ? 1u : kSpinLimit);
 }
 
 }  // namespace llamacl

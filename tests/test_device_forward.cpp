@@ -47,6 +47,18 @@ std::vector<int> device_tokens(GreedyDecoder& greedy, const std::vector<int>& pr
     return tokens;
 }
 
+// The token schedule's executor for `ck`, or nullptr where the device cannot run it (`why` says why).
+std::unique_ptr<DeviceForward> open_token_schedule(Device& device, const Checkpoint& ck, std::string& why) {
+    DeviceOptions options;
+    options.schedule = Schedule::token;
+    try {
+        return std::make_unique<DeviceForward>(device, ck, options);
+    } catch (const Error& e) {
+        why = e.what();
+        return nullptr;
+    }
+}
+
 }  // namespace
 
 TEST(DeviceForwardCases, EveryReferenceCaseForEveryLayersPerOffloadAndFinalize) {
@@ -263,14 +275,9 @@ TEST(TokenSchedule, LogitsMatchTheReference) {
     for (const Config& c : configs) {
         TempDir dir;
         const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 13).string());
-        DeviceOptions options;
-        options.schedule = Schedule::token;
-        std::unique_ptr<DeviceForward> dev;
-        try {
-            dev = std::make_unique<DeviceForward>(device, ck, options);
-        } catch (const Error& e) {
-            GTEST_SKIP() << "no token kernel here: " << e.what();
-        }
+        std::string why;
+        const std::unique_ptr<DeviceForward> dev = open_token_schedule(device, ck, why);
+        if (!dev) GTEST_SKIP() << "no token kernel here: " << why;
         ASSERT_TRUE(dev->token_schedule());
         ReferenceForward ref(ck);
         int token = 1;
@@ -293,14 +300,9 @@ TEST(TokenSchedule, AfterGivingUpTheTokenRunsAgainWithFewerGroupsThenPerOp) {
     TempDir dir;
     const Config c{36, 100, 3, 6, 2, 300, 24, true};
     const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 13).string());
-    DeviceOptions options;
-    options.schedule = Schedule::token;
-    std::unique_ptr<DeviceForward> dev;
-    try {
-        dev = std::make_unique<DeviceForward>(device, ck, options);
-    } catch (const Error& e) {
-        GTEST_SKIP() << "no token kernel here: " << e.what();
-    }
+    std::string why;
+    const std::unique_ptr<DeviceForward> dev = open_token_schedule(device, ck, why);
+    if (!dev) GTEST_SKIP() << "no token kernel here: " << why;
     const int groups = dev->token_groups();
     const bool two_per_unit = groups == 2 * static_cast<int>(device.info().compute_units);
     ReferenceForward ref(ck);
@@ -397,14 +399,9 @@ TEST(DeviceGreedy, AfterGivingUpTheTokensAreTheSame) {
     TempDir dir;
     const Config c{36, 100, 3, 6, 2, 300, 40, true};
     const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 21).string());
-    DeviceOptions options;
-    options.schedule = Schedule::token;
-    std::unique_ptr<DeviceForward> model;
-    try {
-        model = std::make_unique<DeviceForward>(device, ck, options);
-    } catch (const Error& e) {
-        GTEST_SKIP() << "no token kernel here: " << e.what();
-    }
+    std::string why;
+    const std::unique_ptr<DeviceForward> model = open_token_schedule(device, ck, why);
+    if (!model) GTEST_SKIP() << "no token kernel here: " << why;
     GreedyDecoder* greedy = model->greedy_decoder();
     ASSERT_NE(greedy, nullptr);
     const std::vector<int> prompt = {1, 5, 9, 20};

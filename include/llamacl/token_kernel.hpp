@@ -67,7 +67,7 @@ public:
     // Tests: the next `launches` launches give up, as if one of their work-groups had not run. Each of
     // their work-groups polls a barrier once before it gives up, so every one but the last to arrive does
     // (and then the last too, at the next barrier).
-    void give_up_next(int launches) { give_ups_ = launches; }
+    void give_up_next(int launches);
 
 private:
     TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, const WorkingBuffers& work,
