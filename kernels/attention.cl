@@ -146,16 +146,23 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
                 for (int i = 0; i < head_size; i++) piece += qh[i] * k[i];
             }
         }
+#ifdef WARP_SHUFFLE
+        // The slices are consecutive work-items of a warp: slice 0 adds the others' pieces in slice order.
+        float score = piece;
+        for (int i = 1; i < slices; i++) score += shuffle_xor(piece, i);
+#else
         scratch[lid] = piece;
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (slice == 0 && t < t1) {
-            float score = 0.0f;
+        float score = 0.0f;
+        if (slice == 0)
             for (int i = 0; i < slices; i++) score += scratch[lid + i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+        if (slice == 0 && t < t1) {
             score /= scale;
             SCORE(t) = score;
             local_max = fmax(local_max, score);
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
     }
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // the softmax below reads scores other work-items wrote
     const float max_val = group_reduce(local_max, 1, scratch);

@@ -79,11 +79,43 @@ inline int last_to_arrive(volatile __global uint* counter, uint count, __local i
 }
 #endif
 
+// NVIDIA (the host defines WARP_SHUFFLE where the device's warps are 32 work-items, its compiler takes
+// inline PTX and a work-group is whole warps: KernelSet::warp_shuffles): the work-items of a warp, 32
+// consecutive local ids, read each other's registers (shfl.sync) without local memory or a barrier. The
+// reductions below use it where they stay within a warp, adding the same pairs in the same order as their
+// trees through local memory, so the results are the same bits (tests: WarpShuffles). Each step of a
+// reduction through local memory is a barrier, and the token kernel's steps are chains of them: with
+// shuffles stories15M ran 5 % faster on the H200 (docs/benchmarks.md).
+#ifdef WARP_SHUFFLE
+// `value` of the work-item whose lane in the warp is this one's XOR `mask`. Every work-item of the warp must call it.
+inline float shuffle_xor(float value, int mask) {
+    float other;
+    __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(other) : "f"(value), "r"(mask));
+    return other;
+}
+// Sums over aligned runs of `width` work-items within a warp (a power of two up to 32), by butterfly: at
+// each step a work-item adds its partner's sum, so every work-item ends with the run's sum, the tree's
+// pairs summed in the tree's order (lane 0: (v0 + v16) + (v8 + v24) + ... for 32).
+inline float warp_sum(float value, int width) {
+    for (int s = width / 2; s > 0; s >>= 1) value += shuffle_xor(value, s);
+    return value;
+}
+inline float warp_max(float value, int width) {
+    for (int s = width / 2; s > 0; s >>= 1) value = fmax(value, shuffle_xor(value, s));
+    return value;
+}
+#if ROW_THREADS <= 32
+#define ROW_SHUFFLE
+#endif
+#endif
+
 // Sum of `value` over the ROW_THREADS consecutive work-items that share a row; every work-item of the
-// group must call it (it contains barriers when ROW_THREADS > 1).
+// group must call it (it contains barriers when ROW_THREADS > 1, unless a row is within a warp).
 inline float row_sum(float value, __local float* scratch) {
 #if ROW_THREADS == 1
     return value;
+#elif defined(ROW_SHUFFLE)
+    return warp_sum(value, ROW_THREADS);
 #else
     const int lid = get_local_id(0);
     const int lane = lid % ROW_THREADS;
@@ -103,6 +135,9 @@ inline float row_sum(float value, __local float* scratch) {
 // row_sum of both components at once (one tree of barriers for the two); scratch holds 2 * LOCAL floats.
 inline float2 row_sum2(float2 value, __local float* scratch) {
 #if ROW_THREADS == 1
+    return value;
+#elif defined(ROW_SHUFFLE)
+    for (int s = ROW_THREADS / 2; s > 0; s >>= 1) value += (float2)(shuffle_xor(value.x, s), shuffle_xor(value.y, s));
     return value;
 #else
     const int lid = get_local_id(0);
@@ -125,16 +160,26 @@ inline float2 row_sum2(float2 value, __local float* scratch) {
 }
 #endif
 
-// Sum (is_max == 0) or maximum (is_max != 0) of `value` over the whole work-group.
+// Sum (is_max == 0) or maximum (is_max != 0) of `value` over the whole work-group: a tree through local
+// memory, whose last 32 partial results a warp combines by shuffles where it can (the same pairs).
 inline float group_reduce(float value, int is_max, __local float* scratch) {
     const int lid = get_local_id(0);
     scratch[lid] = value;
     barrier(CLK_LOCAL_MEM_FENCE);
+#if defined(WARP_SHUFFLE) && LOCAL >= 32
+    for (int s = LOCAL / 2; s >= 32; s >>= 1) {
+        if (lid < s) scratch[lid] = is_max ? fmax(scratch[lid], scratch[lid + s]) : scratch[lid] + scratch[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float last = scratch[lid % 32];  // every warp combines the same 32
+    const float total = is_max ? warp_max(last, 32) : warp_sum(last, 32);
+#else
     for (int s = LOCAL / 2; s > 0; s >>= 1) {
         if (lid < s) scratch[lid] = is_max ? fmax(scratch[lid], scratch[lid + s]) : scratch[lid] + scratch[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const float total = scratch[0];
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
     return total;
 }

@@ -211,8 +211,10 @@ std::vector<FoundDevice> enumerate_devices() {
                 info.max_work_group_size = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
                 info.base_align_bytes = std::max<std::size_t>(4, dev.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / 8);
                 const std::string extensions = dev.getInfo<CL_DEVICE_EXTENSIONS>();
-                if (extensions.find("cl_nv_device_attribute_query") != std::string::npos)
+                if (extensions.find("cl_nv_device_attribute_query") != std::string::npos) {
                     info.registers_per_group = dev.getInfo<CL_DEVICE_REGISTERS_PER_BLOCK_NV>();
+                    info.warp_size = dev.getInfo<CL_DEVICE_WARP_SIZE_NV>();
+                }
                 info.register_cap_option = extensions.find("cl_nv_compiler_options") != std::string::npos;
                 found.push_back({std::move(info), dev});
             }

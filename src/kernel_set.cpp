@@ -81,8 +81,11 @@ int token_dot_batch(int longest_row, int dim, int row_threads) {
     return std::max(dot_batch(longest_row, row_threads), dim_share <= kLongDotBatch ? dim_share : 0);
 }
 
-KernelSet::KernelSet(const Device& device, const LaunchShape& shape)
+KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_shuffles)
     : device_(device),
+      // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
+      warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.row_threads > 1 &&
+                     shape.local_size % 32 == 0),
       shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
       local_mem_bytes_(device.info().local_mem_bytes) {
@@ -129,7 +132,8 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                      std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
                                      " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
-                                     (device_fences() ? " -DDEVICE_FENCES" : "") + fp_options_ + extra,
+                                     (device_fences() ? " -DDEVICE_FENCES" : "") +
+                                     (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + fp_options_ + extra,
                                  standard_);
 }
 

@@ -28,6 +28,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -63,9 +64,9 @@ struct Harness {
     bool exact;      // the exact shape on a device with correctly rounded divide and sqrt
     double tolerance;  // relative to the tensor's largest magnitude, where not exact
 
-    Harness(Device& d, const LaunchShape& shape)
+    Harness(Device& d, const LaunchShape& shape, bool warp_shuffles = true)
         : device(d),
-          kernels(d, shape),
+          kernels(d, shape, warp_shuffles),
           exact(shape.row_threads == 1 && shape.vector_width == 1 &&
                 (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
           tolerance(shape.row_threads == 1 && shape.vector_width == 1 ? 1e-5 : 1e-4) {}
@@ -591,6 +592,67 @@ TEST(DotBatch, TokenKernelBatchCoversADimRowUpToTheLongBatch) {
     EXPECT_EQ(token_dot_batch(2048, 768, 32), kLongDotBatch);  // stories110M: w2's long rows; 24 fit in it
     EXPECT_EQ(token_dot_batch(172, 64, 32), kShortDotBatch);   // stories260K: 2 each
     EXPECT_EQ(token_dot_batch(8192, 2048, 32), kLongDotBatch); // llama3.2-1b: a share of 64 is not taken
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Warp shuffles (NVIDIA): the GPU shape's reductions combine a row's lanes, a score's slices and a
+// work-group's last 32 partial results by shuffles instead of local memory, adding the same pairs in the
+// same order, so every output must be the same bits as the local-memory trees' build gives.
+
+TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
+    Device& device = test_device();
+    const LaunchShape shape = parse_launch_shape("gpu", device.info());
+    Harness shuffles(device, shape), trees(device, shape, false);
+    if (!shuffles.kernels.warp_shuffles())
+        GTEST_SKIP() << device.info().name << " offers no warp shuffles (NVIDIA's 32-wide warps): nothing to compare";
+    ASSERT_FALSE(trees.kernels.warp_shuffles());
+    std::mt19937 rng(2024);
+    // (Both builds' outputs are also checked against the reference: KernelShapes/KernelVsReference.gpu.)
+    const auto same = [&](const std::function<cl::Buffer(Harness&)>& run, std::size_t n, const std::string& what) {
+        const std::vector<float> got = shuffles.download(run(shuffles), n);
+        EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); })) << what;
+        expect_bit_identical(got, trees.download(run(trees), n), what);
+    };
+    // attn_qkv_rope (the RMSNorm's group sum, each row pair's lane sums) and matvec_residual (a row's lane
+    // sums), with rows enough that the launch keeps rows of at most a warp's lanes (widened_row_threads).
+    const int dim = 2048, head_size = 64, rows = 4096, n = 512;
+    const auto x = random_vector(dim, rng, -2.0f, 2.0f), norm = random_vector(dim, rng, 0.5f, 1.5f);
+    const auto wq = random_vector(static_cast<std::size_t>(dim) * dim, rng);
+    const auto rope = rope_table(1, head_size);
+    same([&](Harness& h) {
+        cl::Buffer q = h.upload(std::vector<float>(dim, kSentinel)), xn = h.upload(std::vector<float>(dim));
+        cl::Buffer keys = h.upload(std::vector<float>(dim)), values = h.upload(std::vector<float>(dim));
+        const cl::Buffer w = h.upload(wq);
+        h.run(KernelSet::Matvec::attn_qkv_rope, (3 * dim) / 2, dim, h.upload(x), h.upload(norm), w, w, w,
+              h.upload(rope), q, keys, values, xn, dim, dim, head_size, 0, h.kernels.staged_space(dim),
+              h.kernels.staged_count(dim));
+        return q;
+    }, dim, "attn_qkv_rope's q");
+    const auto w = random_vector(static_cast<std::size_t>(rows) * n, rng), in = random_vector(n, rng);
+    const auto residual = random_vector(rows, rng);
+    same([&](Harness& h) {
+        cl::Buffer out = h.upload(residual);
+        h.run(KernelSet::Matvec::matvec_residual, rows, n, h.upload(w), h.upload(in), out, n, rows,
+              h.kernels.staged_space(n), h.kernels.staged_count(n));
+        return out;
+    }, rows, "matvec_residual's x");
+    // attention (the scores' slices, the softmax's group max and sum), one chunk and eight.
+    const int heads = 6, pos = 200, head = 48;
+    const auto q = random_vector(heads * head, rng, -2.0f, 2.0f);
+    const auto keys = random_vector(static_cast<std::size_t>(pos + 1) * heads * head, rng);
+    const auto values = random_vector(keys.size(), rng);
+    for (int chunk_len : {pos + 1, 26}) {
+        const int chunks = attention_chunk_count(pos, chunk_len);
+        same([&](Harness& h) {
+            cl::Buffer out = h.upload(std::vector<float>(q.size(), kNaN));
+            h.run(h.kernels.attention, h.kernels.heads(heads, chunks), h.upload(q), h.upload(keys), h.upload(values),
+                  h.upload(std::vector<float>(1)), out,
+                  h.upload(std::vector<float>(static_cast<std::size_t>(heads) * chunks * (head + 2))),
+                  h.upload(std::vector<float>(heads, 0.0f)), heads, head, heads * head, 1, pos + 1, pos,
+                  chunk_len);
+            return out;
+        }, q.size(), "attention in " + std::to_string(chunks) + " chunks");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),

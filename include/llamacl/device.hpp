@@ -31,9 +31,10 @@ struct DeviceInfo {
     std::uint32_t compute_units = 0;
     std::size_t max_work_group_size = 0;
     std::size_t base_align_bytes = 4;  // CL_DEVICE_MEM_BASE_ADDR_ALIGN: where a sub-buffer may start
-    // NVIDIA's extensions: the registers a work-group may use (cl_nv_device_attribute_query; 0 elsewhere),
-    // and whether the compiler takes -cl-nv-maxrregcount (cl_nv_compiler_options).
-    std::uint32_t registers_per_group = 0;
+    // NVIDIA's extensions: the registers a work-group may use and the work-items of a warp
+    // (cl_nv_device_attribute_query; 0 elsewhere), and whether the compiler takes -cl-nv-maxrregcount
+    // (cl_nv_compiler_options).
+    std::uint32_t registers_per_group = 0, warp_size = 0;
     bool register_cap_option = false;
 };
 

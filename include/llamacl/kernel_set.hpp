@@ -69,7 +69,9 @@ int max_attention_chunks(const Config& config);
 
 class KernelSet {
 public:
-    KernelSet(const Device& device, const LaunchShape& shape);
+    // `warp_shuffles` false builds every reduction through local memory even where the device offers warp
+    // shuffles (tests: warp_shuffles() says the same bits either way).
+    KernelSet(const Device& device, const LaunchShape& shape, bool warp_shuffles = true);
 
     const LaunchShape& shape() const { return shape_; }
 
@@ -129,6 +131,9 @@ public:
     // Whether the programs are built with fences of device scope (DEVICE_FENCES in common.cl): GPU shapes
     // where the compiler takes OpenCL C 3.0 or 2.0. CPU shapes are built as OpenCL C 1.2.
     bool device_fences() const { return standard_ != "CL1.2"; }
+    // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in common.cl): GPU shapes
+    // of whole warps on a device with 32-wide warps whose compiler takes PTX (NVIDIA's).
+    bool warp_shuffles() const { return warp_shuffles_; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
     // as -D options (and any option of the device's own compiler), `longest_row` the most elements a row
@@ -158,6 +163,7 @@ private:
     Device device_;
     std::string fp_options_;
     std::string standard_;  // "-cl-std=" of every build
+    bool warp_shuffles_;
     std::string matvec_options_;  // the matrix-vector builds' register cap
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
