@@ -93,6 +93,12 @@ inline float shuffle_xor(float value, int mask) {
     __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(other) : "f"(value), "r"(mask));
     return other;
 }
+// `value` of the warp's first work-item.
+inline float lane0(float value) {
+    float first;
+    __asm__ volatile("shfl.sync.idx.b32 %0, %1, 0, 0x1f, 0xffffffff;" : "=f"(first) : "f"(value));
+    return first;
+}
 // Sums over aligned runs of `width` work-items within a warp (a power of two up to 32), by butterfly: at
 // each step a work-item adds its partner's sum, so every work-item ends with the run's sum, the tree's
 // pairs summed in the tree's order (lane 0: (v0 + v16) + (v8 + v24) + ... for 32).
@@ -161,18 +167,23 @@ inline float2 row_sum2(float2 value, __local float* scratch) {
 #endif
 
 // Sum (is_max == 0) or maximum (is_max != 0) of `value` over the whole work-group: a tree through local
-// memory, whose last 32 partial results a warp combines by shuffles where it can (the same pairs).
+// memory, level s combining element i with element i + s. With warp shuffles the same tree in two parts:
+// the levels that cross warps (s >= 32) each work-item computes for its lane from the warps' values
+// after one barrier, and the rest by shuffles; the same pairs, so the same bits.
 inline float group_reduce(float value, int is_max, __local float* scratch) {
     const int lid = get_local_id(0);
     scratch[lid] = value;
     barrier(CLK_LOCAL_MEM_FENCE);
-#if defined(WARP_SHUFFLE) && LOCAL >= 32
-    for (int s = LOCAL / 2; s >= 32; s >>= 1) {
-        if (lid < s) scratch[lid] = is_max ? fmax(scratch[lid], scratch[lid + s]) : scratch[lid] + scratch[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float last = scratch[lid % 32];  // every warp combines the same 32
-    const float total = is_max ? warp_max(last, 32) : warp_sum(last, 32);
+#ifdef WARP_SHUFFLE
+    float v[LOCAL / 32];  // lane lid % 32 of each warp
+#pragma unroll
+    for (int w = 0; w < LOCAL / 32; w++) v[w] = scratch[lid % 32 + 32 * w];
+#pragma unroll
+    for (int m = LOCAL / 64; m > 0; m >>= 1)
+#pragma unroll
+        for (int w = 0; w < m; w++) v[w] = is_max ? fmax(v[w], v[w + m]) : v[w] + v[w + m];
+    // Lane 0's, as the tree's: fmax of zeros of both signs may differ in the other lanes.
+    const float total = lane0(is_max ? warp_max(v[0], 32) : warp_sum(v[0], 32));
 #else
     for (int s = LOCAL / 2; s > 0; s >>= 1) {
         if (lid < s) scratch[lid] = is_max ? fmax(scratch[lid], scratch[lid + s]) : scratch[lid] + scratch[lid + s];
