@@ -27,7 +27,16 @@
 
 #if VECTOR_WIDTH == 16
 typedef float16 floatv;
-#define vloadv vload16
+// 16 floats from global memory at any float's alignment. PoCL (3.1) compiles vload16 into eight 8-byte
+// loads and shuffles per call, which held the CPU shape's rows well below the memory's speed; clang's
+// vector type with a float's alignment is one unaligned 64-byte load (stories15M's classifier on the
+// 2-core development machine: 0.94-1.09 -> 0.60-0.68 ms at best; docs/benchmarks.md).
+#ifdef __clang__
+typedef float floatv_unaligned __attribute__((ext_vector_type(16), aligned(4)));
+#define vloadv(p) (*(__global const floatv_unaligned*)(p))
+#else
+#define vloadv(p) vload16(0, p)
+#endif
 inline float hsum(float16 v) {
     const float8 a = v.lo + v.hi;
     const float4 b = a.lo + a.hi;
@@ -213,7 +222,7 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     floatv acc = (floatv)(0.0f);
     int j = 0;
     for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) {
-        const floatv v = vloadv(0, x + j);
+        const floatv v = vloadv(x + j);
         acc = mad(v, v, acc);
     }
     ss = hsum(acc);
@@ -240,7 +249,7 @@ inline float partial_dot(__global const float* w, __global const float* in, int 
 #elif ROW_THREADS == 1
     floatv acc = (floatv)(0.0f);
     int j = 0;
-    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) acc = mad(vloadv(0, w + j), vloadv(0, in + j), acc);
+    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) acc = mad(vloadv(w + j), vloadv(in + j), acc);
     sum = hsum(acc);
     for (; j < n; j++) sum = mad(w[j], in[j], sum);
 #else
@@ -265,7 +274,7 @@ inline float partial_dot_normed(__global const float* w, __global const float* x
     floatv acc = (floatv)(0.0f);
     int j = 0;
     for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH)
-        acc = mad(vloadv(0, w + j), vloadv(0, weight + j) * (ss * vloadv(0, x + j)), acc);
+        acc = mad(vloadv(w + j), vloadv(weight + j) * (ss * vloadv(x + j)), acc);
     sum = hsum(acc);
     for (; j < n; j++) sum = mad(w[j], weight[j] * (ss * x[j]), sum);
 #else
