@@ -23,5 +23,6 @@ __kernel void matvec_residual(__global const float* w, __global const float* in,
                               __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     if (staged_n > 0) stage_input(staged, in, 0, 0.0f, n);
-    matvec_residual_unit(get_group_id(0), w, in, x, n, rows, staged, staged_n, scratch);
+    FOR_GROUP_UNITS(unit, rows)
+    matvec_residual_unit(unit, w, in, x, n, rows, staged, staged_n, scratch);
 }

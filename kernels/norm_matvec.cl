@@ -55,7 +55,8 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
-    attn_qkv_rope_unit(get_group_id(0), x, rms_weight, ss, wq, wk, wv, rope, q, key_cache, value_cache, dim, kv_dim,
+    FOR_GROUP_UNITS(unit, (dim + 2 * kv_dim) / 2)
+    attn_qkv_rope_unit(unit, x, rms_weight, ss, wq, wk, wv, rope, q, key_cache, value_cache, dim, kv_dim,
                        head_size, pos, staged, staged_n, scratch);
 }
 
@@ -82,7 +83,8 @@ __kernel void ffn_gate_up(__global const float* x, __global const float* rms_wei
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
-    ffn_gate_up_unit(get_group_id(0), x, rms_weight, ss, w1, w3, hb, dim, hidden_dim, staged, staged_n, scratch);
+    FOR_GROUP_UNITS(unit, hidden_dim)
+    ffn_gate_up_unit(unit, x, rms_weight, ss, w1, w3, hb, dim, hidden_dim, staged, staged_n, scratch);
 }
 
 // RMSNorm on its own, by one work-group: out = rmsnorm(x) * weight, run.c's rmsnorm.
@@ -120,5 +122,6 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
 #endif
     if (rms_weight && get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
-    classifier_unit(get_group_id(0), x, rms_weight, ss, w, logits, dim, rows, row_base, staged, staged_n, scratch);
+    FOR_GROUP_UNITS(unit, rows)
+    classifier_unit(unit, x, rms_weight, ss, w, logits, dim, rows, row_base, staged, staged_n, scratch);
 }

@@ -49,7 +49,6 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
 
 // The units of one step, dealt out to the launch's work-groups in turn.
 #define FOR_UNITS(u, count) for (int u = get_group_id(0); u < (count); u += get_num_groups(0))
-#define UNITS(rows) (((rows) + ROWS_PER_GROUP - 1) / ROWS_PER_GROUP)
 // Ends the kernel when a grid barrier was given up, marking the logits (one float past the vocabulary)
 // so that the host, which reads them anyway, learns it without another command; in greedy decoding the
 // host reads the next token instead, so that becomes -1.

@@ -88,6 +88,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_s
                      shape.local_size % 32 == 0),
       shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
+      compute_units_(device.info().compute_units),
       local_mem_bytes_(device.info().local_mem_bytes) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
@@ -166,7 +167,9 @@ KernelSet::Range KernelSet::rows(int rows) const { return this->rows(rows, shape
 KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);
     const std::size_t rows_per_group = local / static_cast<std::size_t>(row_threads);
-    const std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
+    std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
+    // CPU shapes: a few work-groups per core, each taking a run of the units (FOR_GROUP_UNITS in common.cl).
+    if (shape_.row_threads == 1) groups = std::min(groups, kCpuGroupsPerComputeUnit * compute_units_);
     return {cl::NDRange(groups * local), cl::NDRange(local)};
 }
 

@@ -89,8 +89,14 @@ public:
     // row's widened_row_threads and its dot_batch (each distinct pair is compiled once, when first needed).
     Launch matvec(Matvec which, int rows, int n);
 
-    // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs).
+    // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs): a
+    // work-group per work unit (a group's worth of rows) on GPU shapes; on CPU shapes at most
+    // kCpuGroupsPerComputeUnit per compute unit, each taking a run of units. PoCL pays about 10 ns for
+    // each work-group it schedules, and a group computes the norm's scale once for its run: stories15M on
+    // the 2-core development machine, a group per unit against 2, 4, 8, 32, 128 per compute unit (bench
+    // --runs 5, alternated): 8 best, about 8 % ahead (docs/benchmarks.md).
     Range rows(int rows) const;
+    static constexpr std::size_t kCpuGroupsPerComputeUnit = 8;
     // Work-items for attention over n_heads heads, each split into `chunks` chunks of positions.
     Range heads(int n_heads, int chunks = 1) const;
     // Chunks to split each head's `positions` cached positions into (see kernels/attention.cl): on GPU
@@ -167,6 +173,7 @@ private:
     std::string matvec_options_;  // the matrix-vector builds' register cap
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
+    std::size_t compute_units_;
     // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.
     std::map<std::pair<int, int>, Build> builds_;
     std::uint64_t local_mem_bytes_;
