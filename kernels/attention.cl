@@ -232,18 +232,17 @@ __kernel void attention(__global const float* q, __global const float* key_cache
                         int seq_len, int pos, int chunk_len) {
 #if ROW_THREADS == 1
     const float scale = sqrt((float)head_size);
-    // CPU shape: one work-item per head running run.c's loops in run.c's order.
+    // CPU shapes: one work-item per head running run.c's loops. Every output element sums its terms in
+    // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are partial_dot's,
+    // float16 steps on the "cpu" shape, and the weighted sum takes floatv's elements of the output at a time
+    // over the positions, in registers. (Scalar and through global memory, it took 0.60-0.79 ms of
+    // stories15M's token at positions 224..255 on the 2-core development machine; this way 0.25-0.34.)
     const int h = get_global_id(0);
     if (h >= n_heads) return;
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
-    for (int t = 0; t <= pos; t++) {
-        __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
-        float score = 0.0f;
-        for (int i = 0; i < head_size; i++) score += qh[i] * k[i];
-        a[t] = score / scale;
-    }
+    for (int t = 0; t <= pos; t++) a[t] = partial_dot(key_cache + (size_t)t * kv_dim + kv_off, qh, head_size, 0) / scale;
     float max_val = a[0];
     for (int t = 1; t <= pos; t++) max_val = a[t] > max_val ? a[t] : max_val;
     float sum = 0.0f;
@@ -253,11 +252,17 @@ __kernel void attention(__global const float* q, __global const float* key_cache
     }
     for (int t = 0; t <= pos; t++) a[t] /= sum;
     __global float* o = out + h * head_size;
-    for (int i = 0; i < head_size; i++) o[i] = 0.0f;
-    for (int t = 0; t <= pos; t++) {
-        __global const float* v = value_cache + (size_t)t * kv_dim + kv_off;
-        const float w = a[t];
-        for (int i = 0; i < head_size; i++) o[i] += w * v[i];
+    __global const float* v = value_cache + kv_off;
+    int i = 0;
+    for (; i + VECTOR_WIDTH <= head_size; i += VECTOR_WIDTH) {
+        floatv acc = 0.0f;
+        for (int t = 0; t <= pos; t++) acc += a[t] * vloadv(v + (size_t)t * kv_dim + i);
+        vstorev(acc, o + i);
+    }
+    for (; i < head_size; i++) {
+        float acc = 0.0f;
+        for (int t = 0; t <= pos; t++) acc += a[t] * v[(size_t)t * kv_dim + i];
+        o[i] = acc;
     }
 #else
     __local float scratch[LOCAL];

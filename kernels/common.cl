@@ -34,8 +34,10 @@ typedef float16 floatv;
 #ifdef __clang__
 typedef float floatv_unaligned __attribute__((ext_vector_type(16), aligned(4)));
 #define vloadv(p) (*(__global const floatv_unaligned*)(p))
+#define vstorev(v, p) (*(__global floatv_unaligned*)(p) = (v))
 #else
 #define vloadv(p) vload16(0, p)
+#define vstorev(v, p) vstore16(v, 0, p)
 #endif
 inline float hsum(float16 v) {
     const float8 a = v.lo + v.hi;
@@ -43,7 +45,12 @@ inline float hsum(float16 v) {
     const float2 c = b.lo + b.hi;
     return c.x + c.y;
 }
-#elif VECTOR_WIDTH != 1
+#elif VECTOR_WIDTH == 1
+// Loops written over elementwise floatv steps run as scalar loops.
+typedef float floatv;
+#define vloadv(p) (*(p))
+#define vstorev(v, p) (*(p) = (v))
+#else
 #error VECTOR_WIDTH must be 1 or 16
 #endif
 // The vectorized loops below assume one work-item per row.
