@@ -7,7 +7,8 @@
 
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/error.hpp"
-#include "llamacl/reference.hpp"
+#include "llamacl/host_memory.hpp"
+#include "llamacl/model_math.hpp"
 
 namespace llamacl {
 

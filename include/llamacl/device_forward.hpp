@@ -27,6 +27,7 @@
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
+#include "llamacl/device_options.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/forward.hpp"
 #include "llamacl/kernel_set.hpp"
@@ -38,22 +39,9 @@
 
 namespace llamacl {
 
-// How a token's work is put on the queue: the token kernel where the device and the model allow it
-// (automatic), always one command per step (per_op), or the token kernel or an error (token).
-enum class Schedule { automatic, per_op, token };
-
 // How -v and bench name a schedule: "token (... N work-groups)" for token_groups N > 0, else
 // "per-op (...: per_op_reason)".
 std::string describe_schedule(int token_groups, const std::string& per_op_reason);
-
-struct DeviceOptions {
-    int layers_per_offload = 0;          // 0: the largest K that fits the capacity contract
-    Finalize finalize = Finalize::device;
-    std::optional<LaunchShape> shape;    // default: choose_launch_shape() for the device
-    std::uint64_t memory_limit = 0;      // 0: the device's own global memory
-    bool host_mirror = true;             // streaming: allow a pinned host mirror (see weight_staging.hpp)
-    Schedule schedule = Schedule::automatic;
-};
 
 // One command of a token's schedule, recorded for `bench --profile`: a fixed label (the kernel's name,
 // with the weight it reads where one kernel serves two) and the command's event, whose timestamps the
