@@ -11,7 +11,7 @@
 #include <optional>
 #include <utility>
 
-#include "llamacl/bench.hpp"
+#include "llamacl/bench_command.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/device.hpp"

@@ -8,9 +8,14 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <variant>
 
+#include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/bench.hpp"
+#include "llamacl/bench_command.hpp"
+#include "llamacl/bench_report.hpp"
+#include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
 #include "models.hpp"
 
@@ -432,6 +437,118 @@ TEST(BenchProfile, HostFinalizeReadsTheHiddenStateAndRunsNoClassifier) {
     for (const CommandProfile& p : r.profile) EXPECT_NE(p.name, "classifier");
     EXPECT_EQ(r.traffic.classifier_bytes, 0u);
     EXPECT_EQ(r.waits_per_token, 1);
+}
+
+// ---- the reports of a result built by hand: no device needed ---------------------------------------
+
+namespace {
+
+BenchResult sample_result() {
+    BenchResult r;
+    r.device.name = "Device \xff";  // not UTF-8, as a driver may report it
+    r.device.platform_name = "Platform";
+    r.device.type = "GPU";
+    r.device.driver_version = "1.0";
+    r.model = "model.bin";
+    r.config = small_config();
+    r.plan.n_layers = r.config.n_layers;
+    r.plan.layers_per_offload = 1;
+    r.shape.row_threads = 32;
+    r.shape.local_size = 256;
+    r.host_mirror = true;
+    r.schedule = "per-op";
+    r.per_op_reason = "\"streamed\" layers";
+    r.argmax = "host";
+    r.tokens = 4;
+    r.context = 10;
+    r.context_requested = 100;
+    r.run_tok_s = {10.5, 12.25};
+    r.decode_tok_s = 11.25;
+    r.traffic = token_traffic(r.config, r.finalize, r.context, r.tokens);
+    r.probe_bytes = 4 * kMiB;
+    r.probe_reps = 2;
+    r.device_copy_gbs = 0;
+    r.h2d_gbs = 3.5;
+    r.achieved_gbs = 1.5;
+    r.roofline_pct = r.achieved_gbs / r.device_copy_gbs * 100;  // inf: no copy bandwidth measured
+    r.enqueues_per_token = 20.25;
+    r.waits_per_token = 3;
+    r.uploaded_bytes_per_token = 1e6;
+    r.upload_gbs = 0.5;
+    r.profiled = true;
+    r.profiled_ms_per_token = 2;
+    r.profile = {{"classifier", 1, 0.5, 25, 4096, 8.192}};
+    return r;
+}
+
+}  // namespace
+
+TEST(BenchReport, JsonHasEveryFieldInItsOrder) {
+    const BenchResult r = sample_result();
+    const std::string text = format_bench_json(r);
+    ASSERT_EQ(text.back(), '\n');
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    std::vector<std::string> keys;
+    for (const auto& item : j.items()) keys.push_back(item.key());
+    const std::vector<std::string> expected = {
+        "device", "platform", "device_type", "driver_version", "model", "config", "layers_per_offload", "resident",
+        "host_mirror", "chunks_per_token", "finalize", "work_shape", "schedule", "per_op_reason", "argmax", "tokens",
+        "context", "context_requested", "runs", "run_tok_s", "decode_tok_s", "ms_per_token", "bytes_per_token",
+        "bytes_per_token_breakdown", "bytes_per_token_definition", "probe_bytes", "probe_reps", "device_copy_gbs",
+        "h2d_gbs", "achieved_gbs", "roofline_pct", "uploaded_bytes_per_token", "upload_gbs", "enqueues_per_token",
+        "waits_per_token", "profiled", "profiled_ms_per_token", "profile"};
+    EXPECT_EQ(keys, expected);
+    std::vector<std::string> config_keys;
+    for (const auto& item : j["config"].items()) config_keys.push_back(item.key());
+    EXPECT_EQ(config_keys, (std::vector<std::string>{"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                                                     "vocab_size", "seq_len", "shared_classifier"}));
+
+    EXPECT_EQ(j["device"], "Device \xef\xbf\xbd") << "invalid UTF-8 is replaced by U+FFFD";
+    EXPECT_EQ(j["per_op_reason"], "\"streamed\" layers");
+    EXPECT_EQ(j["config"]["n_layers"], r.config.n_layers);
+    EXPECT_EQ(j["config"]["shared_classifier"], r.config.shared_classifier);
+    EXPECT_EQ(j["layers_per_offload"], 1);
+    EXPECT_EQ(j["resident"], false);
+    EXPECT_EQ(j["chunks_per_token"], r.config.n_layers);
+    EXPECT_EQ(j["finalize"], "device");
+    EXPECT_EQ(j["work_shape"], "32x256");
+    EXPECT_EQ(j["runs"], 2);
+    EXPECT_EQ(j["run_tok_s"], (nlohmann::ordered_json{10.5, 12.25}));
+    EXPECT_EQ(j["decode_tok_s"], 11.25);
+    EXPECT_DOUBLE_EQ(j["ms_per_token"].get<double>(), 1e3 / 11.25);
+    EXPECT_EQ(j["bytes_per_token"], r.traffic.total());
+    EXPECT_EQ(j["bytes_per_token_breakdown"]["kv_reads"], r.traffic.kv_read_bytes);
+    EXPECT_EQ(j["probe_bytes"], 4 * kMiB);
+    EXPECT_EQ(j["h2d_gbs"], 3.5);
+    EXPECT_TRUE(j["roofline_pct"].is_null()) << "a non-finite number is null";
+    EXPECT_EQ(j["enqueues_per_token"], 20.25);
+    ASSERT_EQ(j["profile"].size(), 1u);
+    std::vector<std::string> row_keys;
+    for (const auto& item : j["profile"][0].items()) row_keys.push_back(item.key());
+    EXPECT_EQ(row_keys, (std::vector<std::string>{"name", "count_per_token", "ms_per_token", "share_pct",
+                                                  "bytes_per_token", "gbs"}));
+    EXPECT_EQ(j["profile"][0]["name"], "classifier");
+    EXPECT_EQ(j["profile"][0]["bytes_per_token"], 4096);
+}
+
+TEST(BenchReport, JsonLeavesOutWhatWasNotMeasured) {
+    BenchResult r = sample_result();
+    r.h2d_gbs.reset();
+    r.profiled = false;
+    r.profile.clear();
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(format_bench_json(r));
+    EXPECT_TRUE(j["h2d_gbs"].is_null());
+    EXPECT_EQ(j["profiled"], false);
+    EXPECT_FALSE(j.contains("profiled_ms_per_token"));
+    EXPECT_FALSE(j.contains("profile"));
+}
+
+TEST(BenchReport, TextHasTheSameFigures) {
+    const std::string text = format_bench_text(sample_result());
+    for (const char* expect : {"decode:      11.25 tok/s", "runs: 10.50 12.25", "--context 100 clamped",
+                               "1 layers per offload", "host->device: 3.50 GB/s", "per token:   20.25 enqueues",
+                               "classifier"})
+        EXPECT_NE(text.find(expect), std::string::npos) << expect << "\n" << text;
 }
 
 // The bench subcommand as the CLI parses it (run_cli adds it with add_bench_command).
