@@ -159,7 +159,7 @@ ModelSize::ModelSize(const Config& c) {
     // att (n_heads x seq_len) and logits (vocab).
     const std::uint64_t floats = 4ull * c.dim + 2ull * c.kv_dim() + 2ull * c.hidden_dim +
                                  static_cast<std::uint64_t>(c.n_heads) * c.seq_len + c.vocab_size;
-    working_bytes = floats * sizeof(float);
+    reference_activation_bytes = floats * sizeof(float);
 }
 
 struct Checkpoint::Storage {

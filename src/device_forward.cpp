@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "llamacl/error.hpp"
-#include "llamacl/reference.hpp"
+#include "llamacl/model_math.hpp"
 
 namespace llamacl {
 

@@ -3,97 +3,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "llamacl/capacity_plan.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/host_memory.hpp"
+#include "llamacl/model_math.hpp"
 #include "llamacl/sampler.hpp"  // softmax(), shared with sampling exactly as in run.c
 
 namespace llamacl {
-
-const char* op_name(Op op) {
-    switch (op) {
-        case Op::attn_norm: return "attn_norm";
-        case Op::q: return "q";
-        case Op::k: return "k";
-        case Op::v: return "v";
-        case Op::attention: return "attention";
-        case Op::attn_residual: return "attn_residual";
-        case Op::ffn_norm: return "ffn_norm";
-        case Op::ffn_hidden: return "ffn_hidden";
-        case Op::ffn_residual: return "ffn_residual";
-        case Op::final_norm: return "final_norm";
-        case Op::logits: return "logits";
-    }
-    return "?";
-}
-
-bool parse_op(std::string_view name, Op& op) {
-    for (int i = 0; i < kOpCount; ++i) {
-        if (name == op_name(static_cast<Op>(i))) {
-            op = static_cast<Op>(i);
-            return true;
-        }
-    }
-    return false;
-}
-
-void rmsnorm(float* out, const float* x, const float* weight, int size) {
-    float ss = 0.0f;
-    for (int j = 0; j < size; j++) ss += x[j] * x[j];
-    ss /= static_cast<float>(size);
-    ss += 1e-5f;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < size; j++) out[j] = weight[j] * (ss * x[j]);
-}
-
-void matmul(float* out, const float* x, const float* w, int n, int d) {
-    for (int i = 0; i < d; i++) {
-        const float* row = w + static_cast<std::size_t>(i) * n;
-        float val = 0.0f;
-        for (int j = 0; j < n; j++) val += row[j] * x[j];
-        out[i] = val;
-    }
-}
-
-void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size) {
-    // Rotate each (even, odd) pair by pos * 10000^(-head_dim/head_size); keys exist for i < kv_dim only.
-    for (int i = 0; i < dim; i += 2) {
-        const int head_dim = i % head_size;
-        const float freq = 1.0f / powf(10000.0f, static_cast<float>(head_dim) / static_cast<float>(head_size));
-        const float val = static_cast<float>(pos) * freq;
-        const float fcr = cosf(val);
-        const float fci = sinf(val);
-        const int rotn = i < kv_dim ? 2 : 1;
-        for (int v = 0; v < rotn; v++) {
-            float* vec = v == 0 ? q : k;
-            const float v0 = vec[i];
-            const float v1 = vec[i + 1];
-            vec[i] = v0 * fcr - v1 * fci;
-            vec[i + 1] = v0 * fci + v1 * fcr;
-        }
-    }
-}
-
-std::vector<float> rope_table(int seq_len, int head_size) {
-    std::vector<float> table(static_cast<std::size_t>(seq_len) * head_size);
-    for (int pos = 0; pos < seq_len; ++pos) {
-        for (int i = 0; i < head_size; i += 2) {
-            const float freq = 1.0f / powf(10000.0f, static_cast<float>(i) / static_cast<float>(head_size));
-            const float val = static_cast<float>(pos) * freq;
-            table[static_cast<std::size_t>(pos) * head_size + i] = cosf(val);
-            table[static_cast<std::size_t>(pos) * head_size + i + 1] = sinf(val);
-        }
-    }
-    return table;
-}
-
-void swiglu(float* hb, const float* hb2, int hidden_dim) {
-    for (int i = 0; i < hidden_dim; i++) {
-        float val = hb[i];
-        val *= (1.0f / (1.0f + expf(-val)));  // silu(x) = x * sigmoid(x)
-        val *= hb2[i];
-        hb[i] = val;
-    }
-}
 
 namespace {
 
@@ -103,7 +18,7 @@ const Config& checked_for_host_memory(const Checkpoint& ck) {
     const Config& c = ck.config();
     const ModelSize size(c);
     if (const std::uint64_t memory = host_memory_bytes(); memory > 0) {
-        const std::uint64_t needed = size.kv_cache_bytes + size.working_bytes;
+        const std::uint64_t needed = size.kv_cache_bytes + size.reference_activation_bytes;
         if (needed > memory)
             throw Error(ck.path() + ": the CPU reference needs " + std::to_string(needed) +
                         " bytes for its KV cache and activations (seq_len " + std::to_string(c.seq_len) +
@@ -201,13 +116,6 @@ std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObs
     report(-1, Op::final_norm, xb2_.data(), dim);
     report(-1, Op::logits, logits_.data(), c_.vocab_size);
     return logits_;
-}
-
-void classify(const Checkpoint& ck, const float* hidden, float* normed, float* logits) {
-    const Config& c = ck.config();
-    // run.c normalizes x in place; normalizing into a separate buffer computes the same values.
-    rmsnorm(normed, hidden, ck.rms_final(), c.dim);
-    matmul(logits, normed, ck.classifier(), c.dim, c.vocab_size);
 }
 
 }  // namespace llamacl

@@ -7,7 +7,8 @@
 
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/error.hpp"
-#include "llamacl/reference.hpp"
+#include "llamacl/host_memory.hpp"
+#include "llamacl/model_math.hpp"
 
 namespace llamacl {
 
@@ -39,8 +40,8 @@ constexpr TensorView kLayerTensors[] = {
 };
 
 // Copies `bytes` from the mapped file into pinned memory with every core: one thread's memcpy from the
-// page cache runs at a few GB/s, well below the pinned host-to-device link (55 GB/s on the H200), so a
-// single-threaded copy would bound streaming.
+// page cache is slower than the pinned host-to-device link, so a single-threaded copy would bound
+// streaming.
 void parallel_copy(std::byte* dst, const float* src, std::size_t bytes) {
     constexpr std::size_t kMinSlice = 8u << 20;
     const std::size_t threads =

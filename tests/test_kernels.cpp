@@ -40,7 +40,7 @@
 
 #include "llamacl/device.hpp"
 #include "llamacl/kernel_set.hpp"
-#include "llamacl/reference.hpp"
+#include "llamacl/model_math.hpp"
 #include "llamacl/sampler.hpp"
 
 using namespace llamacl;

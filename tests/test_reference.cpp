@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "llamacl/model_math.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/sampler.hpp"
 #include "models.hpp"

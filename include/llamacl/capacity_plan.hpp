@@ -31,11 +31,6 @@ struct CapacityPlan {
     std::string describe() const;
 };
 
-// The machine's physical memory in bytes (0 when the system does not say).
-std::uint64_t host_memory_bytes();
-// Memory this process could still take: MemAvailable, capped by the cgroup's limit when there is one.
-std::uint64_t available_host_memory_bytes();
-
 // Chooses K (requested_k == 0: the largest that fits, else validates requested_k). `memory_limit`
 // (0: none) caps the device memory considered, to rehearse small devices. Throws Error with the
 // numbers when even K = 1 cannot fit, or when one tensor exceeds the device's largest allocation.

@@ -35,7 +35,9 @@ struct ModelSize {
     std::uint64_t layer_bytes() const { return layer_params * sizeof(float); }
     std::uint64_t weight_bytes() const { return total_params * sizeof(float); }
     std::uint64_t kv_cache_bytes;     // keys and values for every layer over the full context
-    std::uint64_t working_bytes;      // activations and scratch of one forward pass
+    // The CPU reference's activations: run.c's RunState without the KV cache. (The device's working
+    // buffers are WorkingBuffers::Sizes'.)
+    std::uint64_t reference_activation_bytes;
 };
 
 // Pointers to one layer's tensors, row-major as llama2.c stores them ([out][in]).

@@ -27,6 +27,7 @@
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
+#include "llamacl/device_options.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/forward.hpp"
 #include "llamacl/kernel_set.hpp"
@@ -38,22 +39,9 @@
 
 namespace llamacl {
 
-// How a token's work is put on the queue: the token kernel where the device and the model allow it
-// (automatic), always one command per step (per_op), or the token kernel or an error (token).
-enum class Schedule { automatic, per_op, token };
-
 // How -v and bench name a schedule: "token (... N work-groups)" for token_groups N > 0, else
 // "per-op (...: per_op_reason)".
 std::string describe_schedule(int token_groups, const std::string& per_op_reason);
-
-struct DeviceOptions {
-    int layers_per_offload = 0;          // 0: the largest K that fits the capacity contract
-    Finalize finalize = Finalize::device;
-    std::optional<LaunchShape> shape;    // default: choose_launch_shape() for the device
-    std::uint64_t memory_limit = 0;      // 0: the device's own global memory
-    bool host_mirror = true;             // streaming: allow a pinned host mirror (see weight_staging.hpp)
-    Schedule schedule = Schedule::automatic;
-};
 
 // One command of a token's schedule, recorded for `bench --profile`: a fixed label (the kernel's name,
 // with the weight it reads where one kernel serves two) and the command's event, whose timestamps the
@@ -74,9 +62,9 @@ public:
     // Greedy decoding enqueues positions in batches of kGreedyBatch (resident layers; streamed ones one
     // position at a time), each one launch of the token kernel (or its positions' per-op commands) and
     // one read of their tokens, and keeps kGreedyBatches batches enqueued: the one the host reads and the
-    // next, which the device runs meanwhile. A launch per position left the H200 idle about 12 us between
-    // positions (the read and the next launch), as long as a token kernel layer of stories15M. A
-    // generation that stops early (at BOS) computes at most 2 * kGreedyBatch - 1 positions for nothing.
+    // next, which the device runs meanwhile: with a launch per position the device would sit idle between
+    // positions for the read and the next launch. A generation that stops early (at BOS) computes at most
+    // 2 * kGreedyBatch - 1 positions for nothing.
     static constexpr int kGreedyBatch = 8, kGreedyBatches = 2;
 
     DeviceForward(Device& device, const Checkpoint& checkpoint, const DeviceOptions& options);

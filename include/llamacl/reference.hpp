@@ -1,7 +1,7 @@
 #pragma once
 // The CPU reference forward pass: exactly run.c's operations in run.c's order, so that its logits match
 // llama2.c bit for bit on x86-64. It is a backend of its own (--backend cpu) and the oracle the OpenCL
-// runtime is tested and --compare-cpu'd against.
+// runtime is tested and --compare-cpu'd against. Its building blocks are model_math.hpp's.
 #include <span>
 #include <vector>
 
@@ -9,18 +9,6 @@
 #include "llamacl/forward.hpp"
 
 namespace llamacl {
-
-// The building blocks, each as run.c writes it. Kernel tests compare the device against these.
-void rmsnorm(float* out, const float* x, const float* weight, int size);
-void matmul(float* out, const float* x, const float* w, int n, int d);  // out(d) = w(d,n) @ x(n)
-void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size);
-// rope()'s (cos, sin) for every position and frequency, (seq_len, head_size / 2, 2), computed with the
-// same float expressions, so that a device rotating by this table rotates by exactly the same angles.
-std::vector<float> rope_table(int seq_len, int head_size);
-void swiglu(float* hb, const float* hb2, int hidden_dim);  // hb = silu(hb) * hb2
-
-// The final RMSNorm of `hidden` into `normed` (dim), then the classifier into `logits` (vocab).
-void classify(const Checkpoint& checkpoint, const float* hidden, float* normed, float* logits);
 
 class ReferenceForward : public Forward {
 public:

@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "llamacl/device_forward.hpp"
+#include "llamacl/device_options.hpp"
 
 namespace llamacl {
 

@@ -1,0 +1,13 @@
+#pragma once
+// What the host machine has to give: the CPU reference refuses a context it cannot hold, and weight
+// staging keeps a pinned mirror only where it fits.
+#include <cstdint>
+
+namespace llamacl {
+
+// The machine's physical memory in bytes (0 when the system does not say).
+std::uint64_t host_memory_bytes();
+// Memory this process could still take: MemAvailable, capped by the cgroup's limit when there is one.
+std::uint64_t available_host_memory_bytes();
+
+}  // namespace llamacl

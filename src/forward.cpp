@@ -1,0 +1,32 @@
+#include "llamacl/forward.hpp"
+
+namespace llamacl {
+
+const char* op_name(Op op) {
+    switch (op) {
+        case Op::attn_norm: return "attn_norm";
+        case Op::q: return "q";
+        case Op::k: return "k";
+        case Op::v: return "v";
+        case Op::attention: return "attention";
+        case Op::attn_residual: return "attn_residual";
+        case Op::ffn_norm: return "ffn_norm";
+        case Op::ffn_hidden: return "ffn_hidden";
+        case Op::ffn_residual: return "ffn_residual";
+        case Op::final_norm: return "final_norm";
+        case Op::logits: return "logits";
+    }
+    return "?";
+}
+
+bool parse_op(std::string_view name, Op& op) {
+    for (int i = 0; i < kOpCount; ++i) {
+        if (name == op_name(static_cast<Op>(i))) {
+            op = static_cast<Op>(i);
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace llamacl

@@ -1,0 +1,43 @@
+#include "llamacl/host_memory.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+namespace llamacl {
+
+namespace {
+
+// The first number in `path` (0 when unreadable or not a number, as cgroup v2 writes "max").
+std::uint64_t read_number(const char* path, const char* key = nullptr) {
+    std::ifstream in(path);
+    std::string word;
+    if (key) {
+        while (in >> word && word != key) {
+        }
+    }
+    std::uint64_t value = 0;
+    return in >> value ? value : 0;
+}
+
+}  // namespace
+
+std::uint64_t host_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0) return 0;
+    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+}
+
+std::uint64_t available_host_memory_bytes() {
+    std::uint64_t available = read_number("/proc/meminfo", "MemAvailable:") * 1024;
+    if (available == 0) available = host_memory_bytes();
+    // In a container the cgroup's limit binds before the machine's memory does.
+    const std::uint64_t limit = read_number("/sys/fs/cgroup/memory.max");
+    const std::uint64_t used = read_number("/sys/fs/cgroup/memory.current");
+    if (limit > 0) available = std::min(available, limit > used ? limit - used : 0);
+    return available;
+}
+
+}  // namespace llamacl
