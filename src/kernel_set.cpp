@@ -81,7 +81,8 @@ int token_dot_batch(int longest_row, int dim, int row_threads) {
     return std::max(dot_batch(longest_row, row_threads), dim_share <= kLongDotBatch ? dim_share : 0);
 }
 
-KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_shuffles)
+KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_shuffles,
+                     const std::string& build_options)
     : device_(device),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.row_threads > 1 &&
@@ -92,7 +93,8 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_s
       local_mem_bytes_(device.info().local_mem_bytes) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
-    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) fp_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
+    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
+    if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.row_threads > 1)
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);
     const cl::Program program = first_build();
@@ -134,7 +136,7 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
                                      " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
                                      (device_fences() ? " -DDEVICE_FENCES" : "") +
-                                     (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + fp_options_ + extra,
+                                     (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + common_options_ + extra,
                                  standard_);
 }
 
