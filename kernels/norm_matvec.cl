@@ -1,6 +1,6 @@
 // Matrix-vector products whose input is RMSNorm(x), the norm folded in (each work-group recomputes the
 // scale from x instead of a separate normalization kernel and buffer round trip). `staged` is local
-// memory for the normalized input when staged_n > 0 (see stage_input in common.cl).
+// memory for the normalized input when staged_n > 0 (see stage_input in dot.cl).
 
 // Attention entry of a layer: q, k, v = (wq, wk, wv) @ rmsnorm(x), RoPE applied to q and k, and k, v
 // stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
@@ -113,7 +113,7 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
                          __global float* logits, __global float* xn, int dim, int rows, int row_base,
                          __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
-#if ROW_THREADS == 1
+#if SHAPE_FAMILY != SHAPE_GPU
     const float ss = rms_weight ? rms_scale(x, dim, scratch) : 0.0f;
 #else
     // GPU shapes always normalize here; their rms_scale has barriers, which PoCL's compiler mishandles

@@ -16,7 +16,7 @@
 // the KV cache (STRIDE_CACHE).
 #ifdef TOKEN_KERNEL
 #ifndef DEVICE_FENCES
-#error "the token kernel's grid barriers need DEVICE_FENCES (common.cl)"
+#error "the token kernel's grid barriers need DEVICE_FENCES (grid_sync.cl)"
 #endif
 
 #define HEAD_SIZE (DIM / N_HEADS)
@@ -83,7 +83,7 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-// common.cl's: the step's input staged by the work-group's first unit of the step, once its first weights
+// dot.cl's: the step's input staged by the work-group's first unit of the step, once its first weights
 // are on their way. A work-group with no unit in the step stages nothing.
 void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
                       __local float* scratch) {

@@ -41,7 +41,7 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
     const std::uint64_t scores = static_cast<std::uint64_t>(std::min(c.seq_len, KernelSet::kScoreCapacity));
     const std::uint64_t local_bytes =
         (static_cast<std::uint64_t>(staged_floats(c)) + 7u * shape.local_size + scores) * sizeof(float) + 1024;
-    if (device.type != "GPU" || shape.row_threads == 1)
+    if (device.type != "GPU" || !shape.gpu_family())
         why_not = "the token kernel runs on GPUs with a GPU work shape";
     else if (!plan.resident())
         why_not = "the layers stream through the device (--layers-per-offload below n_layers)";

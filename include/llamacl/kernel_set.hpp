@@ -12,11 +12,20 @@
 
 namespace llamacl {
 
-// How rows of a matrix-vector product are spread over work-items (see kernels/common.cl).
+// The families of launch shapes, each with its own kernel code (SHAPE_FAMILY in kernels/shape.cl, by the
+// same rule): exact and cpu give each row one work-item (run.c's sequential loops; float16 steps), gpu
+// shares a row among several.
+enum class ShapeFamily { exact, cpu, gpu };
+
+// How rows of a matrix-vector product are spread over work-items (see kernels/shape.cl).
 struct LaunchShape {
     int row_threads = 1;   // work-items cooperating on one output row (power of two)
     int local_size = 8;    // work-group size (power of two, multiple of row_threads)
     int vector_width = 1;  // with row_threads 1: elements per step (1: run.c's exact loop order)
+    ShapeFamily family() const {
+        return row_threads > 1 ? ShapeFamily::gpu : vector_width == 1 ? ShapeFamily::exact : ShapeFamily::cpu;
+    }
+    bool gpu_family() const { return family() == ShapeFamily::gpu; }
     std::string describe() const;
 };
 
@@ -35,7 +44,7 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 // of a small model) otherwise leaves compute units idle or too few work-items on each to hide latency.
 int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups);
 
-// Weight loads each work-item of a GPU-shape matrix kernel issues together (DOT_BATCH in common.cl) for a
+// Weight loads each work-item of a GPU-shape matrix kernel issues together (DOT_BATCH in dot.cl) for a
 // launch whose rows of `n` elements have `row_threads` work-items each: a long batch when every work-item
 // has at least that many elements (large models: fewer trips to memory, measured best on the H200), else
 // a short one (a small model's rows, where a build with the long batch measured slower even for rows it
@@ -126,7 +135,7 @@ public:
     // Whether the final RMSNorm runs as its own kernel before the classifier reads its output (CPU
     // shapes, where each row would otherwise recompute it) or inside every classifier work-group (GPU
     // shapes, where that is cheaper than one more launch).
-    bool separate_final_norm() const { return shape_.row_threads == 1; }
+    bool separate_final_norm() const { return !shape_.gpu_family(); }
 
     // Work-groups of the first of greedy decoding's two argmax steps (and of its partial results): two
     // per compute unit, as many as the token kernel ever launches.
@@ -136,10 +145,10 @@ public:
 
     cl::Kernel attention, rmsnorm, argmax, argmax_embed;  // of the shape's own build
 
-    // Whether the programs are built with fences of device scope (DEVICE_FENCES in common.cl): GPU shapes
+    // Whether the programs are built with fences of device scope (DEVICE_FENCES in grid_sync.cl): GPU shapes
     // where the compiler takes OpenCL C 3.0 or 2.0. CPU shapes are built as OpenCL C 1.2.
     bool device_fences() const { return standard_ != "CL1.2"; }
-    // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in common.cl): GPU shapes
+    // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in reductions.cl): GPU shapes
     // of whole warps on a device with 32-wide warps whose compiler takes PTX (NVIDIA's).
     bool warp_shuffles() const { return warp_shuffles_; }
 
