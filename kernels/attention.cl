@@ -1,5 +1,4 @@
-// GPU shapes: work-items that share one position's score (see below); 4 and 8 measured alike on the
-// H200, both well ahead of 1 (docs/benchmarks.md).
+// GPU shapes: work-items that share one position's score (see below; docs/benchmarks.md).
 #define KEY_SLICES 4
 
 // Grouped-query attention of one position over the cached positions 0..pos of one layer. Query head h
@@ -122,7 +121,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
 #endif
     // Scores: KEY_SLICES work-items per position, each taking a slice of the head's float4 columns, the
     // slices summed through local memory. A work-item walking a whole key alone leaves a short context
-    // with few work-items each waiting on a chain of loads (measured on the H200: docs/benchmarks.md).
+    // with few work-items each waiting on a chain of loads.
     const int slices = vec ? min(KEY_SLICES, LOCAL) : 1;
     const int per_pass = LOCAL / slices;  // positions scored per pass
     const int slice = lid % slices;
@@ -134,8 +133,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
             if (vec) {
                 // float4 pointers rather than vload4, which promises only a float's alignment: NVIDIA's
-                // compiler split each vload4 into four scalar loads, and the H200's 7B attention at
-                // context 2040 took 42 us a layer against 29 with these (docs/benchmarks.md). Valid here:
+                // compiler splits each vload4 into four scalar loads. Valid here:
                 // with head_size a multiple of 4 so are kv_dim and every offset, buffers (sub-buffers too)
                 // start at the device's base-address alignment, and the token kernel's layer stride
                 // (STRIDE_CACHE) is a multiple of 4 rounded up to that alignment.

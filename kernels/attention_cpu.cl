@@ -8,8 +8,7 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
     // CPU shapes: one work-item per head running run.c's loops. Every output element sums its terms in
     // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are partial_dot's,
     // float16 steps on the "cpu" shape, and the weighted sum takes floatv's elements of the output at a time
-    // over the positions, in registers. (Scalar and through global memory, it took 0.60-0.79 ms of
-    // stories15M's token at positions 224..255 on the 2-core development machine; this way 0.25-0.34.)
+    // over the positions, in registers rather than through global memory.
     if (h >= n_heads) return;
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;

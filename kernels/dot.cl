@@ -129,10 +129,9 @@ inline float row_dot(__global const float* w, __global const float* x, __global 
 }
 
 // Two rows' dot products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum). Builds
-// with FEW_GROUPS load both rows together and reduce them in one tree (pairing took stories15M from 6019
-// to 6365 tok/s on the H200); the per-op kernels take one row at a time, twice the loads in flight
-// costing them registers (llama3.2-1b 621 -> 611, 7B 137.5 -> 136.0; docs/benchmarks.md). With
-// FEW_GROUPS, scratch holds 2 * LOCAL floats.
+// with FEW_GROUPS load both rows together and reduce them in one tree; the per-op kernels take one row
+// at a time, as twice the loads in flight would cost them registers. With FEW_GROUPS, scratch holds
+// 2 * LOCAL floats.
 inline float2 row_pair(__global const float* wa, __global const float* wb, __global const float* x,
                        __global const float* weight, float ss, __local float* staged, int staged_n, int n,
                        int lane, __local float* scratch) {

@@ -3,8 +3,8 @@
 // Programs built as OpenCL C 2.0 or later (the host defines DEVICE_FENCES for them: the token kernel, and
 // GPU shapes where the compiler takes it) can publish one work-group's writes to the others while they
 // run. OpenCL 1.2's mem_fence orders only within a work-group (NVIDIA compiles it to membar.cta, and
-// another compute unit may then read a stale line from its own cache: measured on the H200,
-// docs/benchmarks.md); a fence of device scope is the one that publishes writes to the whole device.
+// another compute unit may then read a stale line from its own cache); a fence of device scope is the
+// one that publishes writes to the whole device.
 #ifdef DEVICE_FENCES
 #define DEVICE_FENCE() atomic_work_item_fence(CLK_GLOBAL_MEM_FENCE, memory_order_acq_rel, memory_scope_device)
 

@@ -5,8 +5,7 @@
 // consecutive local ids, read each other's registers (shfl.sync) without local memory or a barrier. The
 // reductions below use it where they stay within a warp, adding the same pairs in the same order as their
 // trees through local memory, so the results are the same bits (tests: WarpShuffles). Each step of a
-// reduction through local memory is a barrier, and the token kernel's steps are chains of them: with
-// shuffles stories15M ran 5 % faster on the H200 (docs/benchmarks.md).
+// reduction through local memory is a barrier, and the token kernel's steps are chains of them.
 #ifdef WARP_SHUFFLE
 // `value` of the work-item whose lane in the warp is this one's XOR `mask`. Every work-item of the warp must call it.
 inline float shuffle_xor(float value, int mask) {

@@ -27,10 +27,9 @@
 
 #if VECTOR_WIDTH == 16
 typedef float16 floatv;
-// 16 floats from global memory at any float's alignment. PoCL (3.1) compiles vload16 into eight 8-byte
-// loads and shuffles per call, which held the CPU shape's rows well below the memory's speed; clang's
-// vector type with a float's alignment is one unaligned 64-byte load (stories15M's classifier on the
-// 2-core development machine: 0.94-1.09 -> 0.60-0.68 ms at best; docs/benchmarks.md).
+// 16 floats from global memory at any float's alignment. PoCL compiles vload16 into eight 8-byte loads
+// and shuffles per call, which holds the CPU shape's rows well below the memory's speed; clang's vector
+// type with a float's alignment is one unaligned 64-byte load.
 #ifdef __clang__
 typedef float floatv_unaligned __attribute__((ext_vector_type(16), aligned(4)));
 #define vloadv(p) (*(__global const floatv_unaligned*)(p))
@@ -68,6 +67,5 @@ typedef float floatv;
 
 // FEW_GROUPS: the host defines it for the token kernel, whose launch has only one or two work-groups per
 // compute unit, so that each wait on memory shows: its unit functions issue loads ahead of where they are
-// needed (row_pair, the residual and rotation reads below, attention's first values). Per-op launches hide
-// those waits behind many work-groups, and the loads ahead cost them registers: measured slower or no faster
-// there (docs/benchmarks.md).
+// needed (row_pair, the residual and rotation reads, attention's first values). Per-op launches hide
+// those waits behind many work-groups, and the loads ahead would cost them registers.

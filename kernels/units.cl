@@ -3,8 +3,7 @@
 // A kernel's body written once, as a function of its work unit, for its own kernel and for the token
 // kernel (token.cl), must still be compiled as that kernel's body: left to the inliner, clang (PoCL's
 // compiler) emits them as calls even with one call site; forced, each kernel's code is what it was before
-// the split (clang's PTX compared). NVIDIA's compiler inlines them either way. (A 7B slowdown first
-// blamed on this was attention's register count: docs/benchmarks.md.)
+// the split (clang's PTX compared). NVIDIA's compiler inlines them either way.
 #if defined(__has_attribute)
 #if __has_attribute(always_inline)
 #define UNIT_FUNCTION inline __attribute__((always_inline))
@@ -18,10 +17,9 @@
 #define UNITS(rows) (((rows) + ROWS_PER_GROUP - 1) / ROWS_PER_GROUP)
 // The units of a per-op kernel's work-group. CPU shapes launch a few work-groups per core
 // (KernelSet::rows), each taking a run of consecutive units, an equal share: PoCL pays for every
-// work-group it schedules (about 10 ns: 0.3 ms of stories15M's 32000-row classifier with a group per
-// row), and a group computes the norm's scale once for its run. GPU shapes launch a work-group per unit,
-// and take exactly that one: the run's bounds, computed, cost the register-capped builds (llama3.2-1b
-// 629 -> 625 tok/s on the H200).
+// work-group it schedules, and a group computes the norm's scale once for its run. GPU shapes launch a
+// work-group per unit, and take exactly that one: the run's bounds, computed, cost the register-capped
+// builds.
 #if SHAPE_FAMILY != SHAPE_GPU
 inline int group_share(int units) {
     const int groups = (int)get_num_groups(0);

@@ -144,8 +144,7 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
     if (!device_fences())
         throw Error(device_.info().name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)");
     // One build serves every step, so one row width and one batch: 32 work-items per row and the batch
-    // of the longest rows (w2's), measured best on the H200 among 16 and 32 work-items per row, batches
-    // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md). But no shorter than a row of
+    // of the longest rows (w2's; docs/benchmarks.md). But no shorter than a row of
     // dim elements takes a work-item, up to the long batch: a unit issues its first batch before the step's
     // input is staged (dot.cl), and a row of the steps that read x then needs no trip to memory after
     // it. (A longer batch would hold more registers across the staging than the cap leaves.)

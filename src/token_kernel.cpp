@@ -14,12 +14,11 @@ namespace llamacl {
 namespace {
 
 // Polls of a grid barrier before the token kernel gives up: about a second at the L2 cache's latency, far
-// beyond the microsecond a barrier takes when every work-group runs (docs/benchmarks.md), short of a hang.
+// beyond what a barrier takes when every work-group runs, short of a hang.
 constexpr cl_uint kSpinLimit = 1u << 20;
 
-// The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
-// against 1879 tok/s, and 3087 against 2660 once the register cap below let two run again;
-// docs/benchmarks.md).
+// The most work-groups per compute unit: two hide more of each step's memory latency than one, where
+// the register cap (register_cap_option) lets two run.
 constexpr int kGroupsPerComputeUnit = 2;
 
 // Greedy decoding's partial results have a slot per work-group of the argmax launch (working_buffers.hpp).

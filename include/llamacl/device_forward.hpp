@@ -75,9 +75,9 @@ public:
     // Greedy decoding enqueues positions in batches of kGreedyBatch (resident layers; streamed ones one
     // position at a time), each one launch of the token kernel (or its positions' per-op commands) and
     // one read of their tokens, and keeps kGreedyBatches batches enqueued: the one the host reads and the
-    // next, which the device runs meanwhile. A launch per position left the H200 idle about 12 us between
-    // positions (the read and the next launch), as long as a token kernel layer of stories15M. A
-    // generation that stops early (at BOS) computes at most 2 * kGreedyBatch - 1 positions for nothing.
+    // next, which the device runs meanwhile: a launch per position would leave the device idle between
+    // positions for the read and the next launch. A generation that stops early (at BOS) computes at most
+    // 2 * kGreedyBatch - 1 positions for nothing.
     static constexpr int kGreedyBatch = 8, kGreedyBatches = 2;
 
     DeviceForward(Device& device, const Checkpoint& checkpoint, const DeviceOptions& options);

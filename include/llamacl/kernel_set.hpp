@@ -46,9 +46,9 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 
 // Weight loads each work-item of a GPU-shape matrix kernel issues together (DOT_BATCH in dot.cl) for a
 // launch whose rows of `n` elements have `row_threads` work-items each: a long batch when every work-item
-// has at least that many elements (large models: fewer trips to memory, measured best on the H200), else
-// a short one (a small model's rows, where a build with the long batch measured slower even for rows it
-// never takes a whole batch of; docs/benchmarks.md). CPU shapes (row_threads 1) do not batch: the long
+// has at least that many elements (large models: fewer trips to memory), else a short one (a small
+// model's rows, where the long batch's registers cost more than they save, even for rows it never takes a
+// whole batch of). CPU shapes (row_threads 1) do not batch: the long
 // batch for them, so that they need one build whatever n is.
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
@@ -59,13 +59,13 @@ int token_dot_batch(int longest_row, int dim, int row_threads);
 // The compiler option that caps a kernel's registers so that `groups` work-groups of `local` work-items fit
 // a compute unit ("-cl-nv-maxrregcount=N", NVIDIA's compilers), or "" where the device does not say its
 // registers or take the option, where the cap would be under 64 (spilling then costs more than the
-// work-groups gain: 64 for the token kernel's two groups measured slower than 128 on the H200), or where
+// work-groups gain), or where
 // it would not limit anything (255 registers or more).
 std::string register_cap_option(const DeviceInfo& device, int groups, int local);
 
-// A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
-// work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
-// norm and input staging (docs/benchmarks.md, "widened rows").
+// A launch should have at least two work-groups per compute unit: fewer leave too few work-items in
+// flight to hide memory latency, and more (widening further) costs the extra groups' norm and input
+// staging.
 constexpr int kMinGroupsPerComputeUnit = 2;
 
 // How many chunks of chunk_len positions (the last may be shorter) cover positions 0..pos: what the
@@ -102,10 +102,8 @@ public:
 
     // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs): a
     // work-group per work unit (a group's worth of rows) on GPU shapes; on CPU shapes at most
-    // kCpuGroupsPerComputeUnit per compute unit, each taking a run of units. PoCL pays about 10 ns for
-    // each work-group it schedules, and a group computes the norm's scale once for its run: stories15M on
-    // the 2-core development machine, a group per unit against 2, 4, 8, 32, 128 per compute unit (bench
-    // --runs 5, alternated): 8 best, about 8 % ahead (docs/benchmarks.md).
+    // kCpuGroupsPerComputeUnit per compute unit, each taking a run of units: PoCL pays for each
+    // work-group it schedules, and a group computes the norm's scale once for its run.
     Range rows(int rows) const;
     static constexpr std::size_t kCpuGroupsPerComputeUnit = 8;
     // Work-items for attention over n_heads heads, each split into `chunks` chunks of positions.
@@ -114,9 +112,7 @@ public:
     // shapes enough for two work-groups per compute unit, but at least kMinAttentionChunk keys'
     // elements (positions x head_size) per chunk on average (the last may be a little shorter) and at
     // most kMaxAttentionChunks chunks: a short chunk saves less than the combining step costs, and
-    // combining costs more the more chunks there are. Measured on the H200 (docs/benchmarks.md): 2048
-    // against 8192 gains 3-8 % at context 256 (llama3.2-1b, stories110M, stories15M; 7B 1 %); with no
-    // cap stories110M at its full context lost 6 % (22 chunks), with 8 it gains 3 %, with 4 it loses.
+    // combining costs more the more chunks there are (docs/benchmarks.md).
     // 1 where the kernels cannot combine chunks (without device_fences(): CPU shapes, which run a head per
     // work-item, and compilers without OpenCL C 2.0).
     // Whatever the above, where chunks are combined no chunk is longer than kScoreCapacity positions:
@@ -171,10 +167,8 @@ private:
     // The token kernel's work-items per row (token_program).
     static constexpr int kTokenRowThreads = 32;
     // Work-groups per compute unit the per-op matrix-vector builds (GPU shapes) cap their registers for
-    // (register_cap_option): with 64 registers, four work-groups of 256, llama2-7b ran 135.0 -> 137.6 tok/s
-    // on the H200 and llama3.2-1b 620 -> 620 (595.6 -> 600.8 at context 256); with 128 both were slower.
-    // Attention and the other kernels keep theirs: capped too, llama3.2-1b lost 1.5 % at context 256
-    // (docs/benchmarks.md).
+    // (register_cap_option): 64 registers for work-groups of 256. Attention and the other kernels keep
+    // theirs: capping them costs more than it gains.
     static constexpr int kMatvecGroupsPerComputeUnit = 4;
 
     Device device_;
