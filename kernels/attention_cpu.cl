@@ -9,6 +9,7 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
     // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are partial_dot's,
     // float16 steps on the "cpu" shape, and the weighted sum takes floatv's elements of the output at a time
     // over the positions, in registers rather than through global memory.
+    // (The keys are floats: their dot product is partial_dot's while the weights are f32 too.)
     if (h >= n_heads) return;
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;

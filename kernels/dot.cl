@@ -30,11 +30,11 @@ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z
 // warp reads whole 32-byte sectors (with 8 or more lanes and rows of a multiple of 8 floats, as the GPU
 // shapes and real models have); a float4 per lane is compiled by NVIDIA into four scalar loads at a
 // 16-byte stride, each instruction touching four times the sectors for the same bytes.
-inline float dot_staged_from(__global const float* w, __local const float* in, int n, int j, float sum) {
+inline float dot_staged_from(__global const weight_t* w, __local const float* in, int n, int j, float sum) {
     for (; j + (DOT_BATCH - 1) * ROW_THREADS < n; j += DOT_BATCH * ROW_THREADS) {
         float a[DOT_BATCH];
 #pragma unroll
-        for (int k = 0; k < DOT_BATCH; k++) a[k] = w[j + k * ROW_THREADS];
+        for (int k = 0; k < DOT_BATCH; k++) a[k] = WEIGHT(w, j + k * ROW_THREADS);
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++) sum += a[k] * in[j + k * ROW_THREADS];
     }
@@ -43,7 +43,7 @@ inline float dot_staged_from(__global const float* w, __local const float* in, i
     if (j < n) {
         float a[DOT_BATCH];
 #pragma unroll
-        for (int k = 0; k < DOT_BATCH; k++) a[k] = j + k * ROW_THREADS < n ? w[j + k * ROW_THREADS] : 0.0f;
+        for (int k = 0; k < DOT_BATCH; k++) a[k] = j + k * ROW_THREADS < n ? WEIGHT(w, j + k * ROW_THREADS) : 0.0f;
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++)
             if (j + k * ROW_THREADS < n) sum += a[k] * in[j + k * ROW_THREADS];
@@ -62,9 +62,9 @@ void stage_step_input(__local float* staged, __global const float* x, __global c
 
 // The lane's first batch of a row, masked as the rest is, and its sum: dot_staged_from's first trip,
 // apart, so that it can be loaded before the input is staged.
-inline void load_first_batch(__private float* a, __global const float* w, int n, int lane) {
+inline void load_first_batch(__private float* a, __global const weight_t* w, int n, int lane) {
 #pragma unroll
-    for (int k = 0; k < DOT_BATCH; k++) a[k] = lane + k * ROW_THREADS < n ? w[lane + k * ROW_THREADS] : 0.0f;
+    for (int k = 0; k < DOT_BATCH; k++) a[k] = lane + k * ROW_THREADS < n ? WEIGHT(w, lane + k * ROW_THREADS) : 0.0f;
 }
 inline float first_batch_dot(__private const float* a, __local const float* in, int n, int lane) {
     float sum = 0.0f;
@@ -77,14 +77,14 @@ inline float first_batch_dot(__private const float* a, __local const float* in, 
 // dot_staged_from of two rows, wa's in x and wb's in y, each batch's loads of both rows issued together: a
 // unit that needs two rows (w1's and w3's, a RoPE pair) would otherwise wait on memory twice, the second
 // row's loads held behind the first row's reduction. Each sum is formed in dot_staged_from's order.
-inline float2 dot2_staged_from(__global const float* wa, __global const float* wb, __local const float* in, int n,
+inline float2 dot2_staged_from(__global const weight_t* wa, __global const weight_t* wb, __local const float* in, int n,
                                int j, float2 sum) {
     for (; j + (DOT_BATCH - 1) * ROW_THREADS < n; j += DOT_BATCH * ROW_THREADS) {
         float a[DOT_BATCH], b[DOT_BATCH];
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++) {
-            a[k] = wa[j + k * ROW_THREADS];
-            b[k] = wb[j + k * ROW_THREADS];
+            a[k] = WEIGHT(wa, j + k * ROW_THREADS);
+            b[k] = WEIGHT(wb, j + k * ROW_THREADS);
         }
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++) {
@@ -97,8 +97,8 @@ inline float2 dot2_staged_from(__global const float* wa, __global const float* w
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++) {
             const int inside = j + k * ROW_THREADS < n;
-            a[k] = inside ? wa[j + k * ROW_THREADS] : 0.0f;
-            b[k] = inside ? wb[j + k * ROW_THREADS] : 0.0f;
+            a[k] = inside ? WEIGHT(wa, j + k * ROW_THREADS) : 0.0f;
+            b[k] = inside ? WEIGHT(wb, j + k * ROW_THREADS) : 0.0f;
         }
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++)
@@ -114,7 +114,7 @@ inline float2 dot2_staged_from(__global const float* wa, __global const float* w
 // One row's dot product with the (normalized) input: from local memory when the work-group staged it
 // (staged_n > 0, GPU shapes with room for the vector; FEW_GROUPS: staged_n < 0 stages it first), else
 // straight from global memory.
-inline float row_dot(__global const float* w, __global const float* x, __global const float* weight, float ss,
+inline float row_dot(__global const weight_t* w, __global const float* x, __global const float* weight, float ss,
                      __local float* staged, int staged_n, int n, int lane, __local float* scratch) {
 #ifdef FEW_GROUPS
     if (staged_n != 0) {
@@ -132,7 +132,7 @@ inline float row_dot(__global const float* w, __global const float* x, __global 
 // with FEW_GROUPS load both rows together and reduce them in one tree; the per-op kernels take one row
 // at a time, as twice the loads in flight would cost them registers. With FEW_GROUPS, scratch holds
 // 2 * LOCAL floats.
-inline float2 row_pair(__global const float* wa, __global const float* wb, __global const float* x,
+inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb, __global const float* x,
                        __global const float* weight, float ss, __local float* staged, int staged_n, int n,
                        int lane, __local float* scratch) {
 #ifdef FEW_GROUPS

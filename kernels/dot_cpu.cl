@@ -29,34 +29,34 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
 }
 
 // dot(w, in) over n elements (a row has one lane). The exact family's is run.c's matmul loop.
-inline float partial_dot(__global const float* w, __global const float* in, int n, int lane) {
+inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
     float sum = 0.0f;
 #if SHAPE_FAMILY == SHAPE_EXACT
-    for (int j = 0; j < n; j++) sum += w[j] * in[j];
+    for (int j = 0; j < n; j++) sum += WEIGHT(w, j) * in[j];
 #else
     floatv acc = (floatv)(0.0f);
     int j = 0;
-    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) acc = mad(vloadv(w + j), vloadv(in + j), acc);
+    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) acc = mad(WEIGHTV(w, j), vloadv(in + j), acc);
     sum = hsum(acc);
-    for (; j < n; j++) sum = mad(w[j], in[j], sum);
+    for (; j < n; j++) sum = mad(WEIGHT(w, j), in[j], sum);
 #endif
     return sum;
 }
 
 // As partial_dot, with the input normalized on the fly: in[j] = weight[j] * (ss * x[j]), the exact
 // expression run.c's rmsnorm stores, so fusing the norm changes no bit.
-inline float partial_dot_normed(__global const float* w, __global const float* x, __global const float* weight,
+inline float partial_dot_normed(__global const weight_t* w, __global const float* x, __global const float* weight,
                                 float ss, int n, int lane) {
     float sum = 0.0f;
 #if SHAPE_FAMILY == SHAPE_EXACT
-    for (int j = 0; j < n; j++) sum += w[j] * (weight[j] * (ss * x[j]));
+    for (int j = 0; j < n; j++) sum += WEIGHT(w, j) * (weight[j] * (ss * x[j]));
 #else
     floatv acc = (floatv)(0.0f);
     int j = 0;
     for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH)
-        acc = mad(vloadv(w + j), vloadv(weight + j) * (ss * vloadv(x + j)), acc);
+        acc = mad(WEIGHTV(w, j), vloadv(weight + j) * (ss * vloadv(x + j)), acc);
     sum = hsum(acc);
-    for (; j < n; j++) sum = mad(w[j], weight[j] * (ss * x[j]), sum);
+    for (; j < n; j++) sum = mad(WEIGHT(w, j), weight[j] * (ss * x[j]), sum);
 #endif
     return sum;
 }

@@ -10,28 +10,28 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
 }
 
 // This lane's part of dot(w, in) over n elements.
-inline float partial_dot(__global const float* w, __global const float* in, int n, int lane) {
+inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
     float sum = 0.0f;
     const int n4 = n / 4;
     for (int j = lane; j < n4; j += ROW_THREADS) {
-        const float4 a = vload4(j, w), b = vload4(j, in);
+        const float4 a = WEIGHT4(w, j), b = vload4(j, in);
         sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
     }
-    for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += w[j] * in[j];
+    for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += WEIGHT(w, j) * in[j];
     return sum;
 }
 
 // As partial_dot, with the input normalized on the fly: in[j] = weight[j] * (ss * x[j]).
-inline float partial_dot_normed(__global const float* w, __global const float* x, __global const float* weight,
+inline float partial_dot_normed(__global const weight_t* w, __global const float* x, __global const float* weight,
                                 float ss, int n, int lane) {
     float sum = 0.0f;
     const int n4 = n / 4;
     for (int j = lane; j < n4; j += ROW_THREADS) {
-        const float4 a = vload4(j, w), g = vload4(j, weight), v = vload4(j, x);
+        const float4 a = WEIGHT4(w, j), g = vload4(j, weight), v = vload4(j, x);
         const float4 b = g * (ss * v);
         sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
     }
-    for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += w[j] * (weight[j] * (ss * x[j]));
+    for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += WEIGHT(w, j) * (weight[j] * (ss * x[j]));
     return sum;
 }
 #endif

@@ -112,12 +112,12 @@ inline void keep_classifier_pair(int unit, float2 v, __global float* logits, __p
         argmax_keep(v.y, second, best_v, best_i);
     }
 }
-inline void classifier_pair_unit(int unit, __global const float* wcls, __global const float* x,
+inline void classifier_pair_unit(int unit, __global const weight_t* wcls, __global const float* x,
                                  __global const float* rms_final, __global float* logits, __local float* staged,
                                  __local float* scratch, __private float* best_v, __private int* best_i) {
     ROW_SETUP(2 * unit, VOCAB);
     const int second = min(row_unclamped + ROWS_PER_GROUP, VOCAB - 1);
-    const float2 v = row_pair(wcls + (size_t)row * DIM, wcls + (size_t)second * DIM, x, rms_final, 0.0f, staged,
+    const float2 v = row_pair(WEIGHT_ROW(wcls, row, DIM), WEIGHT_ROW(wcls, second, DIM), x, rms_final, 0.0f, staged,
                               STAGED(unit, DIM), DIM, lane, scratch);
     keep_classifier_pair(unit, v, logits, best_v, best_i);
 }
@@ -129,22 +129,22 @@ inline void classifier_pair_unit(int unit, __global const float* wcls, __global 
 #if DIM <= DOT_BATCH * ROW_THREADS && DOT_BATCH <= 16
 #define CLASSIFIER_PIPELINED
 // This work-item's rows of classifier unit `unit` (classifier_pair_unit's) loaded into a and b.
-inline void load_classifier_pair(int unit, __global const float* wcls, __private float* a, __private float* b) {
+inline void load_classifier_pair(int unit, __global const weight_t* wcls, __private float* a, __private float* b) {
     ROW_SETUP(2 * unit, VOCAB);
     const int second = min(row_unclamped + ROWS_PER_GROUP, VOCAB - 1);
-    load_first_batch(a, wcls + (size_t)row * DIM, DIM, lane);
-    load_first_batch(b, wcls + (size_t)second * DIM, DIM, lane);
+    load_first_batch(a, WEIGHT_ROW(wcls, row, DIM), DIM, lane);
+    load_first_batch(b, WEIGHT_ROW(wcls, second, DIM), DIM, lane);
 }
 #endif
 
-__kernel void forward_token(__global float* x, __global const float* rms_att, __global const float* wq,
-                            __global const float* wk, __global const float* wv, __global const float* wo,
-                            __global const float* rms_ffn, __global const float* w1, __global const float* w2,
-                            __global const float* w3, __global const float* rope, __global float* key_cache,
+__kernel void forward_token(__global float* x, __global const float* rms_att, __global const weight_t* wq,
+                            __global const weight_t* wk, __global const weight_t* wv, __global const weight_t* wo,
+                            __global const float* rms_ffn, __global const weight_t* w1, __global const weight_t* w2,
+                            __global const weight_t* w3, __global const float* rope, __global float* key_cache,
                             __global float* value_cache, __global float* q, __global float* xb,
                             __global float* hb, __global float* att_partial, volatile __global uint* att_arrivals,
                             __global const float* rms_final,
-                            __global const float* wcls, __global float* logits, __global int* tokens,
+                            __global const weight_t* wcls, __global float* logits, __global int* tokens,
                             __global int* argmax_partial, __global const int* chunk_lens, int first, int count,
                             int greedy, int chosen_from, volatile __global uint* sync, uint sync_base, uint spin_limit,
                             __local float* staged) {

@@ -31,7 +31,8 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       c_(ck.config()),
       finalize_(options.finalize),
       plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
-      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info())),
+      // The staged matrices are the checkpoint's floats.
+      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info()), WeightFormat{}),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,

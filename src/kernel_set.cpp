@@ -81,9 +81,10 @@ int token_dot_batch(int longest_row, int dim, int row_threads) {
     return std::max(dot_batch(longest_row, row_threads), dim_share <= kLongDotBatch ? dim_share : 0);
 }
 
-KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_shuffles,
-                     const std::string& build_options)
+KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
+                     bool warp_shuffles, const std::string& build_options)
     : device_(device),
+      common_options_(weights.build_option()),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
@@ -93,7 +94,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_s
       local_mem_bytes_(device.info().local_mem_bytes) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
-    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
+    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);

@@ -61,7 +61,7 @@ class KernelSignatures : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     Device& device = test_device();
-    KernelSet kernels(device, parse_launch_shape(GetParam(), device.info()), true, "-cl-kernel-arg-info");
+    KernelSet kernels(device, parse_launch_shape(GetParam(), device.info()), {}, true, "-cl-kernel-arg-info");
     for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed})
         expect_signature(*k);
     using Matvec = KernelSet::Matvec;
@@ -80,7 +80,7 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
 // Every kernel of the programs has a signature, but bench's copy_f32, which bench binds itself.
 TEST(KernelBinding, EveryKernelHasASignature) {
     Device& device = test_device();
-    KernelSet kernels(device, parse_launch_shape("exact", device.info()), true, "-cl-kernel-arg-info");
+    KernelSet kernels(device, parse_launch_shape("exact", device.info()), {}, true, "-cl-kernel-arg-info");
     const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
     std::string names = program.getInfo<CL_PROGRAM_KERNEL_NAMES>();
     names.erase(std::find(names.begin(), names.end(), '\0'), names.end());

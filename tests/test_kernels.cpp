@@ -66,7 +66,7 @@ struct Harness {
 
     Harness(Device& d, const LaunchShape& shape, bool warp_shuffles = true)
         : device(d),
-          kernels(d, shape, warp_shuffles),
+          kernels(d, shape, {}, warp_shuffles),
           exact(shape.family() == ShapeFamily::exact &&
                 (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
           tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4) {}

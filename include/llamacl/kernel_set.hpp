@@ -9,6 +9,7 @@
 
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
+#include "llamacl/weight_format.hpp"
 
 namespace llamacl {
 
@@ -78,11 +79,11 @@ int max_attention_chunks(const Config& config);
 
 class KernelSet {
 public:
-    // `warp_shuffles` false builds every reduction through local memory even where the device offers warp
-    // shuffles (tests: warp_shuffles() says the same bits either way). `build_options` are added to every
-    // build (tests: -cl-kernel-arg-info).
-    KernelSet(const Device& device, const LaunchShape& shape, bool warp_shuffles = true,
-              const std::string& build_options = "");
+    // Kernels for matrices of `weights`' format. `warp_shuffles` false builds every reduction through local
+    // memory even where the device offers warp shuffles (tests: warp_shuffles() says the same bits either
+    // way). `build_options` are added to every build (tests: -cl-kernel-arg-info).
+    KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
+              bool warp_shuffles = true, const std::string& build_options = "");
 
     const LaunchShape& shape() const { return shape_; }
 
@@ -172,7 +173,7 @@ private:
     static constexpr int kMatvecGroupsPerComputeUnit = 4;
 
     Device device_;
-    std::string common_options_;  // every build's: correctly rounded division and sqrt, the caller's
+    std::string common_options_;  // every build's: the weight format, correctly rounded division and sqrt, the caller's
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;
     std::string matvec_options_;  // the matrix-vector builds' register cap
