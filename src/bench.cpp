@@ -48,9 +48,9 @@ std::vector<CommandProfile> summarize_profile(const std::vector<LaunchRecord>& l
     std::vector<CommandProfile> rows;
     for (const LaunchRecord& record : log) {
         if (record.event() == nullptr) continue;  // the enqueue failed; the run did not complete anyway
-        auto row = std::find_if(rows.begin(), rows.end(), [&](const CommandProfile& p) { return p.name == record.name; });
+        auto row = std::find_if(rows.begin(), rows.end(), [&](const CommandProfile& p) { return p.name == record.name(); });
         if (row == rows.end()) {
-            rows.push_back({record.name});
+            rows.push_back({record.name()});
             row = rows.end() - 1;
         }
         row->count_per_token += 1;
