@@ -548,7 +548,9 @@ TEST(ChangedWhileRunning, ACheckpointTruncatedMidRunEndsInOneLineNamingIt) {
                              ": the file shrank while in use (truncated or overwritten); leave it unchanged while "
                              "llama-cl runs, and run again\n");
         EXPECT_EQ(text.find_first_not_of("abcdefghijklmnopqrstuvwxyz"), std::string::npos) << "only whole pieces";
-        if (when == printing) EXPECT_FALSE(text.empty());
+        if (when == printing) {
+            EXPECT_FALSE(text.empty());
+        }
     }
 }
 
@@ -656,6 +658,15 @@ TEST(HostileFlags, EveryIntegerFlagIsDecimal) {
     EXPECT_NE(bench.out.find("\"runs\": 10,"), std::string::npos) << bench.out;
     for (const char* flag : {"--runs 0x3", "-n 0x3", "--tokens 0b1", "--context 0x8"})
         expect_error(run(std::string("bench --synthetic tiny ") + flag), 2, {"must be a decimal integer"}, flag);
+    // And make-checkpoint's shape: --dim 020 is twenty (octal sixteen), --seq-len 08 eight.
+    TempDir dir;
+    const fs::path made = dir / "made.bin";
+    const CommandResult write = run_command(quote(LLAMACL_MAKE_CHECKPOINT) + " " + quote(made.string()) +
+                                            " --dim 020 --hidden-dim 16 --layers 1 --heads 2 --vocab 260 --seq-len 08");
+    ASSERT_EQ(write.exit_code, 0) << write.err;
+    const CommandResult info = run("info " + quote(made.string()));
+    EXPECT_NE(info.out.find("\ndim: 20\n"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("\nseq_len: 8\n"), std::string::npos) << info.out;
 }
 
 TEST(HostileFlags, MessagesSayWhatWasMeant) {
