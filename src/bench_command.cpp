@@ -7,6 +7,7 @@
 #include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/bench.hpp"
 #include "llamacl/bench_report.hpp"
+#include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/synthetic.hpp"
 
@@ -49,12 +50,17 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
     cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (or --synthetic)");
     cmd->add_option("--synthetic", a.synthetic,
                     "benchmark a seeded random model of this shape, built in memory: " + joined(preset_names()));
-    cmd->add_option("-n,--tokens", a.tokens, "decode tokens timed per run")->capture_default_str();
+    cmd->add_option("-n,--tokens", a.tokens, "decode tokens timed per run")
+        ->transform(decimal_int())
+        ->capture_default_str();
     cmd->add_option("--context", a.context,
                     "positions run untimed before the timed tokens (clamped to seq_len - tokens: a large value "
                     "times the last positions of the context)")
+        ->transform(decimal_int())
         ->capture_default_str();
-    cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")->capture_default_str();
+    cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")
+        ->transform(decimal_int())
+        ->capture_default_str();
     add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--probe-mib", a.probe_mib,
                     "bandwidth probe buffer size in MiB (default: min(1024, max allocation, global memory / 4))")
@@ -66,6 +72,7 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
 int run_bench(const BenchArgs& a, std::FILE* out) {
     check_bench_args(a);
     const Checkpoint ck = load_model(a);
+    fault_from_environment(ck.config());  // bench injects nothing, but a malformed value is still an error
     Device device = Device::open(a.runtime.platform, a.runtime.device, a.profile);
     BenchOptions o;
     o.tokens = a.tokens;

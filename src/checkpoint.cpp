@@ -1,16 +1,17 @@
 #include "llamacl/checkpoint.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include "llamacl/error.hpp"
+#include "llamacl/mapped_file.hpp"
 
 namespace llamacl {
 
@@ -163,14 +164,10 @@ ModelSize::ModelSize(const Config& c) {
 }
 
 struct Checkpoint::Storage {
-    void* map = nullptr;  // mmap'd file, or
-    std::size_t map_bytes = 0;
-    std::vector<std::byte> image;  // an in-memory file image
-    ~Storage() {
-        if (map) ::munmap(map, map_bytes);
-    }
-    const std::byte* data() const { return map ? static_cast<const std::byte*>(map) : image.data(); }
-    std::uint64_t size() const { return map ? map_bytes : image.size(); }
+    std::optional<MappedFile> file;  // the mapped file, or
+    std::vector<std::byte> image;    // an in-memory file image
+    const std::byte* data() const { return file ? file->data() : image.data(); }
+    std::uint64_t size() const { return file ? file->size() : image.size(); }
 };
 
 Checkpoint Checkpoint::open(const std::string& path) {
@@ -178,21 +175,20 @@ Checkpoint Checkpoint::open(const std::string& path) {
     // effect on the regular files we go on to map.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error(path + ": cannot open checkpoint: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(path + ": not a regular file; pass a llama2.c checkpoint (.bin)");
-    }
     auto storage = std::make_shared<Storage>();
-    storage->map_bytes = static_cast<std::size_t>(st.st_size);
-    if (storage->map_bytes > 0) {
-        void* map = ::mmap(nullptr, storage->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            const int err = errno;
-            ::close(fd);
-            throw Error(path + ": cannot memory-map checkpoint: " + std::strerror(err));
-        }
-        storage->map = map;
+    try {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+            throw Error(path + ": not a regular file; pass a llama2.c checkpoint (.bin)");
+        // /proc and /sys files call themselves regular with a size of 0 and still have content to read.
+        char byte = 0;
+        if (st.st_size == 0 && ::read(fd, &byte, 1) == 1)
+            throw Error(path + ": a file that reports no size (a /proc or /sys file?), not a llama2.c checkpoint; "
+                        "pass a checkpoint (.bin)");
+        storage->file.emplace(fd, static_cast<std::size_t>(st.st_size), path);
+    } catch (...) {
+        ::close(fd);
+        throw;
     }
     ::close(fd);  // the mapping keeps the file alive
 

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -30,6 +31,7 @@ namespace {
 struct GenerateArgs {
     std::string checkpoint;
     std::string tokenizer = "tokenizer.bin";
+    bool tokenizer_given = false;  // -z on the command line, not the default
     double temperature = 1.0;  // run.c parses with atof and stores a float; so do we
     double topp = 0.9;
     long long seed = 0;        // 0: seed from the clock
@@ -48,6 +50,16 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")->capture_default_str();
     cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")->capture_default_str();
     cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
+        // llama.cpp's -p is the prompt: a text here is most likely one.
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                char* end = nullptr;
+                std::strtod(text.c_str(), &end);
+                if (end != text.c_str() && *end == '\0') return {};
+                return "top-p must be a number in [0, 1] (got '" + text + "'); the prompt is -i, as in run.c: -i '" +
+                       text + "'";
+            },
+            "NUMBER"))
         ->capture_default_str();
     cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")
         // Decimal, as run.c's atoi reads it, and in range (the conversion would saturate silently, every
@@ -56,6 +68,7 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
                                     "an integer from -2^63 to 2^63-1", "INTEGER"))
         ->capture_default_str();
     cmd->add_option("-n", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
+        ->transform(decimal_int())
         ->capture_default_str();
     cmd->add_option("-i", a.prompt, "input prompt");
     cmd->add_option("--backend", a.backend,
@@ -79,7 +92,8 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
 }
 
 void check_generate_args(const GenerateArgs& a) {
-    if (!(a.temperature >= 0.0)) throw usage_error("-t: temperature must be >= 0 (got " + std::to_string(a.temperature) + ")");
+    if (!(a.temperature >= 0.0 && std::isfinite(a.temperature)))
+        throw usage_error("-t: temperature must be a finite number >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
     if (!(a.tolerance > 0)) throw usage_error("--tolerance: must be positive");
@@ -89,6 +103,8 @@ void check_generate_args(const GenerateArgs& a) {
         if (a.runtime.shapes_the_runtime())
             throw usage_error(std::string(RuntimeArgs::device_only_options) +
                               " apply to an OpenCL device, not to --backend cpu");
+        if (!a.runtime.platform.empty() || !a.runtime.device.empty())
+            throw usage_error("--platform and --device apply to an OpenCL device, not to --backend cpu");
     }
 }
 
@@ -108,7 +124,7 @@ std::optional<Device> open_device(const GenerateArgs& a) {
             if (a.runtime.shapes_the_runtime())
                 throw Error(std::string(e.what()) + "; " + RuntimeArgs::device_only_options +
                             " need one: drop them to run on the CPU reference");
-            std::fprintf(stderr, "llama-cl: no OpenCL device (%s); using the CPU reference\n", e.what());
+            report(std::string("no OpenCL device (") + e.what() + "); using the CPU reference");
             return std::nullopt;
         }
         throw;
@@ -126,11 +142,22 @@ void print_per_token(const RuntimeCounters& total, int positions) {
                  static_cast<double>(total.input_bytes_uploaded) / n, static_cast<double>(total.bytes_read) / n);
 }
 
+// Without -z the tokenizer is ./tokenizer.bin, as in run.c; a user who did not know that learns it here.
+Tokenizer load_tokenizer(const GenerateArgs& a, int vocab_size) {
+    try {
+        return Tokenizer::load(a.tokenizer, vocab_size);
+    } catch (const Error& e) {
+        if (a.tokenizer_given) throw;
+        throw Error(std::string(e.what()) + " (the default tokenizer, as no -z was given: pass the model's tokenizer "
+                    "with -z PATH)", e.exit_code());
+    }
+}
+
 int run_generate(const GenerateArgs& a) {
-    check_generate_args(a);
     const Checkpoint ck = Checkpoint::open(a.checkpoint);
     const Config& c = ck.config();
-    const Tokenizer tokenizer = Tokenizer::load(a.tokenizer, c.vocab_size);
+    const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
+    const Tokenizer tokenizer = load_tokenizer(a, c.vocab_size);
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     // run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
@@ -145,9 +172,10 @@ int run_generate(const GenerateArgs& a) {
     if (device) {
         auto forward = std::make_unique<DeviceForward>(*device, ck, device_options(a.runtime, device->info()));
         on_device = forward.get();
-        if (const char* fault = std::getenv("LLAMACL_INJECT_FAULT"); fault && *fault) {
-            on_device->inject_fault(parse_fault(fault, c));
-            std::fprintf(stderr, "llama-cl: LLAMACL_INJECT_FAULT=%s: corrupting that device result (self-test of --compare-cpu)\n", fault);
+        if (fault) {
+            on_device->inject_fault(*fault);
+            report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
+                   ": corrupting that device result (self-test of --compare-cpu)");
         }
         model = std::move(forward);
         if (a.compare_cpu) compare = std::make_unique<LockstepCompare>(*on_device, ck, a.tolerance);
@@ -224,86 +252,130 @@ int run_info(const std::string& path) {
 int with_output_checked(int code) {
     const std::string failure = output_failure(stdout);
     if (failure.empty()) return code;
-    std::fprintf(stderr, "llama-cl: %s\n", failure.c_str());
+    report(failure);
     return code == 0 ? 1 : code;
 }
 
-}  // namespace
+// Every command's arguments and the CLI11 app that fills them. parse() reads argv and checks what needs
+// no file; run() runs the command parsed. The command-line fuzz target calls parse() alone.
+class CommandLine {
+public:
+    CommandLine();
+    // The exit status when argv already decides it (help, version, a usage error), else nullopt.
+    std::optional<int> parse(int argc, char** argv);
+    int run();
 
-int run_cli(int argc, char** argv) {
-    CLI::App app{"llama-cl: run llama2.c checkpoints on any OpenCL device", "llama-cl"};
-    app.require_subcommand(1);
-    app.set_version_flag("--version", "llama-cl 0.1.0");
+private:
+    CLI::App app_{"llama-cl: run llama2.c checkpoints on any OpenCL device", "llama-cl"};
+    GenerateArgs gen_;
+    TokenizeArgs tok_;
+    std::string info_path_;
+    BenchArgs bench_;
+    CLI::App* generate_ = nullptr;
+    CLI::App* tokenize_ = nullptr;
+};
 
-    GenerateArgs gen;
-    add_generate(app, gen);
-    TokenizeArgs tok;
-    CLI::App* tokenize = app.add_subcommand("tokenize", "Print run.c's encode(text, bos=1, eos=0) token ids");
-    tokenize->add_option("tokenizer", tok.tokenizer, "tokenizer file")->required();
-    tokenize->add_option("text", tok.text, "text to encode")->required();
-    std::string info_path;
-    CLI::App* info = app.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
-    info->add_option("checkpoint", info_path, "llama2.c checkpoint")->required();
+CommandLine::CommandLine() {
+    app_.require_subcommand(1);
+    app_.set_version_flag("--version", "llama-cl 0.1.0");
+    // An option given twice takes its last value, as run.c's argument loop does (CLI11 would refuse it
+    // with a count of its own internals); inherited by every command added below.
+    app_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
-    app.add_subcommand("devices", "List every OpenCL platform and device");
-    BenchArgs bench;
-    add_bench_command(app, bench);
+    add_generate(app_, gen_);
+    generate_ = app_.get_subcommand("generate");
+    tokenize_ = app_.add_subcommand("tokenize", "Print run.c's encode(text, bos=1, eos=0) token ids");
+    tokenize_->add_option("tokenizer", tok_.tokenizer, "tokenizer file")->required();
+    tokenize_->add_option("text", tok_.text, "text to encode")->required();
+    CLI::App* info = app_.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
+    info->add_option("checkpoint", info_path_, "llama2.c checkpoint")->required();
 
+    app_.add_subcommand("devices", "List every OpenCL platform and device");
+    add_bench_command(app_, bench_);
+}
+
+std::optional<int> CommandLine::parse(int argc, char** argv) {
+    // No command at all: the usage, as a usage error (--help prints the same text on stdout, status 0).
+    if (argc <= 1) {
+        std::fputs(app_.help().c_str(), stderr);
+        return 2;
+    }
     // CLI11 calls an unknown command "A subcommand is required"; name the word it did not know instead.
-    if (argc > 1 && argv[1][0] != '-') {
+    if (argv[1][0] != '-') {
         std::string names;
         bool known = false;
-        for (const CLI::App* command : std::as_const(app).get_subcommands(std::function<bool(const CLI::App*)>())) {
+        for (const CLI::App* command : std::as_const(app_).get_subcommands(std::function<bool(const CLI::App*)>())) {
             names += (names.empty() ? "" : ", ") + command->get_name();
             known = known || command->get_name() == argv[1];
         }
         if (!known) {
-            std::fprintf(stderr, "llama-cl: unknown command '%s'; the commands are %s (see llama-cl --help)\n", argv[1],
-                         names.c_str());
+            report(std::string("unknown command '") + argv[1] + "'; the commands are " + names + " (see llama-cl --help)");
             return 2;
         }
     }
     try {
-        app.parse(argc, argv);
+        app_.parse(argc, argv);
+        gen_.tokenizer_given = generate_->count("-z") > 0;
+        if (generate_->parsed()) check_generate_args(gen_);
     } catch (const CLI::CallForHelp& e) {
-        return with_output_checked(app.exit(e));
+        return with_output_checked(app_.exit(e));
     } catch (const CLI::CallForAllHelp& e) {
-        return with_output_checked(app.exit(e));
+        return with_output_checked(app_.exit(e));
     } catch (const CLI::CallForVersion& e) {
-        return with_output_checked(app.exit(e));
+        return with_output_checked(app_.exit(e));
     } catch (const CLI::ParseError& e) {
         // CLI11 takes a text such as "-x" for an option and then misses the text itself.
-        const bool dashed_text = tokenize->parsed() && !tok.tokenizer.empty() && tok.text.empty();
-        std::fprintf(stderr, "llama-cl: %s%s (see llama-cl --help)\n", e.what(),
-                     dashed_text ? "; a text that starts with '-' goes after --, as in: tokenize TOKENIZER -- -x" : "");
+        const bool dashed_text = tokenize_->parsed() && !tok_.tokenizer.empty() && tok_.text.empty();
+        report(std::string(e.what()) +
+               (dashed_text ? "; a text that starts with '-' goes after --, as in: tokenize TOKENIZER -- -x" : "") +
+               " (see llama-cl --help)");
         return 2;
-    }
-
-    try {
-        if (app.got_subcommand("generate")) return with_output_checked(run_generate(gen));
-        if (app.got_subcommand("tokenize")) return with_output_checked(run_tokenize(tok));
-        if (app.got_subcommand("info")) return with_output_checked(run_info(info_path));
-        if (app.got_subcommand("devices")) return with_output_checked(run_devices());
-        if (app.got_subcommand("bench")) return with_output_checked(run_bench(bench));
     } catch (const Error& e) {
-        std::fprintf(stderr, "llama-cl: %s\n", e.what());
+        report(e.what());
+        return e.exit_code();
+    }
+    return std::nullopt;
+}
+
+int CommandLine::run() {
+    try {
+        if (generate_->parsed()) return with_output_checked(run_generate(gen_));
+        if (tokenize_->parsed()) return with_output_checked(run_tokenize(tok_));
+        if (app_.got_subcommand("info")) return with_output_checked(run_info(info_path_));
+        if (app_.got_subcommand("devices")) return with_output_checked(run_devices());
+        if (app_.got_subcommand("bench")) return with_output_checked(run_bench(bench_));
+    } catch (const Error& e) {
+        report(e.what());
         return e.exit_code();
     } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "llama-cl: out of host memory\n");
+        report("out of host memory");
         return 1;
     } catch (const cl::Error& e) {
         // The runtime turns the errors it expects into Errors with the capacity plan; this is the net
         // for the rest (drivers that allocate lazily report a shortage at the first use of a buffer).
         const bool memory = e.err() == CL_MEM_OBJECT_ALLOCATION_FAILURE || e.err() == CL_OUT_OF_RESOURCES ||
                             e.err() == CL_OUT_OF_HOST_MEMORY;
-        std::fprintf(stderr, "llama-cl: OpenCL error: %s%s\n", describe(e).c_str(),
-                     memory ? " (the device is out of memory: try a smaller --layers-per-offload or --finalize=cpu)" : "");
+        report("OpenCL error: " + describe(e) +
+               (memory ? " (the device is out of memory: try a smaller --layers-per-offload or --finalize=cpu)" : ""));
         return 1;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "llama-cl: internal error: %s\n", e.what());
+        report(std::string("internal error: ") + e.what());
         return 1;
     }
     return 2;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+    CommandLine command_line;
+    if (const std::optional<int> code = command_line.parse(argc, argv)) return *code;
+    return command_line.run();
+}
+
+int parse_command_line(int argc, char** argv) {
+    CommandLine command_line;
+    return command_line.parse(argc, argv).value_or(-1);
 }
 
 }  // namespace llamacl

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "llamacl/error.hpp"
 
@@ -129,6 +130,12 @@ Fault parse_fault(const std::string& text, const Config& config) {
         fault.layer = -1;
     }
     return fault;
+}
+
+std::optional<Fault> fault_from_environment(const Config& config) {
+    const char* text = std::getenv("LLAMACL_INJECT_FAULT");
+    if (!text || !*text) return std::nullopt;
+    return parse_fault(text, config);
 }
 
 }  // namespace llamacl

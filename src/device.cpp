@@ -1,9 +1,15 @@
 #include "llamacl/device.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
 #include <utility>
 
 #include "llamacl/embedded_kernels.hpp"
@@ -173,7 +179,42 @@ struct FoundDevice {
     cl::Device device;
 };
 
+// The nearest existing directory at or above `path` can take a new entry, so a cache could be made there.
+bool can_create(std::filesystem::path path) {
+    std::error_code ec;
+    while (!std::filesystem::exists(path, ec)) {
+        if (!path.has_relative_path()) return false;
+        path = path.parent_path();
+    }
+    return std::filesystem::is_directory(path, ec) && ::access(path.c_str(), W_OK | X_OK) == 0;
+}
+
+// PoCL compiles kernels into a cache directory ($POCL_CACHE_DIR if it exists, else $XDG_CACHE_HOME/pocl
+// or $HOME/.cache/pocl) and reports no devices at all when it cannot create it. Where the default is
+// unusable (no $HOME, a read-only one), POCL_CACHE_DIR is pointed at a directory of this user's under
+// $TMPDIR or /tmp instead. Runs before the first OpenCL call; a POCL_CACHE_DIR the user set is kept.
+void ensure_pocl_cache_dir() {
+    if (std::getenv("POCL_CACHE_DIR")) return;
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    const std::filesystem::path pocl_default = xdg && *xdg ? std::filesystem::path(xdg) / "pocl"
+                                               : home       ? std::filesystem::path(home) / ".cache/pocl"
+                                                            : std::filesystem::path("/tmp/pocl");
+    if (can_create(pocl_default)) return;
+    const char* tmp = std::getenv("TMPDIR");
+    const std::filesystem::path dir =
+        std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / ("llama-cl-pocl-cache-" + std::to_string(::getuid()));
+    ::mkdir(dir.c_str(), 0700);
+    // PoCL loads compiled kernels from the cache: only a directory this user owns and no one else can
+    // write to will do (another user could have made the name first).
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::getuid() && (st.st_mode & 022) == 0)
+        ::setenv("POCL_CACHE_DIR", dir.c_str(), 0);
+}
+
 std::vector<FoundDevice> enumerate_devices() {
+    static std::once_flag cache_dir_once;
+    std::call_once(cache_dir_once, ensure_pocl_cache_dir);
     // Counting through the C API first: with zero platforms CLHPP's Platform::get would call
     // clGetPlatformIDs with no output at all and report a misleading CL_INVALID_VALUE.
     cl_uint platform_count = 0;
@@ -185,8 +226,8 @@ std::vector<FoundDevice> enumerate_devices() {
         throw Error("cannot list OpenCL platforms: clGetPlatformIDs failed: " + cl_error_name(status));
 
     std::vector<FoundDevice> found;
+    std::vector<cl::Platform> platforms;
     try {
-        std::vector<cl::Platform> platforms;
         cl::Platform::get(&platforms);
         for (std::size_t p = 0; p < platforms.size(); ++p) {
             std::vector<cl::Device> devices;
@@ -221,6 +262,14 @@ std::vector<FoundDevice> enumerate_devices() {
         }
     } catch (const cl::Error& e) {
         throw Error("cannot query OpenCL devices: " + describe(e));
+    }
+    if (found.empty()) {
+        std::string names;
+        for (const cl::Platform& platform : platforms)
+            names += (names.empty() ? "" : ", ") + trimmed(platform.getInfo<CL_PLATFORM_NAME>());
+        throw Error("no OpenCL device found: the platforms (" + names + ") report none; PoCL does so when it "
+                    "cannot create its kernel cache (set POCL_CACHE_DIR to a writable directory), other drivers "
+                    "when the hardware or its permissions are missing; or run generate with --backend cpu");
     }
     return found;
 }

@@ -17,10 +17,13 @@ bool RuntimeArgs::shapes_the_runtime() const {
 }
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
-    cmd.add_option("--platform", a.platform, "OpenCL platform: index or case-insensitive name substring");
+    // An empty selector would match every device: it is a mistake (an unset shell variable), not a choice.
+    cmd.add_option("--platform", a.platform, "OpenCL platform: index or case-insensitive name substring")
+        ->check(not_empty("an index or a name substring from llama-cl devices"));
     cmd.add_option("--device", a.device,
                    "OpenCL device: index, platform.device, or case-insensitive name substring (default: the first "
-                   "GPU, else the first device)");
+                   "GPU, else the first device)")
+        ->check(not_empty("an index, platform.device or a name substring from llama-cl devices"));
     cmd.add_option("--layers-per-offload", a.layers_per_offload,
                    "layers staged on the device at once (1..n_layers); default: as many as fit, all when the "
                    "model fits (resident)")
@@ -57,6 +60,17 @@ CLI::Validator positive_number() {
             return {};
         },
         "POSITIVE");
+}
+
+CLI::Validator not_empty(const std::string& expected) {
+    return CLI::Validator(
+        [=](std::string& text) -> std::string { return text.empty() ? "is empty; give " + expected : ""; },
+        "TEXT");
+}
+
+CLI::Validator decimal_int() {
+    return decimal_integer(std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), "a decimal integer",
+                           "INTEGER");
 }
 
 CLI::Validator decimal_integer(long long lo, long long hi, const std::string& range_text, const std::string& name) {

@@ -267,6 +267,9 @@ TEST(MalformedCheckpoint, PathsThatAreNotReadableFiles) {
         expect_error(run("info " + quote(path.string())), 1, {path.string(), problem}, "info " + path.string());
         expect_error(run(c.generate(path, c.tok)), 1, {path.string(), problem}, "generate " + path.string());
     }
+    // /proc files call themselves regular with a size of 0, yet have content: say what they are.
+    expect_error(run("info /proc/cpuinfo"), 1, {"/proc/cpuinfo", "reports no size", "not a llama2.c checkpoint"},
+                 "/proc/cpuinfo");
     // A file without read permission; root reads it anyway, so there the case cannot be made.
     const fs::path locked = c.file("locked.bin", c.v0_bytes);
     fs::permissions(locked, fs::perms::none);
@@ -503,6 +506,55 @@ TEST(HostilePrompt, HeapMergesEqualRunCsQuadraticLoop) {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Files that change while in use
+
+TEST(ChangedWhileRunning, ACheckpointTruncatedMidRunEndsInOneLineNamingIt) {
+    // A model made by make-checkpoint with a context long enough that no device reaches its end before
+    // the truncation lands, and a tokenizer whose every piece is 64 letters, so output comes out early.
+    TempDir dir;
+    const fs::path model = dir / "model.bin", tok = dir / "tok.bin";
+    const CommandResult made = run_command(quote(LLAMACL_MAKE_CHECKPOINT) + " " + quote(model.string()) +
+                                           " --version 1 --dim 256 --hidden-dim 768 --layers 4 --heads 8 "
+                                           "--vocab 512 --seq-len 8192 --seed 3");
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    std::vector<Piece> pieces;
+    for (int i = 0; i < 512; ++i) pieces.push_back({std::string(64, static_cast<char>('a' + i % 26))});
+    write_bytes(tok, tokenizer_bytes(pieces, 64));
+    const fs::path copy = dir / "running model.bin", out = dir / "out", err = dir / "err";
+    // When to truncate: as soon as the process has mapped the file (before a device has its weights),
+    // or once generation has printed something (the CPU reference and streamed layers read the file at
+    // every token; resident weights, uploaded by then, need the file no more). Killed after 60 s.
+    const std::string mapped = "grep -qF " + quote(copy.string()) + " /proc/$pid/maps";
+    const std::string printing = "[ -s " + quote(out.string()) + " ]";
+    const std::string cpu = "--backend cpu", resident = "--backend opencl",
+                      streamed = "--backend opencl --layers-per-offload 1 --no-host-mirror";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {cpu, mapped}, {resident, mapped}, {streamed, mapped}, {cpu, printing}, {streamed, printing}};
+    for (const auto& [flags, when] : cases) {
+        SCOPED_TRACE(flags + ", truncated when " + when);
+        fs::copy_file(model, copy, fs::copy_options::overwrite_existing);
+        fs::remove(out);  // the previous case's output must not pass for this one's
+        // The run in the background, the file cut to 1000 bytes when `when` holds.
+        const std::string script =
+            bin() + " generate " + quote(copy.string()) + " -z " + quote(tok.string()) + " -n 0 -t 0 " + flags +
+            " >" + quote(out.string()) + " 2>" + quote(err.string()) + " & pid=$!; "
+            "i=0; until " + when + " || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done; truncate -s 1000 " +
+            quote(copy.string()) + "; while kill -0 $pid 2>/dev/null && [ $i -lt 12000 ]; do sleep 0.01; i=$((i+1)); "
+            "done; kill $pid 2>/dev/null; wait $pid";
+        const CommandResult r = run_command(script);
+        const std::string error = read_file(err), text = read_file(out);
+        EXPECT_EQ(r.exit_code, 1) << error;
+        EXPECT_EQ(error, "llama-cl: " + copy.string() +
+                             ": the file shrank while in use (truncated or overwritten); leave it unchanged while "
+                             "llama-cl runs, and run again\n");
+        EXPECT_EQ(text.find_first_not_of("abcdefghijklmnopqrstuvwxyz"), std::string::npos) << "only whole pieces";
+        if (when == printing) {
+            EXPECT_FALSE(text.empty());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Flags and devices
 
 TEST(HostileFlags, LayersPerOffloadOutsideOneToNLayersIsAUsageError) {
@@ -586,6 +638,112 @@ TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
                  {"--layers-per-offload", "got 10"}, "010");
     expect_error(run(c.generate(c.v0, c.tok, "--backend opencl --layers-per-offload 08")), 2,
                  {"--layers-per-offload", "got 8"}, "08");
+}
+
+TEST(HostileFlags, EveryIntegerFlagIsDecimal) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    const auto steps = [&](const std::string& n) {
+        return run("generate " + quote((shared / "models/stories260K.bin").string()) + " -z " +
+                   quote((shared / "models/tok512.bin").string()) + " --backend cpu -t 0 -n " + n);
+    };
+    const CommandResult ten = steps("10"), eight = steps("8");
+    ASSERT_EQ(ten.exit_code, 0) << ten.err;
+    ASSERT_NE(ten.out, eight.out) << "the two lengths must differ for this test to mean anything";
+    EXPECT_EQ(steps("010").out, ten.out);  // run.c's atoi: ten, where CLI11 alone reads octal eight
+    EXPECT_EQ(steps("08").out, eight.out); // not an invalid octal number
+    for (const char* n : {"0x10", "0b1", "1e3", "8.0"}) expect_error(steps(n), 2, {"-n: must be a decimal integer", n}, n);
+    // bench's counts too: --runs 010 is ten timed runs.
+    const CommandResult bench = run("bench --synthetic tiny -n 1 --runs 010 --json");
+    ASSERT_EQ(bench.exit_code, 0) << bench.err;
+    EXPECT_NE(bench.out.find("\"runs\": 10,"), std::string::npos) << bench.out;
+    for (const char* flag : {"--runs 0x3", "-n 0x3", "--tokens 0b1", "--context 0x8"})
+        expect_error(run(std::string("bench --synthetic tiny ") + flag), 2, {"must be a decimal integer"}, flag);
+    // And make-checkpoint's shape: --dim 020 is twenty (octal sixteen), --seq-len 08 eight.
+    TempDir dir;
+    const fs::path made = dir / "made.bin";
+    const CommandResult write = run_command(quote(LLAMACL_MAKE_CHECKPOINT) + " " + quote(made.string()) +
+                                            " --dim 020 --hidden-dim 16 --layers 1 --heads 2 --vocab 260 --seq-len 08");
+    ASSERT_EQ(write.exit_code, 0) << write.err;
+    const CommandResult info = run("info " + quote(made.string()));
+    EXPECT_NE(info.out.find("\ndim: 20\n"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("\nseq_len: 8\n"), std::string::npos) << info.out;
+}
+
+TEST(HostileFlags, MessagesSayWhatWasMeant) {
+    Corpus c;
+    // llama.cpp's -p is the prompt; here it is top-p, and the prompt is run.c's -i.
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu -p 'Once upon a time'")), 2,
+                 {"-p: top-p must be a number in [0, 1]", "the prompt is -i", "'Once upon a time'"}, "-p TEXT");
+    // A flag given twice takes its last value, as run.c's argument loop does.
+    const CommandResult twice = run(c.generate(c.v0, c.tok, "--backend cpu -t 0 -t 1"));
+    const CommandResult once = run(c.generate(c.v0, c.tok, "--backend cpu -t 1"));
+    EXPECT_EQ(twice.exit_code, 0) << twice.err;
+    EXPECT_EQ(twice.out, once.out);
+    EXPECT_NE(twice.out, run(c.generate(c.v0, c.tok, "--backend cpu -t 0")).out) << "-t 0 must sample differently";
+    for (const char* t : {"inf", "nan", "-inf"})
+        expect_error(run(c.generate(c.v0, c.tok, std::string("--backend cpu -t ") + t)), 2,
+                     {"-t: temperature must be a finite number >= 0"}, t);
+    // Without -z the tokenizer is ./tokenizer.bin, which this directory does not have.
+    expect_error(run_command("cd " + quote(c.dir.path().string()) + " && timeout 60 " + bin() + " generate " +
+                             quote(c.v0.string()) + " --backend cpu"),
+                 1, {"tokenizer.bin", "no -z was given", "-z PATH"}, "default tokenizer");
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu --device 0")), 2,
+                 {"--platform and --device apply to an OpenCL device, not to --backend cpu"}, "--device 0");
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu --platform 0")), 2, {"--platform and --device"},
+                 "--platform 0");
+    expect_error(run(c.generate(c.v0, c.tok, "--device ''")), 2, {"--device: is empty; give an index"}, "--device ''");
+    expect_error(run(c.generate(c.v0, c.tok, "--platform ''")), 2, {"--platform: is empty"}, "--platform ''");
+    expect_error(run("bench --synthetic tiny --device ''"), 2, {"--device: is empty"}, "bench --device ''");
+    // No command: the usage on stderr, a usage error (--help prints it on stdout, status 0).
+    const CommandResult bare = run("");
+    EXPECT_EQ(bare.exit_code, 2);
+    EXPECT_EQ(bare.out, "");
+    EXPECT_NE(bare.err.find("Usage: llama-cl"), std::string::npos) << bare.err;
+    EXPECT_NE(bare.err.find("generate"), std::string::npos) << bare.err;
+    const CommandResult help = run("--help");
+    EXPECT_EQ(help.exit_code, 0);
+    EXPECT_EQ(help.out, bare.err);
+    // A malformed fault is an error wherever a model is loaded, not only on an OpenCL device.
+    const std::string bad_fault = "LLAMACL_INJECT_FAULT=layer:0,op:nope";
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu"), false, bad_fault), 2,
+                 {"LLAMACL_INJECT_FAULT=layer:0,op:nope", "unknown op 'nope'"}, "cpu");
+    expect_error(run("bench --synthetic tiny -n 1 --runs 1", false, bad_fault), 2, {"unknown op 'nope'"}, "bench");
+}
+
+TEST(HostileNames, ControlCharactersInEchoedNamesAreEscaped) {
+    Corpus c;
+    const fs::path odd = c.dir / "two\nlines\t.bin";
+    const std::string escaped = (c.dir / "two\\nlines\\t.bin").string();
+    expect_error(run("info " + quote(odd.string())), 1, {escaped, "No such file"}, "missing");
+    fs::copy_file(c.v0, odd);
+    fs::resize_file(odd, 100);
+    expect_error(run(c.generate(odd, c.tok, "--backend cpu")), 1, {escaped, "size mismatch"}, "truncated");
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu"), false, "LLAMACL_INJECT_FAULT=\"$(printf 'op:lo\\ngits')\""), 2,
+                 {"LLAMACL_INJECT_FAULT=op:lo\\ngits"}, "fault");
+    expect_error(run("\"generat$(printf '\\033')[2J\""), 2, {"unknown command 'generat\\x1B[2J'"}, "escape sequence");
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu -p \"$(printf 'x\\ny')\"")), 2, {"got 'x\\ny'"}, "-p");
+}
+
+TEST(NoPoclCache, AnUnusableHomeStillFindsTheDevices) {
+    // PoCL reports no devices when it cannot create its kernel cache ($HOME/.cache/pocl by default).
+    // /dev/null as $HOME cannot hold a directory even for root.
+    const std::string unusable = "env -u POCL_CACHE_DIR -u XDG_CACHE_HOME HOME=/dev/null";
+    const CommandResult normal = run("devices");
+    ASSERT_EQ(normal.exit_code, 0) << normal.err;
+    const CommandResult devices = run("devices", false, unusable);
+    EXPECT_EQ(devices.exit_code, 0) << devices.err;
+    EXPECT_EQ(devices.out, normal.out);
+    // A POCL_CACHE_DIR of the user's is never overridden; when PoCL is the only driver and cannot use it,
+    // the empty list says why.
+    bool pocl_only = true;
+    for (const DeviceInfo& d : list_devices()) pocl_only = pocl_only && d.platform_name == "Portable Computing Language";
+    if (!pocl_only) GTEST_SKIP() << "a driver other than PoCL lists devices here:\n" << normal.out;
+    const std::string broken = "env -u XDG_CACHE_HOME HOME=/dev/null POCL_CACHE_DIR=/dev/null/cache";
+    expect_error(run("devices", false, broken), 1, {"no OpenCL device found", "POCL_CACHE_DIR", "--backend cpu"},
+                 "devices");
+    Corpus c;
+    expect_error(run(c.generate(c.v0, c.tok, "--backend opencl"), false, broken), 1,
+                 {"no OpenCL device found", "Portable Computing Language"}, "--backend opencl");
 }
 
 TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {

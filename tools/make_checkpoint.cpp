@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "llamacl/error.hpp"
+#include "llamacl/runtime_args.hpp"
 #include "llamacl/synthetic.hpp"
 
 int main(int argc, char** argv) {
@@ -19,17 +20,18 @@ int main(int argc, char** argv) {
     std::string presets;
     for (const auto& name : llamacl::preset_names()) presets += (presets.empty() ? "" : ", ") + name;
     app.add_option("--preset", preset, "named shape: " + presets);
-    app.add_option("--dim", c.dim, "transformer width");
-    app.add_option("--hidden-dim", c.hidden_dim, "FFN width");
-    app.add_option("--layers", c.n_layers, "number of layers");
-    app.add_option("--heads", c.n_heads, "query heads");
-    app.add_option("--kv-heads", c.n_kv_heads, "key/value heads (default: --heads)");
-    app.add_option("--vocab", c.vocab_size, "vocabulary size");
-    app.add_option("--seq-len", c.seq_len, "maximum context");
+    const CLI::Validator decimal = llamacl::decimal_int();  // 010 is ten, as llama-cl reads its counts
+    app.add_option("--dim", c.dim, "transformer width")->transform(decimal);
+    app.add_option("--hidden-dim", c.hidden_dim, "FFN width")->transform(decimal);
+    app.add_option("--layers", c.n_layers, "number of layers")->transform(decimal);
+    app.add_option("--heads", c.n_heads, "query heads")->transform(decimal);
+    app.add_option("--kv-heads", c.n_kv_heads, "key/value heads (default: --heads)")->transform(decimal);
+    app.add_option("--vocab", c.vocab_size, "vocabulary size")->transform(decimal);
+    app.add_option("--seq-len", c.seq_len, "maximum context")->transform(decimal);
     app.add_flag("--unshared", unshared, "store a separate classifier matrix (v0: negative vocab_size)");
     app.add_option("--version", version, "file format: 0 (legacy) or 1 (ak42 export)")->check(CLI::IsMember({0, 1}));
     app.add_option("--seed", seed, "random seed");
-    app.add_option("--threads", threads, "writer threads (default: all cores)");
+    app.add_option("--threads", threads, "writer threads (default: all cores)")->transform(decimal);
     app.add_option("--tokenizer", tokenizer, "also write a byte-level tokenizer with --vocab entries here");
     CLI11_PARSE(app, argc, argv);
 

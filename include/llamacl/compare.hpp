@@ -69,5 +69,8 @@ std::string format_boundary_table(const std::vector<BoundaryStats>& rows);
 // Parses LLAMACL_INJECT_FAULT ("layer:L,op:OP"; final_norm and logits take no layer). Throws a usage
 // error naming the variable when malformed or out of range for `config`.
 Fault parse_fault(const std::string& text, const Config& config);
+// LLAMACL_INJECT_FAULT parsed for this model; nullopt when unset or empty. Read by every command that
+// loads a model, so a malformed value is an error even where no fault can be injected.
+std::optional<Fault> fault_from_environment(const Config& config);
 
 }  // namespace llamacl

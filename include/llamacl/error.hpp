@@ -3,6 +3,7 @@
 // on stderr and exits with exit_code(): 1 for bad files and devices, 2 for bad command-line usage.
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace llamacl {
 
@@ -18,5 +19,11 @@ private:
 
 // A command-line value that is out of range: exit status 2, like CLI11's own parse errors.
 inline Error usage_error(const std::string& message) { return Error(message, 2); }
+
+// `text` with every control character written as an escape (\n, \t, \r, \xNN, \\ for the backslash), so
+// a file name, flag value or environment variable echoed in a message cannot break its line.
+std::string printable(std::string_view text);
+// Prints "llama-cl: MESSAGE" as one line on stderr, control characters escaped: every message goes out here.
+void report(std::string_view message);
 
 }  // namespace llamacl

@@ -30,6 +30,10 @@ CLI::Validator positive_number();
 // A transform for integer options: decimal (010 is ten; CLI11 alone reads it as octal 8) within [lo, hi],
 // else "must be RANGE_TEXT (got X)". The text is rewritten in decimal for CLI11's own conversion.
 CLI::Validator decimal_integer(long long lo, long long hi, const std::string& range_text, const std::string& name);
+// decimal_integer over the whole int range, for counts whose range is checked where they are used.
+CLI::Validator decimal_int();
+// A check for text options: "is empty; give EXPECTED" for an empty value.
+CLI::Validator not_empty(const std::string& expected);
 DeviceOptions device_options(const RuntimeArgs& args, const DeviceInfo& device);
 
 }  // namespace llamacl

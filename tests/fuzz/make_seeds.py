@@ -84,3 +84,23 @@ write("tokenizer", "duplicates-ties", fuzz_input(1, b"aaaa bb ab", tokenizer(byt
     (b" ", 0.0), (b"a", 1.0), (b"a", 1.0), (b"aa", 2.0), (b"aa", 2.0), (b"b", 0.0), (b"ab", 2.0), (b"bb", -1e10), (b" a", 2.0)])))
 write("tokenizer", "empty-text", fuzz_input(0, b"", tokenizer(byte_vocab()[:5])))
 write("tokenizer", "odd-byte-pieces", fuzz_input(1, b"\x01 z", tokenizer(byte_vocab()[:3] + [(b"<0x 1>", 1.0), (b"<0x-1>", 1.0), (b"<0x0x>", 1.0), (b"<0x4", 0.0), (b" ", 0.0)] + byte_vocab()[7:])))
+
+# cli/: fuzz_cli inputs, the arguments after the program name separated by NUL bytes.
+for name, args in {
+    "generate-run-c": ["generate", "model.bin", "-z", "tok.bin", "-t", "0.8", "-p", "0.9", "-s", "42", "-n", "256",
+                       "-i", "Once upon a time"],
+    "generate-device": ["generate", "m.bin", "--backend", "opencl", "--device", "0.0", "--platform", "pocl",
+                        "--layers-per-offload", "1", "--no-host-mirror", "--finalize=cpu", "--schedule", "per-op",
+                        "--work-shape", "64x32", "--max-device-memory", "512", "--compare-cpu", "--tolerance", "1e-3", "-v"],
+    "generate-octal": ["generate", "m.bin", "-n", "010", "-s", "0x10", "-t", "inf", "-t", "0", "--device", ""],
+    "generate-cpu-device": ["generate", "m.bin", "--backend", "cpu", "--device", "0", "--compare-cpu"],
+    "bench": ["bench", "--synthetic", "tiny", "-n", "8", "--context", "32", "--runs", "010", "--probe-mib", "64",
+              "--profile", "--json"],
+    "tokenize-dashed": ["tokenize", "tok.bin", "--", "-x"],
+    "info": ["info", "m.bin"],
+    "devices": ["devices"],
+    "help": ["generate", "--help"],
+    "version": ["--version"],
+    "unknown": ["generat\n", "m.bin"],
+}.items():
+    write("cli", name, b"\0".join(a.encode() for a in args))

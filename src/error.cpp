@@ -1,0 +1,33 @@
+#include "llamacl/error.hpp"
+
+#include <cstdio>
+
+namespace llamacl {
+
+std::string printable(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (const char ch : text) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '\\') {
+            out += "\\\\";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (c < 0x20 || c == 0x7f) {
+            char escaped[5];
+            std::snprintf(escaped, sizeof escaped, "\\x%02X", c);
+            out += escaped;
+        } else {
+            out += ch;  // bytes of 0x80 and up pass through: UTF-8 names stay readable
+        }
+    }
+    return out;
+}
+
+void report(std::string_view message) { std::fprintf(stderr, "llama-cl: %s\n", printable(message).c_str()); }
+
+}  // namespace llamacl
