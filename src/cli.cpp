@@ -2,7 +2,10 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -10,15 +13,18 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <unistd.h>
 #include <utility>
 
 #include "llamacl/bench_command.hpp"
+#include "llamacl/chat.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/device.hpp"
 #include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/generate.hpp"
+#include "llamacl/perplexity.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/runtime_args.hpp"
 #include "llamacl/sampler.hpp"
@@ -44,10 +50,14 @@ struct GenerateArgs {
     double tolerance = kDefaultTolerance;
 };
 
-void add_generate(CLI::App& app, GenerateArgs& a) {
-    CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (run.c-compatible flags and output)");
+// The checkpoint and -z, which every command that runs the model takes first.
+void add_model_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0 or 1)")->required();
     cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")->capture_default_str();
+}
+
+// run.c's sampling flags.
+void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")->capture_default_str();
     cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
         // llama.cpp's -p is the prompt: a text here is most likely one.
@@ -71,6 +81,10 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
         ->transform(decimal_int())
         ->capture_default_str();
     cmd->add_option("-i", a.prompt, "input prompt");
+}
+
+// Where the forward pass runs, and what it reports.
+void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
                     "exists, else cpu)")
@@ -89,6 +103,13 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     cmd->add_flag("-v,--verbose", a.verbose,
                   "print the device, capacity plan and per-token counters on stderr (with --compare-cpu: the "
                   "boundary tables of the first token and of the first diverging token)");
+}
+
+void add_generate(CLI::App& app, GenerateArgs& a) {
+    CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (run.c-compatible flags and output)");
+    add_model_options(cmd, a);
+    add_sampling_options(cmd, a);
+    add_backend_options(cmd, a);
 }
 
 void check_generate_args(const GenerateArgs& a) {
@@ -153,28 +174,27 @@ Tokenizer load_tokenizer(const GenerateArgs& a, int vocab_size) {
     }
 }
 
-int run_generate(const GenerateArgs& a) {
-    const Checkpoint ck = Checkpoint::open(a.checkpoint);
-    const Config& c = ck.config();
-    const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = load_tokenizer(a, c.vocab_size);
-    const int steps = effective_steps(a.steps, c.seq_len);
-    const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
-    // run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
+// run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
+Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
     std::uint64_t seed = static_cast<std::uint64_t>(a.seed);
     if (seed == 0) seed = static_cast<unsigned int>(std::time(nullptr));
-    Sampler sampler(c.vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
+    return Sampler(vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
+}
 
-    std::optional<Device> device = open_device(a);
-    std::unique_ptr<Forward> model;
-    DeviceForward* on_device = nullptr;
-    std::unique_ptr<LockstepCompare> compare;  // drives the device and the reference together
-    if (device) {
+// The forward pass the flags ask for: the OpenCL device (with --compare-cpu, in lockstep with the CPU
+// reference) or the CPU reference. Not movable: the model holds on to the device.
+struct Backend {
+    Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault) : device(open_device(a)) {
+        if (!device) {
+            model = std::make_unique<ReferenceForward>(ck);
+            if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
+            return;
+        }
         auto forward = std::make_unique<DeviceForward>(*device, ck, device_options(a.runtime, device->info()));
         on_device = forward.get();
         if (fault) {
             on_device->inject_fault(*fault);
-            report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
+            llamacl::report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
                    ": corrupting that device result (self-test of --compare-cpu)");
         }
         model = std::move(forward);
@@ -186,24 +206,160 @@ int run_generate(const GenerateArgs& a) {
                          on_device->shape().describe().c_str(),
                          describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
         }
-    } else {
-        model = std::make_unique<ReferenceForward>(ck);
-        if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
+        before = on_device->counters();
     }
-    const RuntimeCounters before = on_device ? on_device->counters() : RuntimeCounters{};
-    Forward& driver = compare ? static_cast<Forward&>(*compare) : *model;
-    const GenerateStats stats = generate(driver, tokenizer, sampler, prompt, steps, stdout);
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+    Forward& driver() { return compare ? static_cast<Forward&>(*compare) : *model; }
+
+    // After the run of `positions` forward passes: the per-token counters (-v) and --compare-cpu's verdict
+    // on stderr; the exit status.
+    int report(const GenerateArgs& a, int positions) const {
+        if (on_device && a.verbose) print_per_token(on_device->counters() - before, positions);
+        if (!compare) return 0;
+        if (a.verbose) {
+            std::fprintf(stderr, "compare-cpu: token 0\n%s", format_boundary_table(compare->first_token_table()).c_str());
+            if (compare->first_divergence() && compare->first_divergence()->pos != 0)
+                std::fprintf(stderr, "compare-cpu: token %d\n%s", compare->first_divergence()->pos,
+                             format_boundary_table(compare->divergent_token_table()).c_str());
+        }
+        std::fprintf(stderr, "%s\n", compare->summary().c_str());
+        return compare->first_divergence() ? 3 : 0;
+    }
+
+    std::optional<Device> device;
+    std::unique_ptr<Forward> model;
+    DeviceForward* on_device = nullptr;
+    std::unique_ptr<LockstepCompare> compare;  // drives the device and the reference together
+    RuntimeCounters before;                    // the device's counters before the run
+};
+
+int run_generate(const GenerateArgs& a) {
+    const Checkpoint ck = Checkpoint::open(a.checkpoint);
+    const Config& c = ck.config();
+    const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
+    const Tokenizer tokenizer = load_tokenizer(a, c.vocab_size);
+    const int steps = effective_steps(a.steps, c.seq_len);
+    const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
+    Sampler sampler = make_sampler(a, c.vocab_size);
+    Backend backend(a, ck, fault);
+    const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
-    if (on_device && a.verbose) print_per_token(on_device->counters() - before, stats.positions);
-    if (!compare) return 0;
-    if (a.verbose) {
-        std::fprintf(stderr, "compare-cpu: token 0\n%s", format_boundary_table(compare->first_token_table()).c_str());
-        if (compare->first_divergence() && compare->first_divergence()->pos != 0)
-            std::fprintf(stderr, "compare-cpu: token %d\n%s", compare->first_divergence()->pos,
-                         format_boundary_table(compare->divergent_token_table()).c_str());
+    return backend.report(a, stats.positions);
+}
+
+struct ChatArgs {
+    GenerateArgs run;
+    std::string system_prompt;
+    CLI::App* cmd = nullptr;  // says whether -i and -y were given (run.c tells an empty prompt from none)
+};
+
+void add_chat(CLI::App& app, ChatArgs& a) {
+    a.cmd = app.add_subcommand("chat", "Chat with a Llama 2 chat model (run.c's -m chat: flags and output)");
+    add_model_options(a.cmd, a.run);
+    add_sampling_options(a.cmd, a.run);
+    a.cmd->add_option("-y", a.system_prompt, "system prompt (default: read from standard input)");
+    add_backend_options(a.cmd, a.run);
+}
+
+int run_chat(const ChatArgs& a) {
+    const Checkpoint ck = Checkpoint::open(a.run.checkpoint);
+    const Config& c = ck.config();
+    const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
+    const Tokenizer tokenizer = load_tokenizer(a.run, c.vocab_size);
+    Sampler sampler = make_sampler(a.run, c.vocab_size);
+    ChatOptions options;
+    if (a.cmd->count("-y")) options.system_prompt = a.system_prompt;
+    if (a.cmd->count("-i")) options.user_prompt = a.run.prompt;
+    options.steps = effective_steps(a.run.steps, c.seq_len);
+    options.seq_len = c.seq_len;
+    options.vocab_size = c.vocab_size;
+    Backend backend(a.run, ck, fault);
+    const ChatStats stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
+    return backend.report(a.run, stats.positions);
+}
+
+struct PerplexityArgs {
+    GenerateArgs run;
+    std::string text_file;
+    int context = 0;  // 0: the model's seq_len
+    int stride = 0;   // 0: the context (windows that do not overlap)
+    bool json = false;
+    CLI::App* cmd = nullptr;
+};
+
+void add_perplexity(CLI::App& app, PerplexityArgs& a) {
+    CLI::App* cmd = a.cmd = app.add_subcommand("perplexity", "Score a text file: mean negative log-likelihood and perplexity");
+    add_model_options(cmd, a.run);
+    cmd->add_option("-f", a.text_file, "the text to score")->required();
+    const CLI::Validator positive = decimal_integer(1, std::numeric_limits<int>::max(),
+                                                    "a whole number from 1 to " +
+                                                        std::to_string(std::numeric_limits<int>::max()),
+                                                    "POSITIVE INTEGER");
+    cmd->add_option("--context", a.context, "positions in a window, BOS included (default: the model's seq_len)")
+        ->transform(positive);
+    cmd->add_option("--stride", a.stride,
+                    "text tokens from one window's start to the next (1..--context; default: --context, windows "
+                    "that do not overlap)")
+        ->transform(positive);
+    cmd->add_flag("--json", a.json, "print the figures as one JSON object");
+    add_backend_options(cmd, a.run);
+}
+
+std::string read_text(const std::string& path) {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
+    std::string text;
+    char buffer[1 << 16];
+    errno = 0;
+    if (file)
+        for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0;) text.append(buffer, got);
+    if (!file || std::ferror(file.get()))
+        throw Error(path + ": cannot read the text (" + (errno ? std::strerror(errno) : "I/O error") +
+                    "); check the path given to -f");
+    return text;
+}
+
+int run_perplexity(const PerplexityArgs& a) {
+    const Checkpoint ck = Checkpoint::open(a.run.checkpoint);
+    const Config& c = ck.config();
+    const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
+    const Tokenizer tokenizer = load_tokenizer(a.run, c.vocab_size);
+    PerplexityWindows windows;
+    windows.context = a.context ? a.context : c.seq_len;
+    if (windows.context > c.seq_len)
+        throw usage_error("--context: must be at most the model's context, seq_len " + std::to_string(c.seq_len) +
+                          " (got " + std::to_string(windows.context) + ")");
+    windows.stride = a.stride ? a.stride : windows.context;
+    if (windows.stride > windows.context)
+        throw usage_error("--stride: must be at most --context, " + std::to_string(windows.context) +
+                          ", or tokens between windows would go unscored (got " + std::to_string(windows.stride) + ")");
+    const std::vector<int> tokens = encode_text(tokenizer, read_text(a.text_file), c.vocab_size, "the text");
+    if (tokens.size() < 2)
+        throw Error(a.text_file + ": the text is empty; perplexity needs at least one token to score");
+    Backend backend(a.run, ck, fault);
+    // A window at a time on a terminal, the line rewritten in place; nothing when stderr is a file.
+    const bool terminal = isatty(fileno(stderr));
+    const auto start = std::chrono::steady_clock::now();
+    const PerplexityResult r = perplexity(backend.driver(), tokens, windows, [&](const PerplexityResult& so_far) {
+        if (terminal)
+            std::fprintf(stderr, "\rperplexity: %lld/%zu tokens scored, perplexity %.4f", so_far.scored,
+                         tokens.size() - 1, so_far.perplexity);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double tokens_per_s = seconds > 0 ? static_cast<double>(r.positions) / seconds : 0.0;
+    if (terminal) std::fputc('\n', stderr);
+    std::fprintf(stderr, "perplexity: %lld positions in %d window%s, %.3f s, %.1f tokens/s\n", r.positions,
+                 r.windows, r.windows == 1 ? "" : "s", seconds, tokens_per_s);
+    if (a.json) {
+        const nlohmann::json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
+                                  {"perplexity", r.perplexity}, {"windows", r.windows},
+                                  {"context", windows.context}, {"stride", windows.stride},
+                                  {"positions", r.positions},   {"tokens_per_s", tokens_per_s}};
+        std::printf("%s\n", j.dump().c_str());
+    } else {
+        std::printf("tokens: %lld\nmean nll: %.6f\nperplexity: %.6f\n", r.scored, r.mean_nll, r.perplexity);
     }
-    std::fprintf(stderr, "%s\n", compare->summary().c_str());
-    return compare->first_divergence() ? 3 : 0;
+    return backend.report(a.run, static_cast<int>(std::min<long long>(r.positions, std::numeric_limits<int>::max())));
 }
 
 struct TokenizeArgs {
@@ -271,6 +427,8 @@ private:
     TokenizeArgs tok_;
     std::string info_path_;
     BenchArgs bench_;
+    ChatArgs chat_;
+    PerplexityArgs perplexity_;
     CLI::App* generate_ = nullptr;
     CLI::App* tokenize_ = nullptr;
 };
@@ -292,6 +450,8 @@ CommandLine::CommandLine() {
 
     app_.add_subcommand("devices", "List every OpenCL platform and device");
     add_bench_command(app_, bench_);
+    add_chat(app_, chat_);
+    add_perplexity(app_, perplexity_);
 }
 
 std::optional<int> CommandLine::parse(int argc, char** argv) {
@@ -316,7 +476,11 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
     try {
         app_.parse(argc, argv);
         gen_.tokenizer_given = generate_->count("-z") > 0;
+        chat_.run.tokenizer_given = chat_.cmd->count("-z") > 0;
+        perplexity_.run.tokenizer_given = perplexity_.cmd->count("-z") > 0;
         if (generate_->parsed()) check_generate_args(gen_);
+        if (chat_.cmd->parsed()) check_generate_args(chat_.run);
+        if (perplexity_.cmd->parsed()) check_generate_args(perplexity_.run);
     } catch (const CLI::CallForHelp& e) {
         return with_output_checked(app_.exit(e));
     } catch (const CLI::CallForAllHelp& e) {
@@ -340,6 +504,8 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
 int CommandLine::run() {
     try {
         if (generate_->parsed()) return with_output_checked(run_generate(gen_));
+        if (chat_.cmd->parsed()) return with_output_checked(run_chat(chat_));
+        if (perplexity_.cmd->parsed()) return with_output_checked(run_perplexity(perplexity_));
         if (tokenize_->parsed()) return with_output_checked(run_tokenize(tok_));
         if (app_.got_subcommand("info")) return with_output_checked(run_info(info_path_));
         if (app_.got_subcommand("devices")) return with_output_checked(run_devices());

@@ -655,7 +655,7 @@ TEST(HostileFlags, EveryIntegerFlagIsDecimal) {
     // bench's counts too: --runs 010 is ten timed runs.
     const CommandResult bench = run("bench --synthetic tiny -n 1 --runs 010 --json");
     ASSERT_EQ(bench.exit_code, 0) << bench.err;
-    EXPECT_NE(bench.out.find("\"runs\": 10,"), std::string::npos) << bench.out;
+    EXPECT_NE(bench.out.find("\"runs\":10,"), std::string::npos) << bench.out;
     for (const char* flag : {"--runs 0x3", "-n 0x3", "--tokens 0b1", "--context 0x8"})
         expect_error(run(std::string("bench --synthetic tiny ") + flag), 2, {"must be a decimal integer"}, flag);
     // And make-checkpoint's shape: --dim 020 is twenty (octal sixteen), --seq-len 08 eight.

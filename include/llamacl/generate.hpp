@@ -1,6 +1,9 @@
 #pragma once
-// run.c's generation loop: feed the prompt, then sample; stop at BOS or after `steps` positions.
+// The engine that generate, chat and perplexity drive: a prompt's forced tokens through one call (the
+// point a prefill replaces), then run.c's loop of sampling, printing and feeding back one token a position.
 #include <cstdio>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,24 +13,47 @@
 
 namespace llamacl {
 
+// Encodes `text` as run.c encodes a prompt (BOS, no EOS); an Error when a token is outside the model's
+// vocabulary (a tokenizer larger than the model's), `what` naming the text in it.
+std::vector<int> encode_text(const Tokenizer& tokenizer, const std::string& text, int vocab_size,
+                             const std::string& what);
+
 // Encodes the prompt as run.c does (BOS, no EOS) and checks it fits: an error naming -n or seq_len
 // when it does not, or when a token is outside the model's vocabulary (a tokenizer larger than the
-// model's), so that nothing is printed for a prompt that cannot be generated.
+// model's), so that nothing is printed for a prompt that cannot be generated. `source` names where the
+// prompt came from in the messages.
 std::vector<int> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt, int steps, int seq_len,
-                               int vocab_size);
+                               int vocab_size, const std::string& source = "-i");
 
 // run.c's rule: 0 or more than seq_len means seq_len.
 int effective_steps(int steps, int seq_len);
 
+// Sees the logits of position `pos` (the caller may modify them, as the sampler does).
+using LogitsObserver = std::function<void(int pos, std::span<float> logits)>;
+
+// Runs `tokens` (at least one) at positions first, first + 1, ... and returns the last position's logits,
+// valid until the model's next call. `each`, when given, sees every position's logits in order.
+std::span<float> run_forced(Forward& model, std::span<const int> tokens, int first, const LogitsObserver& each = {});
+
+// run.c's decoding loop after a prompt: `next` was sampled from the logits of position pos - 1, whose
+// token was `token`. Until `stop` is sampled, prints next's piece (as run.c's safe_printf does), and while
+// pos < steps runs it at pos and samples the token after it. Returns whether `stop` was sampled (it is
+// neither printed nor run); pos is then the position after the last one run.
+bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, int token, int next, int& pos,
+                  int stop, int steps, std::FILE* out);
+
 struct GenerateStats {
     int positions = 0;           // forward passes run
-    double tokens_per_s = 0.0;   // run.c's "achieved tok/s" (timed from the second position, or with a
-                                 // greedy decoder from the first: it may return positions in batches)
+    double tokens_per_s = 0.0;   // positions after the prompt's per second (with a one-token prompt run.c's
+                                 // "achieved tok/s", timed from the second position; with a greedy decoder
+                                 // from the first: it may return positions in batches)
 };
 
 // Flushes `out`; empty when everything written to it arrived, else "cannot write the output: REASON" (a
 // full disk, an I/O error: run.c ignores them, we do not).
 std::string output_failure(std::FILE* out);
+// Throws an Error with output_failure()'s text when it is not empty.
+void flush_or_throw(std::FILE* out);
 
 // Writes exactly the bytes run.c prints to `out` (pieces, then a newline), and stops with an Error at
 // the first write that fails.

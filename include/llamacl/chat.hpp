@@ -1,0 +1,34 @@
+#pragma once
+// run.c's chat mode (-m chat) for Llama-2-chat models: turns rendered in the Llama 2 chat schema, each
+// prompt forced through the model, the assistant's reply sampled until EOS, one KV cache for the whole
+// conversation.
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "llamacl/forward.hpp"
+#include "llamacl/sampler.hpp"
+#include "llamacl/tokenizer.hpp"
+
+namespace llamacl {
+
+struct ChatOptions {
+    std::optional<std::string> system_prompt;  // -y; absent: read from `in` after a guide
+    std::optional<std::string> user_prompt;    // -i, the first turn's; absent: read from `in`
+    int steps = 0;                             // positions of the whole conversation (effective_steps)
+    int seq_len = 0, vocab_size = 0;           // the model's, for the prompts' checks
+};
+
+struct ChatStats {
+    int positions = 0;  // forward passes run, one per position of the conversation
+    int turns = 0;      // user turns
+};
+
+// Writes exactly run.c's chat() output to `out`, reading the prompts that options leave out from `in` a
+// line at a time (newline stripped, no length limit). Differences from run.c: the end of `in` ends the
+// conversation (run.c repeats its last prompt); a turn's prompt longer than the context is an Error, and
+// the first turn's must fit -n too (as generate's prompt must).
+ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, const ChatOptions& options,
+               std::FILE* in, std::FILE* out);
+
+}  // namespace llamacl

@@ -1,0 +1,87 @@
+#include "llamacl/chat.hpp"
+
+#include <algorithm>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "llamacl/generate.hpp"
+
+namespace llamacl {
+
+namespace {
+constexpr int kEos = 2;
+
+void write(std::string_view text, std::FILE* out) {
+    std::fwrite(text.data(), 1, text.size(), out);
+    flush_or_throw(out);
+}
+
+// run.c's read_stdin without its buffer: prints the guide, then reads a line and strips its newline;
+// nullopt at the end of the input.
+std::optional<std::string> read_line(const char* guide, std::FILE* in, std::FILE* out) {
+    write(guide, out);
+    std::string line;
+    for (int c; (c = std::fgetc(in)) != EOF && c != '\n';) line += static_cast<char>(c);
+    if (line.empty() && (std::feof(in) || std::ferror(in))) return std::nullopt;
+    return line;
+}
+
+// The Llama 2 chat schema: the system prompt, when there is one, goes into the first turn.
+std::string render(const std::string& system_prompt, const std::string& user_prompt, bool first) {
+    if (first && !system_prompt.empty())
+        return "[INST] <<SYS>>\n" + system_prompt + "\n<</SYS>>\n\n" + user_prompt + " [/INST]";
+    return "[INST] " + user_prompt + " [/INST]";
+}
+}  // namespace
+
+ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, const ChatOptions& o, std::FILE* in,
+               std::FILE* out) {
+    ChatStats stats;
+    int& pos = stats.positions;
+    std::string system_prompt;
+    while (pos < o.steps) {
+        const bool first = stats.turns == 0;
+        if (first) {
+            std::optional<std::string> text =
+                o.system_prompt ? o.system_prompt : read_line("Enter system prompt (optional): ", in, out);
+            if (!text) break;
+            system_prompt = *text;
+        }
+        const std::optional<std::string> user =
+            first && o.user_prompt ? o.user_prompt : read_line("User: ", in, out);
+        if (!user) break;
+        ++stats.turns;
+        // Before the first turn nothing is generated yet, and its prompt must fit -n as generate's does; a
+        // later one may run into -n's end, where the conversation ends as it does anywhere else.
+        const std::vector<int> prompt =
+            encode_prompt(tokenizer, render(system_prompt, *user, first), first ? o.steps : o.seq_len, o.seq_len,
+                          o.vocab_size, "chat turn " + std::to_string(stats.turns));
+        write("Assistant: ", out);
+
+        // run.c samples at every position, the prompt's too (the draws advance the RNG), and prints a
+        // newline whenever the token it samples is EOS; the prompt's last position samples the reply's first.
+        const std::span<const int> forced =
+            std::span(prompt).first(std::min<std::size_t>(prompt.size(), static_cast<std::size_t>(o.steps - pos)));
+        int next = 0;
+        run_forced(model, forced, pos, [&](int, std::span<float> logits) {
+            next = sampler.sample(logits);
+            if (next == kEos) write("\n", out);
+        });
+        pos += static_cast<int>(forced.size());
+        if (forced.size() < prompt.size()) break;
+        if (next != kEos) {
+            if (!decode_until(model, tokenizer, sampler, prompt.back(), next, pos, kEos, o.steps, out)) break;
+            write("\n", out);
+        }
+        // run.c's quirk: the position after EOS runs EOS itself, and prints the token it samples (another
+        // EOS a newline) before the next turn's prompt begins with BOS.
+        if (pos >= o.steps) break;
+        next = sampler.sample(model.forward(kEos, pos++));
+        write(next == kEos ? std::string_view("\n") : printable_piece(tokenizer.decode(kEos, next)), out);
+    }
+    write("\n", out);
+    return stats;
+}
+
+}  // namespace llamacl
