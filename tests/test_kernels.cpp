@@ -1,349 +1,71 @@
-// Every OpenCL kernel of the forward pass, called directly on random inputs of awkward sizes and
-// compared with its CPU twin (include/llamacl/reference.hpp, softmax in sampler.hpp), for each launch
-// shape the runtime can pick: "exact" (1 work-item per row, run.c's loops), "cpu" (1 work-item per row,
-// float16 multiply-adds), "gpu" (16x256, consecutive floats per row's work-items, staged input and tree reductions), and "4x16", "2x2" (small
-// groups, so row counts and head sizes straddle them).
-//
-// Tolerances, and why:
-//  * Exact shape (ROW_THREADS == 1, VECTOR_WIDTH == 1), kernels without exp(): BIT-IDENTICAL. Each work-item runs run.c's
-//    loops in run.c's order with FP contraction off on both sides, and 1/sqrt and the divisions are
-//    correctly rounded (-cl-fp32-correctly-rounded-divide-sqrt, which KernelSet asks for when the
-//    device offers it). That covers attn_qkv_rope (q, the key and value cache rows, xn; the RoPE table
-//    uses the host's powf/cosf/sinf exactly as the reference's rope() does), matvec_residual, classifier
-//    (logits and xn) and ffn_gate_up's xn. Where the device lacks correctly rounded divide/sqrt, these
-//    fall back to the relative tolerance below (the exactness claim needs it).
-//  * Exact shape, kernels with exp() (attention's softmax, ffn_gate_up's silu): OpenCL's exp() may be up
-//    to 3 ulp from glibc's expf, so max |device - reference| <= 1e-5 x max |reference| of the tensor.
-//  * Vectorized and GPU shapes ("cpu", "gpu", "4x16", "2x2"): sums are reassociated (16 SIMD partial
-//    sums and multiply-adds; lanes, float4, tree reductions, a group-wide sum of squares for RMSNorm,
-//    1/sum multiplied in attention), so max |device - reference|
-//    <= 1e-4 x max |reference| of the tensor. Inputs are O(1) and dot products short (<= 260 terms), so
-//    reassociation error stays ~1e-6 relative; 1e-4 still catches any wrong index or missing term.
-//  * Everything the kernel must not touch (other KV-cache rows, elements past `rows`, logits outside the
-//    classifier block, xn when row_base > 0) is checked bit for bit against a sentinel.
-// Reads past the valid range are detected by filling the cache rows after `pos` with NaN.
+// Every OpenCL kernel of the forward pass against its CPU twin, for each launch shape the runtime can
+// pick: "exact" (1 work-item per row, run.c's loops), "cpu" (1 work-item per row, float16 multiply-adds),
+// "gpu" (16x256, consecutive floats per row's work-items, staged input and tree reductions), and "4x16",
+// "2x2" (small groups, so row counts and head sizes straddle them). The checks themselves, their cases
+// and their tolerances are src/kernel_checks.cpp's, which `llama-cl check` runs too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <random>
-#include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "llamacl/device.hpp"
+#include "llamacl/kernel_checks.hpp"
 #include "llamacl/kernel_set.hpp"
 #include "llamacl/model_math.hpp"
-#include "llamacl/sampler.hpp"
 
 using namespace llamacl;
 
 namespace {
 
-constexpr float kSentinel = -1234.5f;  // "never written"
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// ---------------------------------------------------------------------------------------------------
-// Harness: one device, one KernelSet per launch shape (built once per process), buffers, launches.
-
+// One device, one harness per launch shape (built once per process).
 Device& test_device() {
     static Device device = Device::open("", "");  // PoCL in CI
     return device;
 }
 
-struct Harness {
-    Device& device;
-    KernelSet kernels;
-    bool exact;      // the exact shape on a device with correctly rounded divide and sqrt
-    double tolerance;  // relative to the tensor's largest magnitude, where not exact
-
-    Harness(Device& d, const LaunchShape& shape, bool warp_shuffles = true)
-        : device(d),
-          kernels(d, shape, {}, warp_shuffles),
-          exact(shape.family() == ShapeFamily::exact &&
-                (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
-          tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4) {}
-
-    cl::Buffer upload(const std::vector<float>& data) {
-        cl::Buffer buffer = device.allocate(data.size() * sizeof(float), "kernel test buffer");
-        device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, data.size() * sizeof(float), data.data());
-        return buffer;
-    }
-    std::vector<float> download(const cl::Buffer& buffer, std::size_t n) {
-        std::vector<float> out(n);
-        device.queue().enqueueReadBuffer(buffer, CL_TRUE, 0, n * sizeof(float), out.data());
-        return out;
-    }
-    template <typename... Args>
-    void run(cl::Kernel& kernel, const KernelSet::Range& range, const Args&... args) {
-        cl_uint index = 0;
-        (kernel.setArg(index++, args), ...);  // the argument order of src/device_forward.cpp
-        device.queue().enqueueNDRangeKernel(kernel, cl::NullRange, range.global, range.local);
-        device.queue().finish();
-    }
-    // A matrix-vector kernel as the runtime launches it: the build and range KernelSet::matvec picks for
-    // `rows` rows of n elements (widened rows included).
-    template <typename... Args>
-    void run(KernelSet::Matvec which, int rows, int n, const Args&... args) {
-        const KernelSet::Launch l = kernels.matvec(which, rows, n);
-        run(*l.kernel, l.range, args...);
-    }
-};
-
-Harness& harness(const std::string& shape_name) {
-    static std::map<std::string, std::unique_ptr<Harness>> cache;
+KernelHarness& harness(const std::string& shape_name) {
+    static std::map<std::string, std::unique_ptr<KernelHarness>> cache;
     auto& h = cache[shape_name];
     if (!h) {
         Device& device = test_device();
-        h = std::make_unique<Harness>(device, parse_launch_shape(shape_name, device.info()));
+        h = std::make_unique<KernelHarness>(device, parse_launch_shape(shape_name, device.info()));
     }
     return *h;
 }
 
-std::vector<float> random_vector(std::size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng);
-    return v;
+std::string failure_lines(const KernelCheckResult& r) {
+    std::string out;
+    for (const std::string& line : r.failures) out += line + "\n";
+    return out;
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Comparisons.
-
-std::span<const float> slice(const std::vector<float>& v, std::size_t offset, std::size_t count) {
-    return std::span<const float>(v).subspan(offset, count);
-}
-
-void expect_bit_identical(std::span<const float> got, std::span<const float> want, const std::string& what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    std::size_t mismatches = 0, first = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-        if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) {
-            if (mismatches++ == 0) first = i;
-        }
-    }
-    if (mismatches == 0) return;
-    const auto ulps = static_cast<long long>(std::bit_cast<std::int32_t>(got[first])) -
-                      static_cast<long long>(std::bit_cast<std::int32_t>(want[first]));
-    ADD_FAILURE() << what << ": " << mismatches << " of " << want.size() << " elements differ from the reference; first at ["
-                  << first << "]: device " << std::hexfloat << got[first] << " reference " << want[first]
-                  << std::defaultfloat << " (" << ulps << " ulp)";
-}
-
-void expect_close(std::span<const float> got, std::span<const float> want, double rel, const std::string& what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    double scale = 0, err = 0;
-    std::size_t worst = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-    for (std::size_t i = 0; i < want.size(); ++i) {
-        const double e = std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
-        if (!(e <= err)) {  // NaN counts as the worst
-            err = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
-            worst = i;
-        }
-    }
-    const double bound = rel * (scale > 0 ? scale : 1.0);
-    EXPECT_LE(err, bound) << what << ": max |device - reference| " << err << " at [" << worst << "] (device "
-                          << got[worst] << ", reference " << want[worst] << "), bound " << rel
-                          << " x max |reference| " << scale;
-}
-
-// Bit-identical where the arithmetic is identical (exact_here and the harness allows it), else within
-// the shape's tolerance.
-void expect_match(const Harness& h, bool exact_here, std::span<const float> got, std::span<const float> want,
-                  const std::string& what) {
-    if (exact_here && h.exact)
-        expect_bit_identical(got, want, what);
-    else
-        expect_close(got, want, h.tolerance, what);
-}
-
-void expect_untouched(std::span<const float> got, const std::string& what) {
-    std::size_t changed = 0, first = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-        if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(kSentinel)) {
-            if (changed++ == 0) first = i;
-        }
-    }
-    EXPECT_EQ(changed, 0u) << what << " must not be written; first written at [" << first << "] = "
-                           << (got.empty() ? 0.0f : got[first]);
-}
+#define EXPECT_KERNEL_CHECK_PASSES(result)                                  \
+    do {                                                                    \
+        const KernelCheckResult r_ = (result);                              \
+        EXPECT_TRUE(r_.passed()) << r_.name << ":\n" << failure_lines(r_); \
+    } while (0)
 
 class KernelVsReference : public ::testing::TestWithParam<std::string> {
 protected:
-    Harness& h() { return harness(GetParam()); }
+    KernelHarness& h() { return harness(GetParam()); }
 };
 
-// ---------------------------------------------------------------------------------------------------
-// attn_qkv_rope: rmsnorm + matmul with wq, wk, wv + rope, k and v into the cache row at pos.
-
-TEST_P(KernelVsReference, AttnQkvRope) {
-    Harness& h = this->h();
-    struct Case {
-        int dim, n_heads, n_kv_heads;
-    };
-    // head sizes 6 (MHA and GQA kv_mul 3), 10 (GQA kv_mul 2), 48 (MQA), 130 (more than some LOCALs)
-    const Case cases[] = {{36, 6, 6}, {36, 6, 2}, {40, 4, 2}, {96, 2, 1}, {260, 2, 1}};
-    const int seq_len = 9;
-    std::mt19937 rng(1234);
-    for (const Case& c : cases) {
-        const int head_size = c.dim / c.n_heads, kv_dim = head_size * c.n_kv_heads, dim = c.dim;
-        const cl::Buffer rope_buf = h.upload(rope_table(seq_len, head_size));
-        for (int pos : {0, 1, 5, seq_len - 1}) {
-            std::ostringstream trace;
-            trace << "dim " << dim << " heads " << c.n_heads << " kv_heads " << c.n_kv_heads << " head_size " << head_size
-                  << " pos " << pos;
-            SCOPED_TRACE(trace.str());
-            const auto x = random_vector(dim, rng, -2.0f, 2.0f);
-            const auto rms_w = random_vector(dim, rng, 0.5f, 1.5f);
-            const auto wq = random_vector(static_cast<std::size_t>(dim) * dim, rng);
-            const auto wk = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
-            const auto wv = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
-
-            // reference
-            std::vector<float> xn(dim), q(dim), k(kv_dim), v(kv_dim);
-            rmsnorm(xn.data(), x.data(), rms_w.data(), dim);
-            matmul(q.data(), xn.data(), wq.data(), dim, dim);
-            matmul(k.data(), xn.data(), wk.data(), dim, kv_dim);
-            matmul(v.data(), xn.data(), wv.data(), dim, kv_dim);
-            rope(q.data(), k.data(), pos, dim, kv_dim, head_size);
-
-            // device
-            const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
-            cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), wq_b = h.upload(wq), wk_b = h.upload(wk),
-                       wv_b = h.upload(wv);
-            cl::Buffer q_b = h.upload(std::vector<float>(dim, kSentinel));
-            cl::Buffer kc_b = h.upload(std::vector<float>(cache_size, kSentinel));
-            cl::Buffer vc_b = h.upload(std::vector<float>(cache_size, kSentinel));
-            cl::Buffer xn_b = h.upload(std::vector<float>(dim, kSentinel));
-            h.run(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim, x_b, w_b, wq_b, wk_b, wv_b,
-                  rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos, h.kernels.staged_space(dim),
-                  h.kernels.staged_count(dim));
-            const auto q_d = h.download(q_b, dim), xn_d = h.download(xn_b, dim);
-            const auto kc_d = h.download(kc_b, cache_size), vc_d = h.download(vc_b, cache_size);
-            const std::size_t at = static_cast<std::size_t>(pos) * kv_dim;
-
-            expect_match(h, true, q_d, q, "q");
-            expect_match(h, true, slice(kc_d, at, kv_dim), k, "key cache row at pos");
-            expect_match(h, true, slice(vc_d, at, kv_dim), v, "value cache row at pos");
-            expect_match(h, true, xn_d, xn, "xn");
-            expect_untouched(slice(kc_d, 0, at), "key cache rows before pos");
-            expect_untouched(slice(kc_d, at + kv_dim, cache_size - at - kv_dim), "key cache rows after pos");
-            expect_untouched(slice(vc_d, 0, at), "value cache rows before pos");
-            expect_untouched(slice(vc_d, at + kv_dim, cache_size - at - kv_dim), "value cache rows after pos");
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// attention: run.c's loop over the cached positions 0..pos, softmax as run.c's.
-
-void reference_attention(const std::vector<float>& q, const std::vector<float>& key_cache,
-                         const std::vector<float>& value_cache, std::vector<float>& out, int n_heads, int head_size,
-                         int kv_dim, int kv_mul, int pos) {
-    std::vector<float> att(static_cast<std::size_t>(pos) + 1);
-    for (int h = 0; h < n_heads; h++) {
-        const float* qh = q.data() + h * head_size;
-        const std::size_t kv_off = static_cast<std::size_t>(h / kv_mul) * head_size;
-        for (int t = 0; t <= pos; t++) {
-            const float* kt = key_cache.data() + static_cast<std::size_t>(t) * kv_dim + kv_off;
-            float score = 0.0f;
-            for (int i = 0; i < head_size; i++) score += qh[i] * kt[i];
-            score /= sqrtf(static_cast<float>(head_size));
-            att[t] = score;
-        }
-        softmax(att);
-        float* xb = out.data() + h * head_size;
-        for (int i = 0; i < head_size; i++) xb[i] = 0.0f;
-        for (int t = 0; t <= pos; t++) {
-            const float* vt = value_cache.data() + static_cast<std::size_t>(t) * kv_dim + kv_off;
-            const float a = att[t];
-            for (int i = 0; i < head_size; i++) xb[i] += a * vt[i];
-        }
-    }
-}
-
-struct AttentionCase {
-    const char* kind;
-    int n_heads, n_kv_heads, head_size;
-};
-
-void check_attention(Harness& h, const AttentionCase& c, const std::vector<int>& positions, int seq_len,
-                     unsigned seed) {
-    std::mt19937 rng(seed);
-    const int kv_dim = c.n_kv_heads * c.head_size, dim = c.n_heads * c.head_size, kv_mul = c.n_heads / c.n_kv_heads;
-    const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
-    for (int pos : positions) {
-        std::ostringstream trace;
-        trace << c.kind << ": heads " << c.n_heads << " kv_heads " << c.n_kv_heads << " head_size " << c.head_size
-              << " seq_len " << seq_len << " pos " << pos;
-        SCOPED_TRACE(trace.str());
-        // Scores of O(1) so the softmax is neither flat nor one-hot.
-        const auto q = random_vector(dim, rng, -2.0f, 2.0f);
-        auto keys = random_vector(cache_size, rng), values = random_vector(cache_size, rng);
-        // Rows after pos are not cached yet: NaN there poisons any read of them.
-        std::fill(keys.begin() + static_cast<std::ptrdiff_t>(pos + 1) * kv_dim, keys.end(), kNaN);
-        std::fill(values.begin() + static_cast<std::ptrdiff_t>(pos + 1) * kv_dim, values.end(), kNaN);
-
-        std::vector<float> out(dim);
-        reference_attention(q, keys, values, out, c.n_heads, c.head_size, kv_dim, kv_mul, pos);
-
-        cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
-        // One chunk where a head may be one (any length without device fences; with them, at most
-        // kScoreCapacity positions, whose scores the work-group keeps in local memory), and where the last
-        // of a head's chunks can combine them (GPU shapes built with device fences) chunks of 1, 3, 7 and 16
-        // positions in a short context (up to 40 chunks: several of the combine's batches of loads), of the
-        // capacity and of 700 in a long one (uneven last chunks included).
-        const bool fences = h.kernels.device_fences();
-        std::vector<int> chunk_lengths;
-        if (!fences || pos < KernelSet::kScoreCapacity) chunk_lengths.push_back(pos + 1);
-        const std::vector<int> split =
-            pos < 64 ? std::vector<int>{1, 3, 7, 16} : std::vector<int>{KernelSet::kScoreCapacity, 700};
-        if (fences) chunk_lengths.insert(chunk_lengths.end(), split.begin(), split.end());
-        // The chunk counts, zero before every launch as the working buffer's are; float zeros are uint zeros.
-        cl::Buffer arrivals_b = h.upload(std::vector<float>(c.n_heads, 0.0f));
-        for (int chunk_len : chunk_lengths) {
-            const int chunks = (pos + chunk_len) / chunk_len;
-            SCOPED_TRACE("chunks of " + std::to_string(chunk_len) + " positions: " + std::to_string(chunks));
-            cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.n_heads) * seq_len, kNaN));
-            cl::Buffer out_b = h.upload(std::vector<float>(dim, kNaN));  // any element left unwritten fails
-            cl::Buffer partial_b = h.upload(
-                std::vector<float>(static_cast<std::size_t>(c.n_heads) * chunks * (c.head_size + 2), kNaN));
-            h.run(h.kernels.attention, h.kernels.heads(c.n_heads, chunks), q_b, k_b, v_b, att_b, out_b, partial_b,
-                  arrivals_b, c.n_heads, c.head_size, kv_dim, kv_mul, seq_len, pos, chunk_len);
-            expect_match(h, false, h.download(out_b, dim), out, "attention output");  // exp(): never exact
-            EXPECT_EQ(h.download(arrivals_b, c.n_heads), std::vector<float>(c.n_heads, 0.0f))
-                << "the last chunk of each head leaves its count at zero for the next launch";
-        }
-    }
-}
-
-TEST_P(KernelVsReference, Attention) {
-    Harness& h = this->h();
-    const int seq_len = 40;
-    const std::vector<int> positions = {0, 1, 6, 7, 8, 16, 37, seq_len - 1};
-    const AttentionCase cases[] = {
-        {"MHA", 4, 4, 6},    {"GQA kv_mul 2", 4, 2, 8}, {"GQA kv_mul 3", 6, 2, 48},
-        {"MQA", 3, 1, 130},  {"MHA", 2, 2, 130},        {"GQA kv_mul 3", 3, 1, 6},
-        {"GQA kv_mul 2", 4, 2, 10},  // 16 / 10: one part, as 130 with LOCAL 256
-    };
-    unsigned seed = 77;
-    for (const AttentionCase& c : cases) check_attention(h, c, positions, seq_len, seed++);
-}
-
-// A context longer than a chunk's scores may be (KernelSet::kScoreCapacity): the whole capacity in one
-// chunk, and past it.
-TEST_P(KernelVsReference, AttentionLongContext) {
-    const int seq_len = KernelSet::kScoreCapacity + 48;
-    check_attention(this->h(), {"GQA kv_mul 2", 4, 2, 8}, {KernelSet::kScoreCapacity - 1, seq_len - 1}, seq_len, 91);
-}
+TEST_P(KernelVsReference, AttnQkvRope) { EXPECT_KERNEL_CHECK_PASSES(check_attn_qkv_rope(h())); }
+TEST_P(KernelVsReference, Attention) { EXPECT_KERNEL_CHECK_PASSES(check_attention(h())); }
+TEST_P(KernelVsReference, AttentionLongContext) { EXPECT_KERNEL_CHECK_PASSES(check_attention_long_context(h())); }
+TEST_P(KernelVsReference, MatvecResidual) { EXPECT_KERNEL_CHECK_PASSES(check_matvec_residual(h())); }
+TEST_P(KernelVsReference, FfnGateUp) { EXPECT_KERNEL_CHECK_PASSES(check_ffn_gate_up(h())); }
+TEST_P(KernelVsReference, ClassifierBlocks) { EXPECT_KERNEL_CHECK_PASSES(check_classifier(h())); }
+TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) { EXPECT_KERNEL_CHECK_PASSES(check_greedy_argmax(h())); }
 
 // The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
 // elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2),
@@ -380,173 +102,6 @@ TEST_P(KernelVsReference, AttentionChunks) {
     }
 }
 
-// ---------------------------------------------------------------------------------------------------
-// matvec_residual: x[i] += w[i] . in; rows past `rows` stay untouched.
-
-TEST_P(KernelVsReference, MatvecResidual) {
-    Harness& h = this->h();
-    struct Case {
-        int n, rows;
-    };
-    // {1174, 64}: with the GPU shape, whole batches of loads, then a rest of fewer than a batch per
-    // work-item (the long batch: 73 elements per work-item); the others take the short batch.
-    const Case cases[] = {{37, 11}, {100, 36}, {1, 1}, {3, 5}, {260, 3}, {6, 300}, {64, 17}, {1174, 64}};
-    const int pad = 7;  // sentinels after the last row catch writes by clamped rows
-    std::mt19937 rng(99);
-    for (const Case& c : cases) {
-        SCOPED_TRACE("n " + std::to_string(c.n) + " rows " + std::to_string(c.rows));
-        const auto w = random_vector(static_cast<std::size_t>(c.rows) * c.n, rng);
-        const auto in = random_vector(c.n, rng, -2.0f, 2.0f);
-        auto x = random_vector(c.rows, rng, -3.0f, 3.0f);
-        x.insert(x.end(), pad, kSentinel);
-
-        // reference: matmul into a temporary, then the residual add, as run.c
-        std::vector<float> tmp(c.rows), expected(x.begin(), x.begin() + c.rows);
-        matmul(tmp.data(), in.data(), w.data(), c.n, c.rows);
-        for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
-
-        cl::Buffer w_b = h.upload(w), in_b = h.upload(in), x_b = h.upload(x);
-        h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n, w_b, in_b, x_b, c.n, c.rows,
-              h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
-        const auto x_d = h.download(x_b, x.size());
-        expect_match(h, true, slice(x_d, 0, c.rows), expected, "x");
-        expect_untouched(slice(x_d, c.rows, pad), "x past rows");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// ffn_gate_up: rmsnorm + matmul w1, w3 + swiglu.
-
-TEST_P(KernelVsReference, FfnGateUp) {
-    Harness& h = this->h();
-    struct Case {
-        int dim, hidden;
-    };
-    const Case cases[] = {{36, 100}, {37, 11}, {1, 1}, {100, 37}, {260, 3}, {6, 300}};
-    const int pad = 5;
-    std::mt19937 rng(4242);
-    for (const Case& c : cases) {
-        SCOPED_TRACE("dim " + std::to_string(c.dim) + " hidden " + std::to_string(c.hidden));
-        const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
-        const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
-        const auto w1 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
-        const auto w3 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
-
-        std::vector<float> xn(c.dim), hb(c.hidden), hb2(c.hidden);
-        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
-        matmul(hb.data(), xn.data(), w1.data(), c.dim, c.hidden);
-        matmul(hb2.data(), xn.data(), w3.data(), c.dim, c.hidden);
-        swiglu(hb.data(), hb2.data(), c.hidden);
-
-        cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), w1_b = h.upload(w1), w3_b = h.upload(w3);
-        cl::Buffer hb_b = h.upload(std::vector<float>(c.hidden + pad, kSentinel));
-        cl::Buffer xn_b = h.upload(std::vector<float>(c.dim, kSentinel));
-        h.run(KernelSet::Matvec::ffn_gate_up, c.hidden, c.dim, x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden,
-              h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
-        const auto hb_d = h.download(hb_b, c.hidden + pad);
-        expect_match(h, false, slice(hb_d, 0, c.hidden), hb, "hb");  // silu's exp(): never exact
-        expect_untouched(slice(hb_d, c.hidden, pad), "hb past hidden_dim");
-        expect_match(h, true, h.download(xn_b, c.dim), xn, "xn");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// classifier: a vocabulary split into blocks, the later block first; xn only from the block at row 0.
-
-TEST_P(KernelVsReference, ClassifierBlocks) {
-    Harness& h = this->h();
-    struct Case {
-        int dim, vocab, split;  // blocks [0, split) and [split, vocab)
-    };
-    const Case cases[] = {{36, 37, 11}, {37, 300, 259}, {1, 5, 1}, {260, 9, 4}, {6, 70, 1}};
-    std::mt19937 rng(555);
-    for (const Case& c : cases) {
-        SCOPED_TRACE("dim " + std::to_string(c.dim) + " vocab " + std::to_string(c.vocab) + " split at " +
-                     std::to_string(c.split));
-        const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
-        const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
-        const auto w = random_vector(static_cast<std::size_t>(c.vocab) * c.dim, rng);
-
-        std::vector<float> xn(c.dim), logits(c.vocab);
-        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
-        matmul(logits.data(), xn.data(), w.data(), c.dim, c.vocab);
-
-        const int pad = 3;
-        const std::size_t split_at = static_cast<std::size_t>(c.split) * c.dim;
-        cl::Buffer x_b = h.upload(x), rw_b = h.upload(rms_w);
-        cl::Buffer first_b = h.upload(std::vector<float>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(split_at)));
-        cl::Buffer second_b = h.upload(std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(split_at), w.end()));
-        cl::Buffer logits_b = h.upload(std::vector<float>(c.vocab + pad, kSentinel));
-        cl::Buffer xn_b = h.upload(std::vector<float>(c.dim, kSentinel));
-
-        // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
-        const int rows2 = c.vocab - c.split;
-        h.run(KernelSet::Matvec::classifier, rows2, c.dim, x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
-              c.split, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
-        auto got = h.download(logits_b, c.vocab + pad);
-        expect_untouched(slice(got, 0, c.split), "logits before row_base");
-        expect_match(h, true, slice(got, c.split, rows2), slice(logits, c.split, rows2), "logits of the block at row_base");
-        expect_untouched(slice(got, c.vocab, pad), "logits past the block");
-        expect_untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
-
-        // Then the block at row 0: the rest of the logits, and xn.
-        h.run(KernelSet::Matvec::classifier, c.split, c.dim, x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0,
-              h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
-        got = h.download(logits_b, c.vocab + pad);
-        expect_match(h, true, slice(got, 0, c.vocab), logits, "all logits");
-        expect_untouched(slice(got, c.vocab, pad), "logits past the vocabulary");
-        expect_match(h, true, h.download(xn_b, c.dim), xn, "xn with row_base == 0");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Greedy decoding's argmax and argmax_embed (greedy.cl) against sample_argmax (run.c's rule, checked
-// against run.c's loop in test_sampler.cpp): ties, signed zeros, infinities and NaNs, lengths below and
-// past the launch's work-items (on PoCL's few work-groups; a GPU's 264 x 256 take one logit each at
-// most); then the chosen token's embedding row in x, bit for bit. Without
-// `choose` the token already in the sequence stays and its row is embedded.
-
-TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) {
-    Harness& h = this->h();
-    const std::vector<float> pool = {kNaN, -0.0f, 0.0f, -INFINITY, INFINITY, 1.0f, 2.0f, -1.0f};
-    std::mt19937 rng(777);
-    const int dim = 3, groups = h.kernels.argmax_groups(), pos = 5;
-    cl::Buffer partial_b = h.device.allocate(static_cast<std::size_t>(groups) * sizeof(cl_int), "partial");
-    cl::Buffer tokens_b = h.device.allocate((pos + 2) * sizeof(cl_int), "tokens");
-    cl::Buffer x_b = h.upload(std::vector<float>(dim, kSentinel));
-    const auto read_token = [&] {
-        cl_int token = -2;
-        h.device.queue().enqueueReadBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof token, &token);
-        return token;
-    };
-    const int lengths[] = {1, 2, 3, 5, 8, 31, 257, 600, 4099};
-    for (int trial = 0; trial < 120; ++trial) {
-        const int n = lengths[trial % std::size(lengths)];
-        std::vector<float> logits(n);
-        for (float& v : logits) v = pool[rng() % (trial % 2 ? pool.size() : 4)];  // odd: the whole pool
-        if (trial % 3 == 0) logits[rng() % n] = 3.0f;                              // one clear maximum
-        const int expected = sample_argmax(logits);
-        SCOPED_TRACE("trial " + std::to_string(trial) + ", " + std::to_string(n) + " logits, expected " +
-                     std::to_string(expected));
-        const auto table = random_vector(static_cast<std::size_t>(n) * dim, rng);
-        cl::Buffer logits_b = h.upload(logits), table_b = h.upload(table);
-
-        h.run(h.kernels.argmax, h.kernels.groups(groups), logits_b, n, partial_b);
-        h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 1, tokens_b, pos, table_b, x_b,
-              dim);
-        ASSERT_EQ(read_token(), expected);
-        const std::vector<float> row(table.begin() + expected * dim, table.begin() + (expected + 1) * dim);
-        EXPECT_EQ(h.download(x_b, dim), row);
-
-        // Without choose: the token in the sequence (the one just chosen, or another written there) stays.
-        const cl_int forced = (expected + 1) % n;
-        h.device.queue().enqueueWriteBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof forced, &forced);
-        h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 0, tokens_b, pos, table_b, x_b,
-              dim);
-        ASSERT_EQ(read_token(), forced);
-        EXPECT_EQ(h.download(x_b, dim), std::vector<float>(table.begin() + forced * dim, table.begin() + (forced + 1) * dim));
-    }
-}
 
 // The bound the capacity plan counts: a chunk of at least kMinAttentionChunk keys' elements, at most
 // kMaxAttentionChunks chunks, unless a context needs more to keep each within kScoreCapacity positions
@@ -602,16 +157,18 @@ TEST(DotBatch, TokenKernelBatchCoversADimRowUpToTheLongBatch) {
 TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
     Device& device = test_device();
     const LaunchShape shape = parse_launch_shape("gpu", device.info());
-    Harness shuffles(device, shape), trees(device, shape, false);
+    KernelHarness shuffles(device, shape), trees(device, shape, false);
     if (!shuffles.kernels.warp_shuffles())
         GTEST_SKIP() << device.info().name << " offers no warp shuffles (NVIDIA's 32-wide warps): nothing to compare";
     ASSERT_FALSE(trees.kernels.warp_shuffles());
     std::mt19937 rng(2024);
     // (Both builds' outputs are also checked against the reference: KernelShapes/KernelVsReference.gpu.)
-    const auto same = [&](const std::function<cl::Buffer(Harness&)>& run, std::size_t n, const std::string& what) {
+    const auto same = [&](const std::function<cl::Buffer(KernelHarness&)>& run, std::size_t n, const std::string& what) {
         const std::vector<float> got = shuffles.download(run(shuffles), n);
         EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); })) << what;
-        expect_bit_identical(got, trees.download(run(trees), n), what);
+        KernelCheckResult result(what);
+        KernelComparer(result).bit_identical(got, trees.download(run(trees), n), what);
+        EXPECT_TRUE(result.passed()) << failure_lines(result);
     };
     // attn_qkv_rope (the RMSNorm's group sum, each row pair's lane sums) and matvec_residual (a row's lane
     // sums), with rows enough that the launch keeps rows of at most a warp's lanes (widened_row_threads).
@@ -619,8 +176,8 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
     const auto x = random_vector(dim, rng, -2.0f, 2.0f), norm = random_vector(dim, rng, 0.5f, 1.5f);
     const auto wq = random_vector(static_cast<std::size_t>(dim) * dim, rng);
     const auto rope = rope_table(1, head_size);
-    same([&](Harness& h) {
-        cl::Buffer q = h.upload(std::vector<float>(dim, kSentinel)), xn = h.upload(std::vector<float>(dim));
+    same([&](KernelHarness& h) {
+        cl::Buffer q = h.upload(std::vector<float>(dim, kKernelSentinel)), xn = h.upload(std::vector<float>(dim));
         cl::Buffer keys = h.upload(std::vector<float>(dim)), values = h.upload(std::vector<float>(dim));
         const cl::Buffer w = h.upload(wq);
         h.run(KernelSet::Matvec::attn_qkv_rope, (3 * dim) / 2, dim, h.upload(x), h.upload(norm), w, w, w,
@@ -630,7 +187,7 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
     }, dim, "attn_qkv_rope's q");
     const auto w = random_vector(static_cast<std::size_t>(rows) * n, rng), in = random_vector(n, rng);
     const auto residual = random_vector(rows, rng);
-    same([&](Harness& h) {
+    same([&](KernelHarness& h) {
         cl::Buffer out = h.upload(residual);
         h.run(KernelSet::Matvec::matvec_residual, rows, n, h.upload(w), h.upload(in), out, n, rows,
               h.kernels.staged_space(n), h.kernels.staged_count(n));
@@ -643,7 +200,7 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
     const auto values = random_vector(keys.size(), rng);
     for (int chunk_len : {pos + 1, 26}) {
         const int chunks = attention_chunk_count(pos, chunk_len);
-        same([&](Harness& h) {
+        same([&](KernelHarness& h) {
             cl::Buffer out = h.upload(std::vector<float>(q.size(), kNaN));
             h.run(h.kernels.attention, h.kernels.heads(heads, chunks), h.upload(q), h.upload(keys), h.upload(values),
                   h.upload(std::vector<float>(1)), out,
@@ -676,4 +233,31 @@ TEST(RegisterCap, FitsTheWorkGroupsWhereTheCompilerTakesIt) {
     DeviceInfo no_count = nvidia;
     no_count.registers_per_group = 0;
     EXPECT_EQ(register_cap_option(no_count, 2, 256), "");
+}
+
+// The comparisons the checks are made of fail where they should: a single ulp where bits must agree, an
+// error past the bound (NaN the worst of all), a written sentinel.
+TEST(KernelComparer, FailsOnEveryKindOfMismatch) {
+    const std::vector<float> want = {1.0f, -2.0f, 0.5f};
+    std::vector<float> ulp = want;
+    ulp[1] = std::nextafter(ulp[1], 0.0f);
+    const std::vector<float> far = {1.0f, -2.0f, 0.5f + 1e-3f}, nan = {1.0f, kNaN, 0.5f};
+    const auto fails = [](const std::function<void(KernelComparer&)>& compare) {
+        KernelCheckResult r("comparer");
+        KernelComparer cmp(r);
+        compare(cmp);
+        return !r.passed();
+    };
+    EXPECT_FALSE(fails([&](KernelComparer& c) { c.bit_identical(want, want, "same"); }));
+    EXPECT_TRUE(fails([&](KernelComparer& c) { c.bit_identical(ulp, want, "one ulp"); }));
+    EXPECT_FALSE(fails([&](KernelComparer& c) { c.close(ulp, want, 1e-5, "one ulp, relative"); }));
+    EXPECT_TRUE(fails([&](KernelComparer& c) { c.close(far, want, 1e-4, "past the bound"); }));
+    EXPECT_TRUE(fails([&](KernelComparer& c) { c.close(nan, want, 1e9, "NaN"); }));
+    EXPECT_FALSE(fails([&](KernelComparer& c) { c.untouched(std::vector<float>(4, kKernelSentinel), "sentinels"); }));
+    EXPECT_TRUE(fails([&](KernelComparer& c) { c.untouched(std::vector<float>{kKernelSentinel, 0.0f}, "written"); }));
+    KernelCheckResult r("figures");
+    KernelComparer cmp(r);
+    cmp.close(far, want, 1e-2, "within");
+    EXPECT_NEAR(r.max_abs_err, 1e-3, 1e-7);
+    EXPECT_DOUBLE_EQ(r.tolerance, 1e-2 * 2.0);  // relative to the largest magnitude
 }

@@ -1,0 +1,112 @@
+#pragma once
+// Every OpenCL kernel of the forward pass, called directly on seeded random inputs of awkward sizes and
+// compared with its CPU twin (model_math.hpp, softmax in sampler.hpp), for one launch shape: what the
+// kernel tests (tests/test_kernels.cpp) assert for each shape and what `llama-cl check` runs on the
+// chosen device. Tolerances, and why:
+//  * Exact shape (one work-item per row, run.c's loops) on a device with correctly rounded divide and
+//    sqrt, kernels without exp(): BIT-IDENTICAL. Each work-item runs run.c's loops in run.c's order with
+//    FP contraction off on both sides (attn_qkv_rope, matvec_residual, classifier, ffn_gate_up's xn).
+//    Without correctly rounded divide and sqrt these fall back to the relative tolerance below.
+//  * Exact shape, kernels with exp() (attention's softmax, ffn_gate_up's silu): OpenCL's exp() may be up
+//    to 3 ulp from glibc's expf, so max |device - reference| <= 1e-5 x max |reference| of the tensor.
+//  * Every other shape: sums are reassociated (SIMD partial sums, lanes, tree reductions, 1/sum
+//    multiplied in attention), so max |device - reference| <= 1e-4 x max |reference|. Inputs are O(1)
+//    and dot products short (<= 1174 terms), so reassociation error stays ~1e-6 relative; 1e-4 still
+//    catches any wrong index or missing term.
+//  * Everything a kernel must not touch (other KV-cache rows, elements past `rows`, logits outside the
+//    classifier block, xn when row_base > 0) is checked bit for bit against a sentinel, and reads past
+//    the valid range are caught by NaN in the cache rows after `pos`.
+#include <cstddef>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "llamacl/device.hpp"
+#include "llamacl/kernel_set.hpp"
+
+namespace llamacl {
+
+// What one check found: every comparison's failures, and the comparison nearest its bound (largest
+// error over bound; a bit-identical comparison has bound 0).
+struct KernelCheckResult {
+    explicit KernelCheckResult(std::string check) : name(std::move(check)) {}
+    std::string name;
+    std::vector<std::string> failures;  // one line each, naming the case and the tensor
+    double max_abs_err = 0;             // of the comparison nearest its bound
+    double tolerance = 0;               // that comparison's bound (absolute)
+    bool passed() const { return failures.empty(); }
+};
+
+// One device and the kernels of one launch shape, with buffers and launches as the runtime makes them.
+class KernelHarness {
+public:
+    KernelHarness(Device& device, const LaunchShape& shape, bool warp_shuffles = true);
+
+    Device& device;
+    KernelSet kernels;
+    const bool exact;        // the exact shape on a device with correctly rounded divide and sqrt
+    const double tolerance;  // relative to the tensor's largest magnitude, where not exact
+
+    cl::Buffer upload(const std::vector<float>& data);
+    std::vector<float> download(const cl::Buffer& buffer, std::size_t n);
+    template <typename... Args>
+    void run(cl::Kernel& kernel, const KernelSet::Range& range, const Args&... args) {
+        cl_uint index = 0;
+        (kernel.setArg(index++, args), ...);  // the argument order of src/device_forward.cpp
+        device.queue().enqueueNDRangeKernel(kernel, cl::NullRange, range.global, range.local);
+        device.queue().finish();
+    }
+    // A matrix-vector kernel as the runtime launches it: the build and range KernelSet::matvec picks for
+    // `rows` rows of n elements (widened rows included).
+    template <typename... Args>
+    void run(KernelSet::Matvec which, int rows, int n, const Args&... args) {
+        const KernelSet::Launch l = kernels.matvec(which, rows, n);
+        run(*l.kernel, l.range, args...);
+    }
+};
+
+// Records comparisons into a KernelCheckResult; `context` names the case in every failure line.
+class KernelComparer {
+public:
+    explicit KernelComparer(KernelCheckResult& result) : result_(result) {}
+    std::string context;
+
+    void bit_identical(std::span<const float> got, std::span<const float> want, const std::string& what);
+    // max |got - want| <= rel x max |want| (NaN is the worst error).
+    void close(std::span<const float> got, std::span<const float> want, double rel, const std::string& what);
+    // Bit-identical where the arithmetic is identical (exact_here and the harness allows it), else within
+    // the shape's tolerance.
+    void match(const KernelHarness& h, bool exact_here, std::span<const float> got, std::span<const float> want,
+               const std::string& what);
+    // Every element still the sentinel the harness filled it with.
+    void untouched(std::span<const float> got, const std::string& what);
+    // Records a failure unless `ok`; returns `ok`.
+    bool expect(bool ok, const std::string& what);
+
+private:
+    void fail(const std::string& line);
+    void record(double err, double bound);
+    KernelCheckResult& result_;
+    double worst_ratio_ = -1;
+};
+
+inline constexpr float kKernelSentinel = -1234.5f;  // "never written"
+
+std::vector<float> random_vector(std::size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f);
+
+// The checks, each over its own seeded cases.
+KernelCheckResult check_attn_qkv_rope(KernelHarness& h);
+KernelCheckResult check_attention(KernelHarness& h);
+// A context longer than a chunk's scores may be (KernelSet::kScoreCapacity).
+KernelCheckResult check_attention_long_context(KernelHarness& h);
+KernelCheckResult check_matvec_residual(KernelHarness& h);
+KernelCheckResult check_ffn_gate_up(KernelHarness& h);
+KernelCheckResult check_classifier(KernelHarness& h);
+KernelCheckResult check_greedy_argmax(KernelHarness& h);
+
+// All of the above, in the forward pass's order (`check`'s kernel rung).
+std::vector<KernelCheckResult> check_all_kernels(KernelHarness& h);
+
+}  // namespace llamacl

@@ -1,0 +1,495 @@
+#include "llamacl/kernel_checks.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+
+#include "llamacl/model_math.hpp"
+#include "llamacl/sampler.hpp"
+
+namespace llamacl {
+
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr std::size_t kMaxFailureLines = 20;  // enough to see the pattern; the rest are counted
+
+std::span<const float> slice(const std::vector<float>& v, std::size_t offset, std::size_t count) {
+    return std::span<const float>(v).subspan(offset, count);
+}
+
+std::vector<float> sentinels(std::size_t n) { return std::vector<float>(n, kKernelSentinel); }
+
+}  // namespace
+
+KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, bool warp_shuffles)
+    : device(d),
+      kernels(d, shape, {}, warp_shuffles),
+      exact(shape.family() == ShapeFamily::exact &&
+            (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
+      tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4) {}
+
+cl::Buffer KernelHarness::upload(const std::vector<float>& data) {
+    cl::Buffer buffer = device.allocate(data.size() * sizeof(float), "kernel check buffer");
+    device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, data.size() * sizeof(float), data.data());
+    return buffer;
+}
+
+std::vector<float> KernelHarness::download(const cl::Buffer& buffer, std::size_t n) {
+    std::vector<float> out(n);
+    device.queue().enqueueReadBuffer(buffer, CL_TRUE, 0, n * sizeof(float), out.data());
+    return out;
+}
+
+std::vector<float> random_vector(std::size_t n, std::mt19937& rng, float lo, float hi) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Comparisons.
+
+void KernelComparer::fail(const std::string& line) {
+    if (result_.failures.size() < kMaxFailureLines) result_.failures.push_back(context + ": " + line);
+    else if (result_.failures.size() == kMaxFailureLines) result_.failures.push_back("... and more");
+}
+
+void KernelComparer::record(double err, double bound) {
+    const double ratio = bound > 0 ? err / bound : err > 0 ? std::numeric_limits<double>::infinity() : 0;
+    if (ratio > worst_ratio_) {
+        worst_ratio_ = ratio;
+        result_.max_abs_err = err;
+        result_.tolerance = bound;
+    }
+}
+
+bool KernelComparer::expect(bool ok, const std::string& what) {
+    if (!ok) fail(what);
+    return ok;
+}
+
+void KernelComparer::bit_identical(std::span<const float> got, std::span<const float> want, const std::string& what) {
+    if (!expect(got.size() == want.size(), what + ": size differs")) return;
+    std::size_t mismatches = 0, first = 0;
+    double err = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) {
+            if (mismatches++ == 0) first = i;
+            const double e = std::fabs(static_cast<double>(got[i]) - want[i]);
+            err = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(err, e);
+        }
+    }
+    record(err, 0);
+    if (mismatches == 0) return;
+    const auto ulps = static_cast<long long>(std::bit_cast<std::int32_t>(got[first])) -
+                      static_cast<long long>(std::bit_cast<std::int32_t>(want[first]));
+    std::ostringstream line;
+    line << what << ": " << mismatches << " of " << want.size() << " elements differ from the reference; first at ["
+         << first << "]: device " << std::hexfloat << got[first] << " reference " << want[first] << std::defaultfloat
+         << " (" << ulps << " ulp)";
+    fail(line.str());
+}
+
+void KernelComparer::close(std::span<const float> got, std::span<const float> want, double rel, const std::string& what) {
+    if (!expect(got.size() == want.size(), what + ": size differs")) return;
+    double scale = 0, err = 0;
+    std::size_t worst = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        const double e = std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
+        if (!(e <= err)) {  // NaN counts as the worst
+            err = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+            worst = i;
+        }
+    }
+    const double bound = rel * (scale > 0 ? scale : 1.0);
+    record(err, bound);
+    if (err <= bound) return;
+    std::ostringstream line;
+    line << what << ": max |device - reference| " << err << " at [" << worst << "] (device " << got[worst]
+         << ", reference " << want[worst] << "), bound " << rel << " x max |reference| " << scale;
+    fail(line.str());
+}
+
+void KernelComparer::match(const KernelHarness& h, bool exact_here, std::span<const float> got,
+                           std::span<const float> want, const std::string& what) {
+    if (exact_here && h.exact)
+        bit_identical(got, want, what);
+    else
+        close(got, want, h.tolerance, what);
+}
+
+void KernelComparer::untouched(std::span<const float> got, const std::string& what) {
+    std::size_t changed = 0, first = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(kKernelSentinel)) {
+            if (changed++ == 0) first = i;
+        }
+    }
+    if (changed == 0) return;
+    std::ostringstream line;
+    line << what << " must not be written; " << changed << " written, first at [" << first << "] = " << got[first];
+    fail(line.str());
+}
+
+// ---------------------------------------------------------------------------------------------------
+// attn_qkv_rope: rmsnorm + matmul with wq, wk, wv + rope, k and v into the cache row at pos.
+
+KernelCheckResult check_attn_qkv_rope(KernelHarness& h) {
+    KernelCheckResult result("attn_qkv_rope");
+    KernelComparer cmp(result);
+    struct Case {
+        int dim, n_heads, n_kv_heads;
+    };
+    // head sizes 6 (MHA and GQA kv_mul 3), 10 (GQA kv_mul 2), 48 (MQA), 130 (more than some LOCALs)
+    const Case cases[] = {{36, 6, 6}, {36, 6, 2}, {40, 4, 2}, {96, 2, 1}, {260, 2, 1}};
+    const int seq_len = 9;
+    std::mt19937 rng(1234);
+    for (const Case& c : cases) {
+        const int head_size = c.dim / c.n_heads, kv_dim = head_size * c.n_kv_heads, dim = c.dim;
+        const cl::Buffer rope_buf = h.upload(rope_table(seq_len, head_size));
+        for (int pos : {0, 1, 5, seq_len - 1}) {
+            std::ostringstream trace;
+            trace << "dim " << dim << " heads " << c.n_heads << " kv_heads " << c.n_kv_heads << " head_size " << head_size
+                  << " pos " << pos;
+            cmp.context = trace.str();
+            const auto x = random_vector(dim, rng, -2.0f, 2.0f);
+            const auto rms_w = random_vector(dim, rng, 0.5f, 1.5f);
+            const auto wq = random_vector(static_cast<std::size_t>(dim) * dim, rng);
+            const auto wk = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
+            const auto wv = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
+
+            // reference
+            std::vector<float> xn(dim), q(dim), k(kv_dim), v(kv_dim);
+            rmsnorm(xn.data(), x.data(), rms_w.data(), dim);
+            matmul(q.data(), xn.data(), wq.data(), dim, dim);
+            matmul(k.data(), xn.data(), wk.data(), dim, kv_dim);
+            matmul(v.data(), xn.data(), wv.data(), dim, kv_dim);
+            rope(q.data(), k.data(), pos, dim, kv_dim, head_size);
+
+            // device
+            const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
+            cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), wq_b = h.upload(wq), wk_b = h.upload(wk),
+                       wv_b = h.upload(wv);
+            cl::Buffer q_b = h.upload(sentinels(dim)), kc_b = h.upload(sentinels(cache_size)),
+                       vc_b = h.upload(sentinels(cache_size)), xn_b = h.upload(sentinels(dim));
+            h.run(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim, x_b, w_b, wq_b, wk_b, wv_b,
+                  rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos, h.kernels.staged_space(dim),
+                  h.kernels.staged_count(dim));
+            const auto q_d = h.download(q_b, dim), xn_d = h.download(xn_b, dim);
+            const auto kc_d = h.download(kc_b, cache_size), vc_d = h.download(vc_b, cache_size);
+            const std::size_t at = static_cast<std::size_t>(pos) * kv_dim;
+
+            cmp.match(h, true, q_d, q, "q");
+            cmp.match(h, true, slice(kc_d, at, kv_dim), k, "key cache row at pos");
+            cmp.match(h, true, slice(vc_d, at, kv_dim), v, "value cache row at pos");
+            cmp.match(h, true, xn_d, xn, "xn");
+            cmp.untouched(slice(kc_d, 0, at), "key cache rows before pos");
+            cmp.untouched(slice(kc_d, at + kv_dim, cache_size - at - kv_dim), "key cache rows after pos");
+            cmp.untouched(slice(vc_d, 0, at), "value cache rows before pos");
+            cmp.untouched(slice(vc_d, at + kv_dim, cache_size - at - kv_dim), "value cache rows after pos");
+        }
+    }
+    return result;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// attention: run.c's loop over the cached positions 0..pos, softmax as run.c's.
+
+namespace {
+
+void reference_attention(const std::vector<float>& q, const std::vector<float>& key_cache,
+                         const std::vector<float>& value_cache, std::vector<float>& out, int n_heads, int head_size,
+                         int kv_dim, int kv_mul, int pos) {
+    std::vector<float> att(static_cast<std::size_t>(pos) + 1);
+    for (int h = 0; h < n_heads; h++) {
+        const float* qh = q.data() + h * head_size;
+        const std::size_t kv_off = static_cast<std::size_t>(h / kv_mul) * head_size;
+        for (int t = 0; t <= pos; t++) {
+            const float* kt = key_cache.data() + static_cast<std::size_t>(t) * kv_dim + kv_off;
+            float score = 0.0f;
+            for (int i = 0; i < head_size; i++) score += qh[i] * kt[i];
+            score /= sqrtf(static_cast<float>(head_size));
+            att[t] = score;
+        }
+        softmax(att);
+        float* xb = out.data() + h * head_size;
+        for (int i = 0; i < head_size; i++) xb[i] = 0.0f;
+        for (int t = 0; t <= pos; t++) {
+            const float* vt = value_cache.data() + static_cast<std::size_t>(t) * kv_dim + kv_off;
+            const float a = att[t];
+            for (int i = 0; i < head_size; i++) xb[i] += a * vt[i];
+        }
+    }
+}
+
+struct AttentionCase {
+    const char* kind;
+    int n_heads, n_kv_heads, head_size;
+};
+
+void attention_case(KernelHarness& h, KernelComparer& cmp, const AttentionCase& c, const std::vector<int>& positions,
+                    int seq_len, unsigned seed) {
+    std::mt19937 rng(seed);
+    const int kv_dim = c.n_kv_heads * c.head_size, dim = c.n_heads * c.head_size, kv_mul = c.n_heads / c.n_kv_heads;
+    const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
+    for (int pos : positions) {
+        std::ostringstream trace;
+        trace << c.kind << ": heads " << c.n_heads << " kv_heads " << c.n_kv_heads << " head_size " << c.head_size
+              << " seq_len " << seq_len << " pos " << pos;
+        // Scores of O(1) so the softmax is neither flat nor one-hot.
+        const auto q = random_vector(dim, rng, -2.0f, 2.0f);
+        auto keys = random_vector(cache_size, rng), values = random_vector(cache_size, rng);
+        // Rows after pos are not cached yet: NaN there poisons any read of them.
+        std::fill(keys.begin() + static_cast<std::ptrdiff_t>(pos + 1) * kv_dim, keys.end(), kNaN);
+        std::fill(values.begin() + static_cast<std::ptrdiff_t>(pos + 1) * kv_dim, values.end(), kNaN);
+
+        std::vector<float> out(dim);
+        reference_attention(q, keys, values, out, c.n_heads, c.head_size, kv_dim, kv_mul, pos);
+
+        cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
+        // One chunk where a head may be one (any length without device fences; with them, at most
+        // kScoreCapacity positions, whose scores the work-group keeps in local memory), and where the last
+        // of a head's chunks can combine them (GPU shapes built with device fences) chunks of 1, 3, 7 and 16
+        // positions in a short context (up to 40 chunks: several of the combine's batches of loads), of the
+        // capacity and of 700 in a long one (uneven last chunks included).
+        const bool fences = h.kernels.device_fences();
+        std::vector<int> chunk_lengths;
+        if (!fences || pos < KernelSet::kScoreCapacity) chunk_lengths.push_back(pos + 1);
+        const std::vector<int> split =
+            pos < 64 ? std::vector<int>{1, 3, 7, 16} : std::vector<int>{KernelSet::kScoreCapacity, 700};
+        if (fences) chunk_lengths.insert(chunk_lengths.end(), split.begin(), split.end());
+        // The chunk counts, zero before every launch as the working buffer's are; float zeros are uint zeros.
+        cl::Buffer arrivals_b = h.upload(std::vector<float>(c.n_heads, 0.0f));
+        for (int chunk_len : chunk_lengths) {
+            const int chunks = (pos + chunk_len) / chunk_len;
+            cmp.context = trace.str() + ", chunks of " + std::to_string(chunk_len) + " positions: " + std::to_string(chunks);
+            cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.n_heads) * seq_len, kNaN));
+            cl::Buffer out_b = h.upload(std::vector<float>(dim, kNaN));  // any element left unwritten fails
+            cl::Buffer partial_b = h.upload(
+                std::vector<float>(static_cast<std::size_t>(c.n_heads) * chunks * (c.head_size + 2), kNaN));
+            h.run(h.kernels.attention, h.kernels.heads(c.n_heads, chunks), q_b, k_b, v_b, att_b, out_b, partial_b,
+                  arrivals_b, c.n_heads, c.head_size, kv_dim, kv_mul, seq_len, pos, chunk_len);
+            cmp.match(h, false, h.download(out_b, dim), out, "attention output");  // exp(): never exact
+            cmp.expect(h.download(arrivals_b, c.n_heads) == std::vector<float>(c.n_heads, 0.0f),
+                       "the last chunk of each head leaves its count at zero for the next launch");
+        }
+    }
+}
+
+}  // namespace
+
+KernelCheckResult check_attention(KernelHarness& h) {
+    KernelCheckResult result("attention");
+    KernelComparer cmp(result);
+    const int seq_len = 40;
+    const std::vector<int> positions = {0, 1, 6, 7, 8, 16, 37, seq_len - 1};
+    const AttentionCase cases[] = {
+        {"MHA", 4, 4, 6},    {"GQA kv_mul 2", 4, 2, 8}, {"GQA kv_mul 3", 6, 2, 48},
+        {"MQA", 3, 1, 130},  {"MHA", 2, 2, 130},        {"GQA kv_mul 3", 3, 1, 6},
+        {"GQA kv_mul 2", 4, 2, 10},  // 16 / 10: one part, as 130 with LOCAL 256
+    };
+    unsigned seed = 77;
+    for (const AttentionCase& c : cases) attention_case(h, cmp, c, positions, seq_len, seed++);
+    return result;
+}
+
+KernelCheckResult check_attention_long_context(KernelHarness& h) {
+    KernelCheckResult result("attention (long context)");
+    KernelComparer cmp(result);
+    const int seq_len = KernelSet::kScoreCapacity + 48;
+    attention_case(h, cmp, {"GQA kv_mul 2", 4, 2, 8}, {KernelSet::kScoreCapacity - 1, seq_len - 1}, seq_len, 91);
+    return result;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// matvec_residual: x[i] += w[i] . in; rows past `rows` stay untouched.
+
+KernelCheckResult check_matvec_residual(KernelHarness& h) {
+    KernelCheckResult result("matvec_residual");
+    KernelComparer cmp(result);
+    struct Case {
+        int n, rows;
+    };
+    // {1174, 64}: with the GPU shape, whole batches of loads, then a rest of fewer than a batch per
+    // work-item (the long batch: 73 elements per work-item); the others take the short batch.
+    const Case cases[] = {{37, 11}, {100, 36}, {1, 1}, {3, 5}, {260, 3}, {6, 300}, {64, 17}, {1174, 64}};
+    const int pad = 7;  // sentinels after the last row catch writes by clamped rows
+    std::mt19937 rng(99);
+    for (const Case& c : cases) {
+        cmp.context = "n " + std::to_string(c.n) + " rows " + std::to_string(c.rows);
+        const auto w = random_vector(static_cast<std::size_t>(c.rows) * c.n, rng);
+        const auto in = random_vector(c.n, rng, -2.0f, 2.0f);
+        auto x = random_vector(c.rows, rng, -3.0f, 3.0f);
+        x.insert(x.end(), pad, kKernelSentinel);
+
+        // reference: matmul into a temporary, then the residual add, as run.c
+        std::vector<float> tmp(c.rows), expected(x.begin(), x.begin() + c.rows);
+        matmul(tmp.data(), in.data(), w.data(), c.n, c.rows);
+        for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
+
+        cl::Buffer w_b = h.upload(w), in_b = h.upload(in), x_b = h.upload(x);
+        h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n, w_b, in_b, x_b, c.n, c.rows,
+              h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
+        const auto x_d = h.download(x_b, x.size());
+        cmp.match(h, true, slice(x_d, 0, c.rows), expected, "x");
+        cmp.untouched(slice(x_d, c.rows, pad), "x past rows");
+    }
+    return result;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// ffn_gate_up: rmsnorm + matmul w1, w3 + swiglu.
+
+KernelCheckResult check_ffn_gate_up(KernelHarness& h) {
+    KernelCheckResult result("ffn_gate_up");
+    KernelComparer cmp(result);
+    struct Case {
+        int dim, hidden;
+    };
+    const Case cases[] = {{36, 100}, {37, 11}, {1, 1}, {100, 37}, {260, 3}, {6, 300}};
+    const int pad = 5;
+    std::mt19937 rng(4242);
+    for (const Case& c : cases) {
+        cmp.context = "dim " + std::to_string(c.dim) + " hidden " + std::to_string(c.hidden);
+        const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
+        const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
+        const auto w1 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
+        const auto w3 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
+
+        std::vector<float> xn(c.dim), hb(c.hidden), hb2(c.hidden);
+        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
+        matmul(hb.data(), xn.data(), w1.data(), c.dim, c.hidden);
+        matmul(hb2.data(), xn.data(), w3.data(), c.dim, c.hidden);
+        swiglu(hb.data(), hb2.data(), c.hidden);
+
+        cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), w1_b = h.upload(w1), w3_b = h.upload(w3);
+        cl::Buffer hb_b = h.upload(sentinels(c.hidden + pad)), xn_b = h.upload(sentinels(c.dim));
+        h.run(KernelSet::Matvec::ffn_gate_up, c.hidden, c.dim, x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden,
+              h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
+        const auto hb_d = h.download(hb_b, c.hidden + pad);
+        cmp.match(h, false, slice(hb_d, 0, c.hidden), hb, "hb");  // silu's exp(): never exact
+        cmp.untouched(slice(hb_d, c.hidden, pad), "hb past hidden_dim");
+        cmp.match(h, true, h.download(xn_b, c.dim), xn, "xn");
+    }
+    return result;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// classifier: a vocabulary split into blocks, the later block first; xn only from the block at row 0.
+
+KernelCheckResult check_classifier(KernelHarness& h) {
+    KernelCheckResult result("classifier");
+    KernelComparer cmp(result);
+    struct Case {
+        int dim, vocab, split;  // blocks [0, split) and [split, vocab)
+    };
+    const Case cases[] = {{36, 37, 11}, {37, 300, 259}, {1, 5, 1}, {260, 9, 4}, {6, 70, 1}};
+    std::mt19937 rng(555);
+    for (const Case& c : cases) {
+        cmp.context = "dim " + std::to_string(c.dim) + " vocab " + std::to_string(c.vocab) + " split at " +
+                      std::to_string(c.split);
+        const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
+        const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
+        const auto w = random_vector(static_cast<std::size_t>(c.vocab) * c.dim, rng);
+
+        std::vector<float> xn(c.dim), logits(c.vocab);
+        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
+        matmul(logits.data(), xn.data(), w.data(), c.dim, c.vocab);
+
+        const int pad = 3;
+        const std::size_t split_at = static_cast<std::size_t>(c.split) * c.dim;
+        cl::Buffer x_b = h.upload(x), rw_b = h.upload(rms_w);
+        cl::Buffer first_b = h.upload(std::vector<float>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(split_at)));
+        cl::Buffer second_b = h.upload(std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(split_at), w.end()));
+        cl::Buffer logits_b = h.upload(sentinels(c.vocab + pad)), xn_b = h.upload(sentinels(c.dim));
+
+        // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
+        const int rows2 = c.vocab - c.split;
+        h.run(KernelSet::Matvec::classifier, rows2, c.dim, x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
+              c.split, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
+        auto got = h.download(logits_b, c.vocab + pad);
+        cmp.untouched(slice(got, 0, c.split), "logits before row_base");
+        cmp.match(h, true, slice(got, c.split, rows2), slice(logits, c.split, rows2), "logits of the block at row_base");
+        cmp.untouched(slice(got, c.vocab, pad), "logits past the block");
+        cmp.untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
+
+        // Then the block at row 0: the rest of the logits, and xn.
+        h.run(KernelSet::Matvec::classifier, c.split, c.dim, x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0,
+              h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
+        got = h.download(logits_b, c.vocab + pad);
+        cmp.match(h, true, slice(got, 0, c.vocab), logits, "all logits");
+        cmp.untouched(slice(got, c.vocab, pad), "logits past the vocabulary");
+        cmp.match(h, true, h.download(xn_b, c.dim), xn, "xn with row_base == 0");
+    }
+    return result;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Greedy decoding's argmax and argmax_embed (greedy.cl) against sample_argmax (run.c's rule): ties,
+// signed zeros, infinities and NaNs, lengths below and past the launch's work-items; then the chosen
+// token's embedding row in x, bit for bit. Without `choose` the token already in the sequence stays and
+// its row is embedded.
+
+KernelCheckResult check_greedy_argmax(KernelHarness& h) {
+    KernelCheckResult result("argmax_embed");
+    KernelComparer cmp(result);
+    const std::vector<float> pool = {kNaN, -0.0f, 0.0f, -INFINITY, INFINITY, 1.0f, 2.0f, -1.0f};
+    std::mt19937 rng(777);
+    const int dim = 3, groups = h.kernels.argmax_groups(), pos = 5;
+    cl::Buffer partial_b = h.device.allocate(static_cast<std::size_t>(groups) * sizeof(cl_int), "partial");
+    cl::Buffer tokens_b = h.device.allocate((pos + 2) * sizeof(cl_int), "tokens");
+    cl::Buffer x_b = h.upload(sentinels(dim));
+    const auto read_token = [&] {
+        cl_int token = -2;
+        h.device.queue().enqueueReadBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof token, &token);
+        return token;
+    };
+    const auto row = [&](const std::vector<float>& table, int token) {
+        return std::vector<float>(table.begin() + token * dim, table.begin() + (token + 1) * dim);
+    };
+    const int lengths[] = {1, 2, 3, 5, 8, 31, 257, 600, 4099};
+    for (int trial = 0; trial < 120; ++trial) {
+        const int n = lengths[trial % std::size(lengths)];
+        std::vector<float> logits(n);
+        for (float& v : logits) v = pool[rng() % (trial % 2 ? pool.size() : 4)];  // odd: the whole pool
+        if (trial % 3 == 0) logits[rng() % n] = 3.0f;                              // one clear maximum
+        const int expected = sample_argmax(logits);
+        cmp.context = "trial " + std::to_string(trial) + ", " + std::to_string(n) + " logits, expected " +
+                      std::to_string(expected);
+        const auto table = random_vector(static_cast<std::size_t>(n) * dim, rng);
+        cl::Buffer logits_b = h.upload(logits), table_b = h.upload(table);
+
+        h.run(h.kernels.argmax, h.kernels.groups(groups), logits_b, n, partial_b);
+        h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 1, tokens_b, pos, table_b, x_b,
+              dim);
+        const cl_int chosen = read_token();
+        if (!cmp.expect(chosen == expected, "argmax chose " + std::to_string(chosen))) return result;
+        cmp.expect(h.download(x_b, dim) == row(table, expected), "x is not the chosen token's embedding row");
+
+        // Without choose: the token in the sequence (the one just chosen, or another written there) stays.
+        const cl_int forced = (expected + 1) % n;
+        h.device.queue().enqueueWriteBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof forced, &forced);
+        h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 0, tokens_b, pos, table_b, x_b,
+              dim);
+        const cl_int kept = read_token();
+        if (!cmp.expect(kept == forced, "without choose the sequence's token " + std::to_string(forced) +
+                                            " became " + std::to_string(kept)))
+            return result;
+        cmp.expect(h.download(x_b, dim) == row(table, forced), "x is not the sequence token's embedding row");
+    }
+    return result;
+}
+
+std::vector<KernelCheckResult> check_all_kernels(KernelHarness& h) {
+    return {check_attn_qkv_rope(h),  check_attention(h),       check_attention_long_context(h),
+            check_matvec_residual(h), check_ffn_gate_up(h),    check_classifier(h),
+            check_greedy_argmax(h)};
+}
+
+}  // namespace llamacl
