@@ -62,6 +62,7 @@ std::vector<CommandProfile> summarize_profile(const std::vector<LaunchRecord>& l
         row.share_pct = row.ms_per_token / wall_ms_per_token * 100;
         row.bytes_per_token = command_bytes_per_token(row.name, r.config, r.finalize, r.context, r.tokens);
         row.gbs = row.ms_per_token > 0 ? static_cast<double>(row.bytes_per_token) / (row.ms_per_token * 1e-3) / 1e9 : 0;
+        row.flops_per_token = command_flops_per_token(row.name, r.config, r.finalize, r.context, r.tokens);
     }
     return rows;
 }
@@ -145,6 +146,27 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, 
     if (name == "read_tokens") return sizeof(cl_int);  // a batch's read, 4 bytes for each of its tokens
     if (name == "read_logits") return static_cast<std::uint64_t>(c.vocab_size) * f;
     if (name == "forward_token") return token_traffic(c, finalize, first_pos, tokens).total();  // all of the above
+    return 0;
+}
+
+std::uint64_t command_flops_per_token(const std::string& name, const Config& c, Finalize finalize, int first_pos,
+                                      int tokens) {
+    const std::uint64_t layers = c.n_layers, dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
+    if (name == "attn_qkv_rope") return layers * 2 * (dim + 2 * kv) * dim;
+    // Each head's query against every cached key, then the weighted sum of the values: 2 x 2 x head_size
+    // per position, mean over the timed positions as kv_read_bytes.
+    if (name == "attention") return layers * 4 * dim * (2ull * first_pos + tokens + 1) / 2;
+    if (name == "matvec_residual(wo)") return layers * 2 * dim * dim;
+    if (name == "ffn_gate_up") return layers * 2 * 2 * hidden * dim;
+    if (name == "matvec_residual(w2)") return layers * 2 * hidden * dim;
+    if (name == "classifier") return finalize == Finalize::device ? 2ull * c.vocab_size * dim : 0;
+    if (name == "forward_token") {
+        std::uint64_t sum = 0;
+        for (const char* k : {"attn_qkv_rope", "attention", "matvec_residual(wo)", "ffn_gate_up", "matvec_residual(w2)",
+                              "classifier"})
+            sum += command_flops_per_token(k, c, finalize, first_pos, tokens);
+        return sum;
+    }
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "llamacl/bench_report.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/roofline_svg.hpp"
 #include "llamacl/synthetic.hpp"
 
 namespace llamacl {
@@ -67,6 +68,9 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
         ->check(positive_number());
     cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
+    cmd->add_option("--plot", a.plot, "write the roofline (copy bandwidth, each --profile kernel, the whole token) as an SVG file")
+        ->check(not_empty("a file name, e.g. --plot roofline.svg"))
+        ->needs("--profile");
 }
 
 int run_bench(const BenchArgs& a, std::FILE* out) {
@@ -88,6 +92,7 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     }
     o.profile = a.profile;
     const BenchResult result = run_benchmark(device, ck, a.synthetic.empty() ? a.checkpoint : "synthetic:" + a.synthetic, o);
+    if (!a.plot.empty()) write_roofline_svg(a.plot, roofline_from_bench(result));
     const std::string report = a.json ? format_bench_json(result) : format_bench_text(result);
     std::fputs(report.c_str(), out);
     std::fflush(out);

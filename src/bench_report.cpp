@@ -68,7 +68,8 @@ Json json_profile(const std::vector<CommandProfile>& rows) {
                        {"ms_per_token", p.ms_per_token},
                        {"share_pct", p.share_pct},
                        {"bytes_per_token", p.bytes_per_token},
-                       {"gbs", p.gbs}});
+                       {"gbs", p.gbs},
+                       {"flops_per_token", p.flops_per_token}});
     }
     return out;
 }

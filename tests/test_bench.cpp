@@ -117,6 +117,29 @@ TEST(BenchTraffic, PerCommandBytesSplitTheTokenExactly) {
     EXPECT_EQ(command_bytes_per_token("no_such_command", c, Finalize::device, 0, 1), 0u);
 }
 
+// 2 FLOPs per multiply-add of every matrix and of attention's dot products over the cached positions;
+// forward_token's the sum of the kernels'.
+TEST(BenchTraffic, PerCommandFlopsCountTheMultiplyAdds) {
+    const Config c = small_config(2, false);
+    const std::uint64_t layers = c.n_layers, dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim();
+    EXPECT_EQ(command_flops_per_token("attn_qkv_rope", c, Finalize::device, 0, 1), layers * 2 * (dim * dim + 2 * kv * dim));
+    EXPECT_EQ(command_flops_per_token("matvec_residual(wo)", c, Finalize::device, 0, 1), layers * 2 * dim * dim);
+    EXPECT_EQ(command_flops_per_token("ffn_gate_up", c, Finalize::device, 0, 1), layers * 4 * hidden * dim);
+    EXPECT_EQ(command_flops_per_token("matvec_residual(w2)", c, Finalize::device, 0, 1), layers * 2 * hidden * dim);
+    // Positions 3..11 (9 tokens from 3): mean cached length 8, query x key and weight x value per element.
+    EXPECT_EQ(command_flops_per_token("attention", c, Finalize::device, 3, 9), layers * 4 * dim * 8);
+    EXPECT_EQ(command_flops_per_token("classifier", c, Finalize::device, 0, 1), 2ull * c.vocab_size * dim);
+    EXPECT_EQ(command_flops_per_token("classifier", c, Finalize::cpu, 0, 1), 0u);
+    for (const Finalize f : {Finalize::device, Finalize::cpu}) {
+        std::uint64_t kernels = 0;
+        for (const char* name : {"attn_qkv_rope", "attention", "matvec_residual(wo)", "ffn_gate_up",
+                                 "matvec_residual(w2)", "classifier"})
+            kernels += command_flops_per_token(name, c, f, 3, 9);
+        EXPECT_EQ(kernels, command_flops_per_token("forward_token", c, f, 3, 9));
+    }
+    EXPECT_EQ(command_flops_per_token("read_logits", c, Finalize::device, 0, 1), 0u);
+}
+
 TEST(BenchRun, JsonFieldsAgreeWithTheRuntimesCounters) {
     const Config c = small_config();  // 3 layers, resident
     const Checkpoint ck = in_memory(c);
@@ -408,7 +431,7 @@ TEST(BenchReport, JsonHasEveryFieldInItsOrder) {
     std::vector<std::string> row_keys;
     for (const auto& item : j.at("profile").at(0).items()) row_keys.push_back(item.key());
     EXPECT_EQ(row_keys, (std::vector<std::string>{"name", "count_per_token", "ms_per_token", "share_pct",
-                                                  "bytes_per_token", "gbs"}));
+                                                  "bytes_per_token", "gbs", "flops_per_token"}));
     EXPECT_EQ(j.at("profile").at(0).at("name"), "classifier");
     EXPECT_EQ(j.at("profile").at(0).at("bytes_per_token"), 4096);
 }

@@ -34,6 +34,11 @@ TokenTraffic token_traffic(const Config& config, Finalize finalize, int first_po
 // 0 for a name the runtime does not use.
 std::uint64_t command_bytes_per_token(const std::string& name, const Config& config, Finalize finalize,
                                       int first_pos, int tokens);
+// The floating-point operations of a command per token, by the same names: 2 per multiply-add of the
+// matrix-vector products and of attention's dot products (norms, RoPE, softmax and SwiGLU are a few per
+// element of an activation, and not counted). forward_token's is the sum; 0 for a command without those.
+std::uint64_t command_flops_per_token(const std::string& name, const Config& config, Finalize finalize,
+                                      int first_pos, int tokens);
 
 struct BenchOptions {
     int tokens = 32;           // N: decode tokens timed per run
@@ -53,6 +58,7 @@ struct CommandProfile {
     double share_pct = 0;       // of the token's wall time
     std::uint64_t bytes_per_token = 0;  // command_bytes_per_token()
     double gbs = 0;             // bytes_per_token over ms_per_token
+    std::uint64_t flops_per_token = 0;  // command_flops_per_token()
 };
 
 struct BenchResult {

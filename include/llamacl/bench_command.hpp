@@ -23,6 +23,7 @@ struct BenchArgs {
     double probe_mib = 0;
     bool profile = false;
     bool json = false;
+    std::string plot;  // --plot: the roofline as an SVG file (needs --profile)
 };
 void add_bench_command(CLI::App& app, BenchArgs& args);
 // Runs the benchmark and writes the report (text or JSON) to `out`; returns the exit status. Throws

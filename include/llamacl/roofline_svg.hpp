@@ -1,0 +1,36 @@
+#pragma once
+// `bench --plot` and `check --plot`: the roofline as an SVG picture. Log-log axes of arithmetic intensity
+// (FLOP per byte of device memory read) and achieved GFLOP/s; the roof is the measured copy bandwidth
+// (GB/s x FLOP/byte) and, where bench measures one, the FMA ceiling; each kernel of --profile and the
+// whole token are labelled points.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llamacl/bench.hpp"
+
+namespace llamacl {
+
+struct RooflinePoint {
+    std::string label;
+    double intensity = 0;  // FLOP/byte
+    double gflops = 0;     // achieved GFLOP/s
+};
+
+struct Roofline {
+    std::string title;
+    double copy_gbs = 0;                 // the memory roof
+    std::optional<double> fma_gflops;    // the compute roof: bench's FMA probe, once it has one
+    std::vector<RooflinePoint> points;   // the kernels, then the whole token
+};
+
+// The roofline of a bench run: its copy bandwidth, a point for every profiled command that reads
+// weights and does arithmetic (bytes and FLOPs per token both > 0), and the whole token.
+Roofline roofline_from_bench(const BenchResult& result);
+
+// The picture, a complete SVG document.
+std::string roofline_svg(const Roofline& roofline);
+// Writes roofline_svg() to `path`; Error naming the path when it cannot.
+void write_roofline_svg(const std::string& path, const Roofline& roofline);
+
+}  // namespace llamacl
