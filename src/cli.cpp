@@ -18,6 +18,7 @@
 
 #include "llamacl/bench_command.hpp"
 #include "llamacl/chat.hpp"
+#include "llamacl/check_command.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/device.hpp"
@@ -427,6 +428,7 @@ private:
     TokenizeArgs tok_;
     std::string info_path_;
     BenchArgs bench_;
+    CheckArgs check_;
     ChatArgs chat_;
     PerplexityArgs perplexity_;
     CLI::App* generate_ = nullptr;
@@ -450,6 +452,7 @@ CommandLine::CommandLine() {
 
     app_.add_subcommand("devices", "List every OpenCL platform and device");
     add_bench_command(app_, bench_);
+    add_check_command(app_, check_);
     add_chat(app_, chat_);
     add_perplexity(app_, perplexity_);
 }
@@ -510,6 +513,7 @@ int CommandLine::run() {
         if (app_.got_subcommand("info")) return with_output_checked(run_info(info_path_));
         if (app_.got_subcommand("devices")) return with_output_checked(run_devices());
         if (app_.got_subcommand("bench")) return with_output_checked(run_bench(bench_));
+        if (app_.got_subcommand("check")) return with_output_checked(run_check_command(check_));
     } catch (const Error& e) {
         report(e.what());
         return e.exit_code();

@@ -92,7 +92,7 @@ Fault parse_fault(const std::string& text, const Config& config) {
     const auto bad = [&](const std::string& why) {
         return usage_error("LLAMACL_INJECT_FAULT=" + text + ": " + why +
                            " (expected layer:L,op:OP with OP one of attn_norm, q, k, v, attention, attn_residual, "
-                           "ffn_norm, ffn_hidden, ffn_residual; or op:final_norm / op:logits)");
+                           "ffn_norm, ffn_hidden, ffn_residual; or op:final_norm / op:logits; or rung:NAME for llama-cl check)");
     };
     Fault fault;
     bool has_op = false, has_layer = false;
@@ -132,10 +132,20 @@ Fault parse_fault(const std::string& text, const Config& config) {
     return fault;
 }
 
+namespace {
+constexpr std::string_view kRungPrefix = "rung:";
+}
+
 std::optional<Fault> fault_from_environment(const Config& config) {
     const char* text = std::getenv("LLAMACL_INJECT_FAULT");
-    if (!text || !*text) return std::nullopt;
+    if (!text || !*text || std::string_view(text).starts_with(kRungPrefix)) return std::nullopt;
     return parse_fault(text, config);
+}
+
+std::optional<std::string> rung_fault_from_environment() {
+    const char* text = std::getenv("LLAMACL_INJECT_FAULT");
+    if (!text || !std::string_view(text).starts_with(kRungPrefix)) return std::nullopt;
+    return std::string(text + kRungPrefix.size());
 }
 
 }  // namespace llamacl

@@ -72,5 +72,8 @@ Fault parse_fault(const std::string& text, const Config& config);
 // LLAMACL_INJECT_FAULT parsed for this model; nullopt when unset or empty. Read by every command that
 // loads a model, so a malformed value is an error even where no fault can be injected.
 std::optional<Fault> fault_from_environment(const Config& config);
+// LLAMACL_INJECT_FAULT=rung:NAME, `llama-cl check`'s self-test (that rung fails): NAME; nullopt for any
+// other value (fault_from_environment's) or none. Such a value injects no boundary fault.
+std::optional<std::string> rung_fault_from_environment();
 
 }  // namespace llamacl

@@ -1,0 +1,54 @@
+#pragma once
+// `llama-cl check`: the bring-up ladder on one device, each rung in order, stopping at the first that
+// fails: device facts, buffer round trips, each kernel against its CPU twin (kernel_checks.hpp), one
+// layer and the whole forward pass against the reference (compare.hpp), greedy generation identical to
+// the reference's, the token kernel's grid barrier, and the copy bandwidth.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llamacl/checkpoint.hpp"
+#include "llamacl/device.hpp"
+#include "llamacl/device_options.hpp"
+#include "llamacl/tokenizer.hpp"
+
+namespace llamacl {
+
+enum class RungStatus { pass, fail, skip, not_run };
+const char* rung_status_name(RungStatus status);  // "pass", "fail", "skip", "not run"
+
+struct Rung {
+    std::string name;
+    RungStatus status = RungStatus::not_run;
+    std::optional<double> max_abs_err, tolerance;  // where the rung compares numbers
+    double seconds = 0;
+    std::string detail;  // what it found (pass), why it failed or was skipped
+    std::string hint;    // fail: what to try next
+};
+
+// The rungs' names, in order.
+const std::vector<std::string>& rung_names();
+
+struct CheckOptions {
+    DeviceOptions device;
+    std::optional<std::string> injected_rung;  // LLAMACL_INJECT_FAULT=rung:NAME: that rung fails
+    std::string plot_path;                     // non-empty: the bandwidth rung writes a roofline SVG there
+};
+
+struct CheckReport {
+    DeviceInfo device;
+    std::string model, shape;
+    std::vector<Rung> rungs;  // every rung, those after a failure "not run"
+    double seconds = 0;
+    const Rung* first_failure() const;
+};
+
+// Climbs the ladder for `checkpoint` on `device` (opened with profiling when options.plot_path is set).
+CheckReport run_check(Device& device, const Checkpoint& checkpoint, const Tokenizer& tokenizer,
+                      const CheckOptions& options);
+
+// One line per rung and a summary line (text), or one JSON object (json).
+std::string format_check_text(const CheckReport& report);
+std::string format_check_json(const CheckReport& report);
+
+}  // namespace llamacl

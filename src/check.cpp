@@ -1,0 +1,453 @@
+#include "llamacl/check.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "llamacl/bandwidth_probes.hpp"
+#include "llamacl/bench.hpp"
+#include "llamacl/capacity_plan.hpp"
+#include "llamacl/compare.hpp"
+#include "llamacl/device_forward.hpp"
+#include "llamacl/error.hpp"
+#include "llamacl/generate.hpp"
+#include "llamacl/kernel_checks.hpp"
+#include "llamacl/reference.hpp"
+#include "llamacl/roofline_svg.hpp"
+#include "llamacl/sampler.hpp"
+
+namespace llamacl {
+
+namespace {
+
+// The ladder's sizes: enough positions to cross a few of attention's lengths, few enough for a CPU.
+constexpr int kForwardPositions = 8, kGeneratePositions = 24;
+// Buffer round trips and the copy probe stop here on a CPU (PoCL), where memory is the host's own and a
+// larger copy only costs time.
+constexpr std::uint64_t kCpuBufferCap = 64 * kMiB, kGpuBufferCap = 1024 * kMiB;
+constexpr int kCopyReps = 3;
+
+std::string g_text(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return buf;
+}
+
+std::string mib_text(std::uint64_t bytes) {
+    return bytes >= kMiB ? g_text(static_cast<double>(bytes) / kMiB) + " MiB" : std::to_string(bytes) + " B";
+}
+
+std::string yes_no(bool v) { return v ? "yes" : "no"; }
+
+bool has_extension(const std::string& extensions, const std::string& name) {
+    return (" " + extensions + " ").find(" " + name + " ") != std::string::npos;
+}
+
+// A rung's outcome as its body reports it: failures as strings, figures where it compares numbers.
+struct Outcome {
+    std::string failure;  // empty: passed
+    std::string detail;
+    std::optional<double> max_abs_err, tolerance;
+    bool skipped = false;
+};
+
+class Ladder {
+public:
+    Ladder(Device& device, const Checkpoint& ck, const Tokenizer& tokenizer, const CheckOptions& o)
+        : device_(device), ck_(ck), tokenizer_(tokenizer), o_(o), c_(ck.config()),
+          shape_(o.device.shape ? *o.device.shape : choose_launch_shape(device.info())) {}
+
+    CheckReport climb();
+
+private:
+    Outcome device_facts();
+    Outcome buffers();
+    Outcome kernels();
+    Outcome layer();
+    Outcome forward();
+    Outcome generation();
+    Outcome grid_barrier();
+    Outcome bandwidth();
+    std::string hint(const std::string& rung) const;
+    DeviceForward& model();
+    std::vector<int> tokens(int count) const;
+
+    Device& device_;
+    const Checkpoint& ck_;
+    const Tokenizer& tokenizer_;
+    const CheckOptions& o_;
+    Config c_;
+    LaunchShape shape_;
+    std::unique_ptr<KernelHarness> harness_;  // built by the device rung, run by the kernel rung
+    std::unique_ptr<DeviceForward> model_;     // the runtime, shared by the rungs that run the model
+};
+
+CheckReport Ladder::climb() {
+    using Body = Outcome (Ladder::*)();
+    const Body bodies[] = {&Ladder::device_facts, &Ladder::buffers,    &Ladder::kernels,      &Ladder::layer,
+                           &Ladder::forward,      &Ladder::generation, &Ladder::grid_barrier, &Ladder::bandwidth};
+    CheckReport report;
+    report.device = device_.info();
+    report.model = ck_.path();
+    report.shape = shape_.describe();
+    const auto start = std::chrono::steady_clock::now();
+    bool failed = false;
+    for (std::size_t i = 0; i < rung_names().size(); ++i) {
+        Rung rung;
+        rung.name = rung_names()[i];
+        if (failed) {
+            report.rungs.push_back(rung);
+            continue;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        Outcome out;
+        try {
+            out = (this->*bodies[i])();
+        } catch (const cl::Error& e) {
+            out.failure = describe(e);
+        } catch (const std::exception& e) {
+            out.failure = e.what();
+        }
+        rung.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (out.failure.empty() && o_.injected_rung == rung.name)
+            out.failure = "injected fault (LLAMACL_INJECT_FAULT=rung:" + rung.name + ")";
+        rung.max_abs_err = out.max_abs_err;
+        rung.tolerance = out.tolerance;
+        rung.status = !out.failure.empty() ? RungStatus::fail : out.skipped ? RungStatus::skip : RungStatus::pass;
+        rung.detail = out.failure.empty() ? out.detail : out.failure;
+        if (rung.status == RungStatus::fail) {
+            rung.hint = hint(rung.name);
+            failed = true;
+        }
+        report.rungs.push_back(rung);
+    }
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+}
+
+std::string Ladder::hint(const std::string& rung) const {
+    if (rung == "device")
+        return "`llama-cl devices` lists the devices; pick another with --platform/--device (a kernel build log names "
+               "what the compiler refused)";
+    if (rung == "buffers")
+        return "the driver loses data in large buffers: try --max-device-memory MIB (smaller allocations) or another "
+               "device";
+    if (rung == "kernels")
+        return shape_.family() == ShapeFamily::exact
+                   ? "even the exact shape (run.c's loops) disagrees: the device's compiler or arithmetic is at fault; "
+                     "try another device"
+                   : "the kernels of this shape (" + shape_.describe() +
+                         ") disagree with the CPU: try `llama-cl check --work-shape exact`, then other shapes "
+                         "(--work-shape cpu, gpu or ROWxLOCAL)";
+    if (rung == "layer" || rung == "forward")
+        return "`llama-cl generate CHECKPOINT -z TOKENIZER --compare-cpu -v` prints every boundary; try --schedule "
+               "per-op, then --work-shape exact";
+    if (rung == "generate") return "the device decodes other tokens: try --schedule per-op, then --work-shape exact";
+    if (rung == "grid-barrier")
+        return "the token kernel's work-groups do not all run at once on this device: use --schedule per-op";
+    return "the copy kernel timed nothing: check that the device's queue supports profiling";
+}
+
+DeviceForward& Ladder::model() {
+    if (!model_) model_ = std::make_unique<DeviceForward>(device_, ck_, o_.device);
+    return *model_;
+}
+
+// A fixed, seeded token sequence starting at BOS.
+std::vector<int> Ladder::tokens(int count) const {
+    std::mt19937 rng(7);
+    std::vector<int> t(static_cast<std::size_t>(count), 1);
+    for (std::size_t i = 1; i < t.size(); ++i) t[i] = static_cast<int>(rng() % static_cast<std::uint32_t>(c_.vocab_size));
+    return t;
+}
+
+Outcome Ladder::device_facts() {
+    const cl::Device& d = device_.device();
+    const std::string c_version = d.getInfo<CL_DEVICE_OPENCL_C_VERSION>();
+    const std::string extensions = d.getInfo<CL_DEVICE_EXTENSIONS>();
+    // Building the shape's kernels is what the device must manage first; the kernel rung runs them.
+    harness_ = std::make_unique<KernelHarness>(device_, shape_);
+    const KernelSet& k = harness_->kernels;
+    const bool nvidia = has_extension(extensions, "cl_nv_device_attribute_query");
+    Outcome out;
+    out.detail = c_version + "; device fences: " + (k.device_fences() ? "used" : "not used") + " (OpenCL C 2.0 scopes" +
+                 (k.shape().gpu_family() ? ")" : ", GPU shapes only)") +
+                 "; fp16 storage (vload_half): core, cl_khr_fp16 " + yes_no(has_extension(extensions, "cl_khr_fp16")) +
+                 ", not used (f32 weights); fp64: cl_khr_fp64 " + yes_no(has_extension(extensions, "cl_khr_fp64")) +
+                 ", not used; inline PTX: " + (k.warp_shuffles() ? "used (warp shuffles)" : nvidia ? "found, not used" : "not found") +
+                 "; correctly rounded divide/sqrt: " + yes_no(harness_->exact || (d.getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() &
+                                                                                  CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT));
+    return out;
+}
+
+Outcome Ladder::buffers() {
+    // The largest buffer the plan allocates: one layer's weights, the KV cache or the classifier.
+    const CapacityPlan plan = plan_capacity(c_, device_.info(), o_.device.finalize, o_.device.layers_per_offload,
+                                            o_.device.memory_limit);
+    const std::uint64_t largest = std::max({plan.layer_bytes, plan.kv_cache_bytes, plan.constant_bytes});
+    const std::uint64_t cap = std::min({largest, device_.info().max_alloc_bytes,
+                                        device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap});
+    // Odd sizes (not whole pages or vectors), eightfold from one float up to the cap, and the cap.
+    std::vector<std::uint64_t> sizes;
+    for (std::uint64_t s = 4; s < cap; s = s * 8 + 12) sizes.push_back(s);
+    sizes.push_back(cap / 4 * 4);
+    Outcome out;
+    out.max_abs_err = 0;
+    out.tolerance = 0;
+    std::mt19937 rng(11);
+    for (std::uint64_t bytes : sizes) {
+        std::vector<std::uint32_t> sent(bytes / 4), back(bytes / 4);
+        for (auto& v : sent) v = static_cast<std::uint32_t>(rng());
+        cl::Buffer buffer = device_.allocate(bytes, "round-trip buffer");
+        device_.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, sent.data());
+        device_.queue().enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, back.data());
+        const auto diff = std::mismatch(sent.begin(), sent.end(), back.begin());
+        if (diff.first != sent.end()) {
+            out.failure = mib_text(bytes) + " buffer: word " + std::to_string(diff.first - sent.begin()) +
+                          " came back different";
+            out.max_abs_err = INFINITY;
+            return out;
+        }
+    }
+    out.detail = std::to_string(sizes.size()) + " sizes, 4 B to " + mib_text(sizes.back()) + " (the plan's largest buffer: " +
+                 mib_text(largest) + ")";
+    return out;
+}
+
+Outcome Ladder::kernels() {
+    Outcome out;
+    double worst_ratio = -1;
+    int checks = 0;
+    for (const KernelCheckResult& r : check_all_kernels(*harness_)) {
+        ++checks;
+        const double ratio = r.tolerance > 0 ? r.max_abs_err / r.tolerance : r.max_abs_err > 0 ? INFINITY : 0;
+        if (ratio > worst_ratio) {
+            worst_ratio = ratio;
+            out.max_abs_err = r.max_abs_err;
+            out.tolerance = r.tolerance;
+        }
+        if (!r.passed() && out.failure.empty())
+            out.failure = r.name + ": " + r.failures.front() +
+                          (r.failures.size() > 1 ? " (and " + std::to_string(r.failures.size() - 1) + " more)" : "");
+    }
+    out.detail = std::to_string(checks) + " kernel checks, shape " + shape_.describe() +
+                 (harness_->exact ? " (bit-identical where exact)" : "");
+    return out;
+}
+
+Outcome Ladder::layer() {
+    DeviceForward& device = model();
+    if (const auto fault = fault_from_environment(c_)) device.inject_fault(*fault);
+    LockstepCompare compare(device, ck_, kDefaultTolerance);
+    compare.forward(tokens(1)[0], 0);
+    Outcome out;
+    out.max_abs_err = 0;
+    out.tolerance = kDefaultTolerance;
+    for (const BoundaryStats& s : compare.first_token_table()) {
+        if (s.layer != 0) continue;
+        out.max_abs_err = std::max(*out.max_abs_err, s.max_abs);
+        if (s.diverged && out.failure.empty())
+            out.failure = std::string("layer 0, ") + op_name(s.op) + ": max abs err " + g_text(s.max_abs) + " at index " +
+                          std::to_string(s.worst) + " (tolerance " + g_text(kDefaultTolerance) + " x max(|reference|, 1))";
+    }
+    out.detail = "layer 0 at position 0, every boundary (tolerance relative to max(|reference|, 1))";
+    return out;
+}
+
+Outcome Ladder::forward() {
+    LockstepCompare compare(model(), ck_, kDefaultTolerance);
+    const int positions = std::min(kForwardPositions, c_.seq_len);
+    const std::vector<int> t = tokens(positions);
+    for (int pos = 0; pos < positions; ++pos) compare.forward(t[static_cast<std::size_t>(pos)], pos);
+    Outcome out;
+    out.max_abs_err = compare.max_abs_error();
+    out.tolerance = kDefaultTolerance;
+    if (compare.first_divergence()) out.failure = compare.summary().substr(std::strlen("compare-cpu: "));
+    out.detail = std::to_string(positions) + " positions, " + std::to_string(c_.n_layers) + " layers, every boundary";
+    return out;
+}
+
+// The bytes generate() prints from position 0, greedy, with `model`.
+std::string greedy_text(Forward& model, const Tokenizer& tokenizer, const Config& c, int steps) {
+    char* text = nullptr;
+    std::size_t size = 0;
+    std::FILE* out = open_memstream(&text, &size);
+    if (!out) throw Error("check: cannot open a memory stream for the generated text");
+    try {
+        Sampler sampler(c.vocab_size, 0.0f, 0.9f, 1);
+        generate(model, tokenizer, sampler, {1}, steps, out);
+    } catch (...) {
+        std::fclose(out);
+        std::free(text);
+        throw;
+    }
+    std::fclose(out);
+    std::string result(text, size);
+    std::free(text);
+    return result;
+}
+
+Outcome Ladder::generation() {
+    const int steps = std::min(kGeneratePositions, c_.seq_len);
+    ReferenceForward reference(ck_);
+    const std::string want = greedy_text(reference, tokenizer_, c_, steps);
+    const std::string got = greedy_text(model(), tokenizer_, c_, steps);
+    Outcome out;
+    if (got != want) {
+        const auto at = std::mismatch(want.begin(), want.end(), got.begin(), got.end()).first - want.begin();
+        out.failure = "greedy text differs from the reference's at byte " + std::to_string(at) + " of " +
+                      std::to_string(want.size());
+    }
+    out.detail = std::to_string(steps) + " positions greedy, " + std::to_string(want.size()) +
+                 " bytes identical to the reference's";
+    return out;
+}
+
+Outcome Ladder::grid_barrier() {
+    DeviceForward& device = model();
+    Outcome out;
+    if (!device.token_schedule()) {
+        out.skipped = true;
+        out.detail = "no token kernel here: " + device.per_op_reason();
+        return out;
+    }
+    // The token kernel gives up (and the runtime narrows it or leaves it) when a work-group waits at a
+    // barrier for one that never ran; its launches must keep every work-group and match the reference.
+    const int groups = device.token_groups();
+    ReferenceForward reference(ck_);
+    const int positions = std::min(kForwardPositions, c_.seq_len);
+    const std::vector<int> t = tokens(positions);
+    out.max_abs_err = 0;
+    out.tolerance = kDefaultTolerance;
+    for (int pos = 0; pos < positions; ++pos) {
+        const int token = t[static_cast<std::size_t>(pos)];
+        const std::vector<float> want = [&] {
+            const std::span<float> l = reference.forward(token, pos);
+            return std::vector<float>(l.begin(), l.end());
+        }();
+        const BoundaryStats s = compare_tensor(device.forward(token, pos), want, kDefaultTolerance);
+        out.max_abs_err = std::max(*out.max_abs_err, s.max_abs);
+        if (!device.token_schedule() || device.token_groups() != groups) {
+            out.failure = "the token kernel's " + std::to_string(groups) + " work-groups did not all run at once (position " +
+                          std::to_string(pos) + ")";
+            return out;
+        }
+        if (s.diverged) {
+            out.failure = "the token kernel's logits at position " + std::to_string(pos) + ": max abs err " +
+                          g_text(s.max_abs) + " at index " + std::to_string(s.worst);
+            return out;
+        }
+    }
+    out.detail = std::to_string(groups) + " work-groups together over " + std::to_string(positions) + " positions";
+    return out;
+}
+
+Outcome Ladder::bandwidth() {
+    const std::uint64_t bytes = probe_size(std::min(default_probe_bytes(device_.info()),
+                                                    device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap));
+    Outcome out;
+    double gbs = 0;
+    if (o_.plot_path.empty()) {
+        gbs = measure_copy_gbs(device_, bytes, kCopyReps);
+    } else {
+        // The roofline's points are bench --profile's: a short benchmark on a runtime of its own.
+        BenchOptions b;
+        b.tokens = 4;
+        b.runs = 1;
+        b.device = o_.device;
+        b.probe_bytes = bytes;
+        b.probe_reps = kCopyReps;
+        b.profile = true;
+        const BenchResult result = run_benchmark(device_, ck_, ck_.path(), b);
+        gbs = result.device_copy_gbs;
+        write_roofline_svg(o_.plot_path, roofline_from_bench(result));
+    }
+    if (!(gbs > 0 && std::isfinite(gbs))) out.failure = "the copy probe measured " + g_text(gbs) + " GB/s";
+    out.detail = "copy " + g_text(gbs) + " GB/s over " + mib_text(bytes) +
+                 (o_.plot_path.empty() ? "" : "; roofline written to " + o_.plot_path);
+    return out;
+}
+
+}  // namespace
+
+const char* rung_status_name(RungStatus status) {
+    switch (status) {
+        case RungStatus::pass: return "pass";
+        case RungStatus::fail: return "fail";
+        case RungStatus::skip: return "skip";
+        case RungStatus::not_run: break;
+    }
+    return "not run";
+}
+
+const std::vector<std::string>& rung_names() {
+    static const std::vector<std::string> names = {"device",   "buffers",  "kernels",      "layer",
+                                                   "forward",  "generate", "grid-barrier", "bandwidth"};
+    return names;
+}
+
+const Rung* CheckReport::first_failure() const {
+    for (const Rung& r : rungs)
+        if (r.status == RungStatus::fail) return &r;
+    return nullptr;
+}
+
+CheckReport run_check(Device& device, const Checkpoint& checkpoint, const Tokenizer& tokenizer,
+                      const CheckOptions& options) {
+    return Ladder(device, checkpoint, tokenizer, options).climb();
+}
+
+std::string format_check_text(const CheckReport& report) {
+    std::string out = "check: " + report.device.name + " (" + report.device.platform_name + "), " + report.model +
+                      ", shape: " + report.shape + "\n";
+    int passed = 0, skipped = 0;
+    for (const Rung& r : report.rungs) {
+        passed += r.status == RungStatus::pass;
+        skipped += r.status == RungStatus::skip;
+        char line[256];
+        const std::string err = r.max_abs_err ? g_text(*r.max_abs_err) : "-";
+        const std::string tol = r.tolerance ? g_text(*r.tolerance) : "-";
+        std::snprintf(line, sizeof line, "  %-12s  %-7s  max abs err %-9s  tolerance %-9s  %7.3f s  ", r.name.c_str(),
+                      rung_status_name(r.status), err.c_str(), tol.c_str(), r.seconds);
+        out += line + r.detail + "\n";
+    }
+    char total[64];
+    std::snprintf(total, sizeof total, " in %.1f s", report.seconds);
+    if (const Rung* f = report.first_failure())
+        return out + "check: FAILED at " + f->name + ": " + f->detail + total + "\ncheck: next: " + f->hint + "\n";
+    std::string skipped_names;
+    for (const Rung& r : report.rungs)
+        if (r.status == RungStatus::skip) skipped_names += (skipped_names.empty() ? "" : ", ") + r.name;
+    return out + "check: passed: " + std::to_string(passed) + " of " + std::to_string(report.rungs.size()) + " rungs" +
+           (skipped ? ", " + std::to_string(skipped) + " skipped (" + skipped_names + ")" : "") + total + "\n";
+}
+
+std::string format_check_json(const CheckReport& report) {
+    using nlohmann::json;
+    const auto number = [](const std::optional<double>& v) {
+        return v && std::isfinite(*v) ? json(*v) : json(nullptr);
+    };
+    json rungs = json::array();
+    for (const Rung& r : report.rungs)
+        rungs.push_back({{"name", r.name}, {"status", rung_status_name(r.status)}, {"max_abs_err", number(r.max_abs_err)},
+                         {"tolerance", number(r.tolerance)}, {"seconds", r.seconds}, {"detail", r.detail},
+                         {"hint", r.hint}});
+    const Rung* f = report.first_failure();
+    const json j = {{"device", report.device.name},
+                    {"platform", report.device.platform_name},
+                    {"model", report.model},
+                    {"shape", report.shape},
+                    {"passed", f == nullptr},
+                    {"first_failure", f ? json(f->name) : json(nullptr)},
+                    {"seconds", report.seconds},
+                    {"rungs", rungs}};
+    return j.dump() + "\n";
+}
+
+}  // namespace llamacl

@@ -1,0 +1,87 @@
+#include "llamacl/check_command.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "llamacl/check.hpp"
+#include "llamacl/compare.hpp"
+#include "llamacl/error.hpp"
+#include "llamacl/synthetic.hpp"
+
+namespace llamacl {
+
+namespace {
+
+constexpr const char* kGeneratedPreset = "tiny";
+constexpr std::uint64_t kGeneratedSeed = 1;
+constexpr int kCheckFailed = 4;
+
+// The generated model's tokenizer, written to a temporary file for Tokenizer::load and removed again.
+Tokenizer generated_tokenizer(int vocab_size) {
+    const std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("llama-cl-check-" + std::to_string(::getpid()) + ".tokenizer.bin");
+    write_synthetic_tokenizer(path.string(), vocab_size);
+    try {
+        Tokenizer t = Tokenizer::load(path.string(), vocab_size);
+        std::filesystem::remove(path);
+        return t;
+    } catch (...) {
+        std::filesystem::remove(path);
+        throw;
+    }
+}
+
+// LLAMACL_INJECT_FAULT=rung:NAME, checked against the rungs' names.
+std::optional<std::string> injected_rung() {
+    const std::optional<std::string> rung = rung_fault_from_environment();
+    if (!rung) return rung;
+    std::string names;
+    for (const std::string& n : rung_names()) {
+        if (n == *rung) return rung;
+        names += (names.empty() ? "" : ", ") + n;
+    }
+    throw usage_error("LLAMACL_INJECT_FAULT=rung:" + *rung + ": unknown rung; rungs: " + names);
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, CheckArgs& a) {
+    CLI::App* cmd = app.add_subcommand(
+        "check", "Bring-up ladder on an OpenCL device: device facts, buffers, kernels, a layer, the forward pass, "
+                 "generation, the grid barrier and bandwidth, each against the CPU reference");
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (default: a generated model)");
+    cmd->add_option("-z", a.tokenizer, "tokenizer file, with a CHECKPOINT")->capture_default_str();
+    add_runtime_options(*cmd, a.runtime);
+    cmd->add_option("--plot", a.plot, "write the roofline of a short profiled benchmark as an SVG file")
+        ->check(not_empty("a file name, e.g. --plot roofline.svg"));
+    cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
+}
+
+int run_check_command(const CheckArgs& a, std::FILE* out) {
+    CheckOptions o;
+    o.injected_rung = injected_rung();
+    o.plot_path = a.plot;
+    const bool generated = a.checkpoint.empty();
+    const Checkpoint ck =
+        generated ? Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(kGeneratedPreset), 0, kGeneratedSeed),
+                                           std::string("synthetic:") + kGeneratedPreset)
+                  : Checkpoint::open(a.checkpoint);
+    fault_from_environment(ck.config());  // a malformed boundary fault is a usage error before anything runs
+    const Tokenizer tokenizer =
+        generated ? generated_tokenizer(ck.config().vocab_size) : Tokenizer::load(a.tokenizer, ck.config().vocab_size);
+    // A path the picture cannot be written to is found before the ladder runs, not at its last rung.
+    if (!a.plot.empty() && !std::ofstream(a.plot, std::ios::binary))
+        throw Error("--plot: cannot write " + a.plot + "; give a path in a writable directory");
+    Device device = Device::open(a.runtime.platform, a.runtime.device, !a.plot.empty());
+    o.device = device_options(a.runtime, device.info());
+    const CheckReport report = run_check(device, ck, tokenizer, o);
+    const std::string text = a.json ? format_check_json(report) : format_check_text(report);
+    std::fputs(text.c_str(), out);
+    std::fflush(out);
+    return report.first_failure() ? kCheckFailed : 0;
+}
+
+}  // namespace llamacl
