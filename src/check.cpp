@@ -55,6 +55,7 @@ struct Outcome {
     std::string detail;
     std::optional<double> max_abs_err, tolerance;
     bool skipped = false;
+    std::string hint;  // instead of the rung's own
 };
 
 class Ladder {
@@ -122,7 +123,7 @@ CheckReport Ladder::climb() {
         rung.status = !out.failure.empty() ? RungStatus::fail : out.skipped ? RungStatus::skip : RungStatus::pass;
         rung.detail = out.failure.empty() ? out.detail : out.failure;
         if (rung.status == RungStatus::fail) {
-            rung.hint = hint(rung.name);
+            rung.hint = out.hint.empty() ? hint(rung.name) : out.hint;
             failed = true;
         }
         report.rungs.push_back(rung);
@@ -242,11 +243,20 @@ Outcome Ladder::kernels() {
 }
 
 Outcome Ladder::layer() {
+    Outcome out;
+    // The first rung to need the runtime starts it: options it cannot honour here fail it, with their own remedy.
+    try {
+        model();
+    } catch (const Error& e) {
+        out.failure = std::string("the runtime did not start: ") + e.what();
+        out.hint = "change or drop the option the message names (--schedule, --work-shape, --layers-per-offload, "
+                   "--max-device-memory, --finalize)";
+        return out;
+    }
     DeviceForward& device = model();
     if (const auto fault = fault_from_environment(c_)) device.inject_fault(*fault);
     LockstepCompare compare(device, ck_, kDefaultTolerance);
     compare.forward(tokens(1)[0], 0);
-    Outcome out;
     out.max_abs_err = 0;
     out.tolerance = kDefaultTolerance;
     for (const BoundaryStats& s : compare.first_token_table()) {

@@ -118,6 +118,17 @@ TEST(Check, MissingCheckpointIsABadFile) {
     EXPECT_NE(r.err.find("/nonexistent/model.bin"), std::string::npos) << r.err;
 }
 
+// A runtime option the device cannot honour (the token kernel needs a GPU shape) fails the first rung that
+// starts the runtime, naming the option rather than blaming the numbers.
+TEST(Check, RuntimeThatCannotStartFailsTheLayerRungWithItsRemedy) {
+    const CommandResult r = run_llama_cl("check --work-shape cpu --schedule token");
+    EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+    EXPECT_EQ(status_of(r.out, "kernels"), "pass") << r.out;
+    EXPECT_NE(r.out.find("check: FAILED at layer: the runtime did not start: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--schedule token"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("check: next: change or drop the option the message names"), std::string::npos) << r.out;
+}
+
 TEST(Check, UnwritablePlotIsABadFileBeforeAnyRung) {
     const CommandResult r = run_llama_cl("check --plot /nonexistent/dir/r.svg");
     EXPECT_EQ(r.exit_code, 1);
