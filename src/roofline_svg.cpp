@@ -136,9 +136,10 @@ std::string roofline_svg(const Roofline& roof) {
     if (roof.fma_gflops) points += " " + number("%.1f", x.at(x_hi)) + "," + number("%.1f", y.at(*roof.fma_gflops));
     s += "<polyline class=\"roof\" clip-path=\"url(#plot)\" points=\"" + points +
          "\" fill=\"none\" stroke=\"black\" stroke-width=\"2.5\"/>\n";
-    const double label_x = std::pow(10.0, x.lo + 0.3);
-    s += "<text x=\"" + number("%.1f", x.at(label_x) + 4) + "\" y=\"" + number("%.1f", y.at(roof.copy_gbs * label_x) - 8) +
-         "\">copy " + number("%.4g", roof.copy_gbs) + " GB/s</text>\n";
+    // Ending where the rising roof passes, the label stays above it.
+    const double label_x = std::pow(10.0, x.lo + 0.6 * (x.hi - x.lo));
+    s += "<text x=\"" + number("%.1f", x.at(label_x) - 4) + "\" y=\"" + number("%.1f", y.at(roof.copy_gbs * label_x) - 8) +
+         "\" text-anchor=\"end\">copy " + number("%.4g", roof.copy_gbs) + " GB/s</text>\n";
     if (roof.fma_gflops)
         s += "<text x=\"" + number("%g", kRight - 6) + "\" y=\"" + number("%.1f", y.at(*roof.fma_gflops) - 8) +
              "\" text-anchor=\"end\">FMA " + number("%.4g", *roof.fma_gflops) + " GFLOP/s</text>\n";
