@@ -33,6 +33,9 @@ constexpr int kForwardPositions = 8, kGeneratePositions = 24;
 constexpr std::uint64_t kCpuBufferCap = 64 * kMiB, kGpuBufferCap = 1024 * kMiB;
 constexpr int kCopyReps = 3;
 
+const char* const kRungNames[] = {"device",  "buffers",  "kernels",      "layer",
+                                  "forward", "generate", "grid-barrier", "bandwidth"};
+
 std::string g_text(double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g", v);
@@ -99,9 +102,10 @@ CheckReport Ladder::climb() {
     report.shape = shape_.describe();
     const auto start = std::chrono::steady_clock::now();
     bool failed = false;
-    for (std::size_t i = 0; i < rung_names().size(); ++i) {
+    static_assert(std::size(bodies) == std::size(kRungNames), "a body for each rung");
+    for (std::size_t i = 0; i < std::size(bodies); ++i) {
         Rung rung;
-        rung.name = rung_names()[i];
+        rung.name = rung_names().at(i);
         if (failed) {
             report.rungs.push_back(rung);
             continue;
@@ -397,8 +401,7 @@ const char* rung_status_name(RungStatus status) {
 }
 
 const std::vector<std::string>& rung_names() {
-    static const std::vector<std::string> names = {"device",   "buffers",  "kernels",      "layer",
-                                                   "forward",  "generate", "grid-barrier", "bandwidth"};
+    static const std::vector<std::string> names(std::begin(kRungNames), std::end(kRungNames));
     return names;
 }
 
