@@ -93,9 +93,10 @@ private:
 };
 
 CheckReport Ladder::climb() {
-    using Body = Outcome (Ladder::*)();
-    const Body bodies[] = {&Ladder::device_facts, &Ladder::buffers,    &Ladder::kernels,      &Ladder::layer,
-                           &Ladder::forward,      &Ladder::generation, &Ladder::grid_barrier, &Ladder::bandwidth};
+    const std::function<Outcome()> bodies[] = {
+        [this] { return device_facts(); }, [this] { return buffers(); },    [this] { return kernels(); },
+        [this] { return layer(); },        [this] { return forward(); },    [this] { return generation(); },
+        [this] { return grid_barrier(); }, [this] { return bandwidth(); }};
     CheckReport report;
     report.device = device_.info();
     report.model = ck_.path();
@@ -113,7 +114,7 @@ CheckReport Ladder::climb() {
         const auto t0 = std::chrono::steady_clock::now();
         Outcome out;
         try {
-            out = (this->*bodies[i])();
+            out = bodies[i]();
         } catch (const cl::Error& e) {
             out.failure = describe(e);
         } catch (const std::exception& e) {
