@@ -162,7 +162,7 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
 
-        bind(*qkv.kernel, signatures::attn_qkv_rope,
+        bind_args(*qkv.kernel, signatures::attn_qkv_rope,
              {{"x", work_.x}, {"rms_weight", w.rms_att}, {"wq", w.wq}, {"wk", w.wk}, {"wv", w.wv},
               {"rope", weights_.rope_table()}, {"q", work_.q}, {"key_cache", kv_.keys(l)},
               {"value_cache", kv_.values(l)}, {"xn", work_.xn}, {"dim", dim}, {"kv_dim", kv_dim},
@@ -174,7 +174,7 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
         boundary(l, Op::v, kv_.values(l), kv_at_pos, kv_dim, observer);
 
-        bind(kernels_.attention, signatures::attention,
+        bind_args(kernels_.attention, signatures::attention,
              {{"q", work_.q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"att", work_.att},
               {"out", work_.xb}, {"partial_out", work_.att_partial}, {"arrivals", work_.att_arrivals},
               {"n_heads", c_.n_heads}, {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()},
@@ -182,13 +182,13 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         launch({&kernels_.attention, kernels_.heads(c_.n_heads, chunks)}, Command::attention);
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
-        bind(*wo.kernel, signatures::matvec_residual,
+        bind_args(*wo.kernel, signatures::matvec_residual,
              {{"w", w.wo}, {"in", work_.xb}, {"x", work_.x}, {"n", dim}, {"rows", dim},
               {"staged", kernels_.staged_space(dim)}, {"staged_n", kernels_.staged_count(dim)}});
         launch(wo, Command::matvec_residual_wo);
         boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
 
-        bind(*gate_up.kernel, signatures::ffn_gate_up,
+        bind_args(*gate_up.kernel, signatures::ffn_gate_up,
              {{"x", work_.x}, {"rms_weight", w.rms_ffn}, {"w1", w.w1}, {"w3", w.w3}, {"hb", work_.hb},
               {"xn", work_.xn}, {"dim", dim}, {"hidden_dim", hidden}, {"staged", kernels_.staged_space(dim)},
               {"staged_n", kernels_.staged_count(dim)}});
@@ -196,7 +196,7 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
 
-        bind(*w2.kernel, signatures::matvec_residual,
+        bind_args(*w2.kernel, signatures::matvec_residual,
              {{"w", w.w2}, {"in", work_.hb}, {"x", work_.x}, {"n", hidden}, {"rows", dim},
               {"staged", kernels_.staged_space(hidden)}, {"staged_n", kernels_.staged_count(hidden)}});
         launch(w2, Command::matvec_residual_w2);
@@ -207,7 +207,7 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         // The classifier normalizes x itself, or reads xn normalized once before it.
         const bool separate_norm = kernels_.separate_final_norm();
         if (separate_norm) {
-            bind(kernels_.rmsnorm, signatures::rmsnorm,
+            bind_args(kernels_.rmsnorm, signatures::rmsnorm,
                  {{"x", work_.x}, {"weight", weights_.rms_final()}, {"out", work_.xn}, {"n", dim}});
             launch({&kernels_.rmsnorm, kernels_.rows(1)}, Command::rmsnorm_final);
         }
@@ -215,7 +215,7 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         const cl::Buffer& norm_weight = separate_norm ? cl::Buffer() : weights_.rms_final();
         for (const ClassifierBlock& block : weights_.classifier()) {
             const KernelSet::Launch cls = kernels_.matvec(Matvec::classifier, block.rows, dim);
-            bind(*cls.kernel, signatures::classifier,
+            bind_args(*cls.kernel, signatures::classifier,
                  {{"x", input}, {"rms_weight", norm_weight}, {"w", block.weights}, {"logits", work_.logits},
                   {"xn", work_.xn}, {"dim", dim}, {"rows", block.rows}, {"row_base", block.first_row},
                   {"staged", kernels_.staged_space(dim)}, {"staged_n", kernels_.staged_count(dim)}});
@@ -306,11 +306,11 @@ void DeviceForward::enqueue_greedy_batch() {
 void DeviceForward::enqueue_next_token(int pos, bool choose) {
     const int groups = kernels_.argmax_groups();
     if (choose) {
-        bind(kernels_.argmax, signatures::argmax,
+        bind_args(kernels_.argmax, signatures::argmax,
              {{"logits", work_.logits}, {"count", c_.vocab_size}, {"partial", work_.argmax_partial}});
         launch({&kernels_.argmax, kernels_.groups(groups)}, Command::argmax);
     }
-    bind(kernels_.argmax_embed, signatures::argmax_embed,
+    bind_args(kernels_.argmax_embed, signatures::argmax_embed,
          {{"logits", work_.logits}, {"partial", work_.argmax_partial}, {"groups", groups}, {"choose", choose ? 1 : 0},
           {"tokens", work_.tokens}, {"pos", pos}, {"table", weights_.classifier().front().weights}, {"x", work_.x},
           {"dim", c_.dim}});

@@ -53,7 +53,7 @@ std::span<const KernelSignature* const> kernel_signatures() {
     return all;
 }
 
-void bind(cl::Kernel& kernel, const KernelSignature& signature, std::span<const KernelArg> args) {
+void bind_args(cl::Kernel& kernel, const KernelSignature& signature, std::span<const KernelArg> args) {
     for (const KernelArg& arg : args) {
         const auto at = std::find(signature.args.begin(), signature.args.end(), arg.name);
         if (at == signature.args.end())

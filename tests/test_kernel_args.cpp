@@ -96,8 +96,8 @@ TEST(KernelBinding, EveryKernelHasASignature) {
 TEST(KernelBinding, RefusesANameTheKernelLacks) {
     Device& device = test_device();
     KernelSet kernels(device, parse_launch_shape("exact", device.info()));
-    EXPECT_THROW(bind(kernels.rmsnorm, signatures::rmsnorm, {{"dim", 3}}), std::logic_error);
-    EXPECT_NO_THROW(bind(kernels.rmsnorm, signatures::rmsnorm, {{"n", 3}}));
+    EXPECT_THROW(bind_args(kernels.rmsnorm, signatures::rmsnorm, {{"dim", 3}}), std::logic_error);
+    EXPECT_NO_THROW(bind_args(kernels.rmsnorm, signatures::rmsnorm, {{"n", 3}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures, ::testing::Values("exact", "cpu", "gpu"));
