@@ -19,7 +19,7 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
     for (int t = 1; t <= pos; t++) max_val = a[t] > max_val ? a[t] : max_val;
     float sum = 0.0f;
     for (int t = 0; t <= pos; t++) {
-        a[t] = exp(a[t] - max_val);
+        a[t] = model_exp(a[t] - max_val);
         sum += a[t];
     }
     for (int t = 0; t <= pos; t++) a[t] /= sum;

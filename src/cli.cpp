@@ -98,7 +98,7 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                   "device result on purpose");
     cmd->add_option("--tolerance", a.tolerance,
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
-                    "reference tensor's largest magnitude)")
+                    "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact)")
         ->capture_default_str();
     cmd->add_flag("-v,--verbose", a.verbose,
                   "print the device, capacity plan and per-token counters on stderr (with --compare-cpu: the "
@@ -117,7 +117,8 @@ void check_generate_args(const GenerateArgs& a) {
         throw usage_error("-t: temperature must be a finite number >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
-    if (!(a.tolerance > 0)) throw usage_error("--tolerance: must be positive");
+    if (!(a.tolerance >= 0 && std::isfinite(a.tolerance)))
+        throw usage_error("--tolerance: must be a finite number >= 0 (got " + std::to_string(a.tolerance) + ")");
     if (a.backend == "cpu") {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");

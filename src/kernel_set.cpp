@@ -1,6 +1,7 @@
 #include "llamacl/kernel_set.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "llamacl/error.hpp"
@@ -8,6 +9,15 @@
 namespace llamacl {
 
 namespace {
+
+// The exact shape's exponential is the host's (kernels/expf.cl): glibc's expf, in the variant this
+// process runs. x86-64 glibc picks its FMA build on CPUs with FMA; the two differ at x = 0x1.04845ep+5,
+// whose exp the fused build rounds to 0x1.f93e38p+46 and the other to 0x1.f93e36p+46.
+std::string glibc_expf_option() {
+    volatile float probe = 0x1.04845ep+5f;  // volatile: the compiler must not fold expf at build time
+    const bool fused = expf(probe) == 0x1.f93e38p+46f;
+    return fused ? " -DGLIBC_EXPF -DGLIBC_EXPF_FMA" : " -DGLIBC_EXPF";
+}
 
 bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -95,6 +105,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
+    if (shape_.family() == ShapeFamily::exact && device.info().fp64) common_options_ += glibc_expf_option();
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);
