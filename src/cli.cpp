@@ -308,10 +308,10 @@ void add_perplexity(CLI::App& app, PerplexityArgs& a) {
 }
 
 std::string read_text(const std::string& path) {
+    errno = 0;  // before fopen: its failure's reason is the one to report
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
     std::string text;
     char buffer[1 << 16];
-    errno = 0;
     if (file)
         for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0;) text.append(buffer, got);
     if (!file || std::ferror(file.get()))
@@ -352,7 +352,7 @@ int run_perplexity(const PerplexityArgs& a) {
     std::fprintf(stderr, "perplexity: %lld positions in %d window%s, %.3f s, %.1f tokens/s\n", r.positions,
                  r.windows, r.windows == 1 ? "" : "s", seconds, tokens_per_s);
     if (a.json) {
-        const nlohmann::json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
+        const nlohmann::ordered_json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
                                   {"perplexity", r.perplexity}, {"windows", r.windows},
                                   {"context", windows.context}, {"stride", windows.stride},
                                   {"positions", r.positions},   {"tokens_per_s", tokens_per_s}};

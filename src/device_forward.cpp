@@ -105,8 +105,8 @@ void DeviceForward::token_kernel_gave_up() {
     // Some work-group never ran while the others waited for it at a barrier, and the abandoned pass left
     // the residual stream half updated.
     if (token_->fewer_groups()) return;
-    std::fprintf(stderr, "llama-cl: %s did not run the token kernel's work-groups at once; continuing with one "
-                 "command per step (--schedule per-op)\n", device_.info().name.c_str());
+    report(device_.info().name + " did not run the token kernel's work-groups at once; continuing with one "
+           "command per step (--schedule per-op)");
     token_.reset();
     per_op_reason_ = "the token kernel's work-groups did not all run at once";
 }
