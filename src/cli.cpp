@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <ctime>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <unistd.h>
 #include <utility>
 
 #include "llamacl/bench.hpp"
@@ -17,6 +19,7 @@
 #include "llamacl/device.hpp"
 #include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/runtime_args.hpp"
@@ -44,7 +47,7 @@ struct GenerateArgs {
 
 void add_generate(CLI::App& app, GenerateArgs& a) {
     CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (run.c-compatible flags and output)");
-    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0 or 1)")->required();
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0, 1 or 2)")->required();
     cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")->capture_default_str();
     cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")->capture_default_str();
     cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
@@ -208,7 +211,9 @@ int run_info(const std::string& path) {
     const Config& c = ck.config();
     const ModelSize size(c);
     std::printf("checkpoint: %s\n", path.c_str());
-    std::printf("format: llama2.c version %d%s\n", ck.version(), ck.version() == 0 ? " (legacy)" : " (ak42 export)");
+    std::printf("format: llama2.c version %d%s\n", ck.version(),
+                ck.version() == 0 ? " (legacy)" : ck.version() == 1 ? " (ak42 export)" : " (ak42 export, Q8_0)");
+    std::printf("weights: %s\n", ck.weight_type().describe().c_str());
     std::printf("dim: %d\nhidden_dim: %d\nn_layers: %d\nn_heads: %d\nn_kv_heads: %d\nvocab_size: %d\nseq_len: %d\n",
                 c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     std::printf("head_size: %d\nshared_classifier: %s\n", c.head_size(), c.shared_classifier ? "yes" : "no");
@@ -217,6 +222,26 @@ int run_info(const std::string& path) {
     std::printf("bytes per layer: %s\n", bytes_str(size.layer_bytes()).c_str());
     std::printf("kv cache bytes (full context): %s\n", bytes_str(size.kv_cache_bytes).c_str());
     std::printf("working buffer bytes: %s\n", bytes_str(size.working_bytes).c_str());
+    return 0;
+}
+
+struct QuantizeArgs {
+    std::string input, output;
+    int group_size = 0;  // 0: default_group_size
+};
+
+int run_quantize(const QuantizeArgs& a) {
+    const Checkpoint ck = Checkpoint::open(a.input);
+    const int group_size = a.group_size != 0 ? a.group_size : default_group_size(ck.config());
+    // A live progress line only where someone watches it, and only when there is time to watch.
+    const bool live = ::isatty(STDERR_FILENO) && ModelSize(ck.config()).weight_bytes() >= (256ull << 20);
+    write_version2(ck, a.output, group_size, [&](std::uint64_t done, std::uint64_t total) {
+        if (live) std::fprintf(stderr, "\rquantizing: %.1f of %.1f GB", static_cast<double>(done) / 1e9,
+                               static_cast<double>(total) / 1e9);
+    });
+    const Checkpoint written = Checkpoint::open(a.output);  // what a reader will see
+    std::fprintf(stderr, "%swrote %s: llama2.c version 2, %s weights, %s bytes\n", live ? "\n" : "", a.output.c_str(),
+                 written.weight_type().describe().c_str(), std::to_string(std::filesystem::file_size(a.output)).c_str());
     return 0;
 }
 
@@ -244,6 +269,17 @@ int run_cli(int argc, char** argv) {
     std::string info_path;
     CLI::App* info = app.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
     info->add_option("checkpoint", info_path, "llama2.c checkpoint")->required();
+
+    QuantizeArgs quant;
+    CLI::App* quantize = app.add_subcommand(
+        "quantize", "Write a llama2.c version-2 (Q8_0) checkpoint from an fp32 one, as llama2.c's export.py --version 2 does");
+    quantize->add_option("input", quant.input, "fp32 llama2.c checkpoint (version 0 or 1)")->required();
+    quantize->add_option("output", quant.output, "version-2 checkpoint to write")->required();
+    quantize->add_option("--group-size", quant.group_size,
+                         "weights per fp32 scale, a divisor of dim and hidden_dim (default: the largest power of two up "
+                         "to 64 that divides both)")
+        ->transform(decimal_integer(1, std::numeric_limits<int>::max(), "a whole number from 1 to " +
+                                    std::to_string(std::numeric_limits<int>::max()), "POSITIVE INTEGER"));
 
     app.add_subcommand("devices", "List every OpenCL platform and device");
     BenchArgs bench;
@@ -283,6 +319,7 @@ int run_cli(int argc, char** argv) {
         if (app.got_subcommand("generate")) return with_output_checked(run_generate(gen));
         if (app.got_subcommand("tokenize")) return with_output_checked(run_tokenize(tok));
         if (app.got_subcommand("info")) return with_output_checked(run_info(info_path));
+        if (app.got_subcommand("quantize")) return with_output_checked(run_quantize(quant));
         if (app.got_subcommand("devices")) return with_output_checked(run_devices());
         if (app.got_subcommand("bench")) return with_output_checked(run_bench(bench));
     } catch (const Error& e) {

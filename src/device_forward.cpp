@@ -18,6 +18,15 @@ void set_args(cl::Kernel& kernel, const Args&... args) {
     (kernel.setArg(index++, args), ...);
 }
 
+// The device's kernels read fp32 weights only so far.
+const Config& fp32_weights(const Checkpoint& ck) {
+    const WeightType& type = ck.weight_type();
+    if (type.format != WeightFormat::f32)
+        throw Error(ck.path() + ": the OpenCL backend runs f32 weights only so far, and these are " + type.describe() +
+                    "; run with --backend cpu");
+    return ck.config();
+}
+
 bool out_of_memory(cl_int code) {
     return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
 }
@@ -33,7 +42,7 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
     : device_(device),
       ck_(ck),
-      c_(ck.config()),
+      c_(fp32_weights(ck)),
       finalize_(options.finalize),
       plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
       kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info())),

@@ -21,7 +21,7 @@ std::size_t ffn_floats(const Config& c) { return static_cast<std::size_t>(c.hidd
 
 struct TensorView {
     cl::Buffer LayerBuffers::*buffer;
-    const float* LayerWeights::*host;
+    WeightTensor LayerWeights::*host;
     std::size_t (*floats)(const Config&);
     const char* name;
 };
@@ -78,7 +78,7 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
         // filled when first acquired. Upload straight from the mapped file, once, before any token.
         for (const TensorView& t : kLayerTensors) {
             stacks_.push_back(LayerStack::allocate(device, t.floats(c), c.n_layers, stacked, t.name, CL_MEM_READ_ONLY));
-            for (int l = 0; l < c.n_layers; ++l) stacks_.back().write(device.queue(), l, ck.layer(l).*t.host);
+            for (int l = 0; l < c.n_layers; ++l) stacks_.back().write(device.queue(), l, (ck.layer(l).*t.host).f32());
         }
         device.queue().finish();
     } else {
@@ -105,7 +105,7 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
             static_cast<std::uint64_t>(c.vocab_size), device.info().max_alloc_bytes / row_bytes));
         for (int first = 0; first < c.vocab_size; first += rows_per_block) {
             const int rows = std::min(rows_per_block, c.vocab_size - first);
-            classifier_.push_back({upload_once(device, ck.classifier() + static_cast<std::size_t>(first) * c.dim,
+            classifier_.push_back({upload_once(device, ck.classifier().f32() + static_cast<std::size_t>(first) * c.dim,
                                                static_cast<std::size_t>(rows) * c.dim, "classifier"),
                                    first, rows});
         }
@@ -143,7 +143,7 @@ void WeightStaging::for_each_tensor(int chunk, std::byte* host, F f) const {
         const LayerWeights w = ck_.layer(l);
         for (const TensorView& t : kLayerTensors) {
             const std::size_t bytes = t.floats(ck_.config()) * sizeof(float);
-            f(l - first, t, w.*t.host, host, bytes);
+            f(l - first, t, (w.*t.host).f32(), host, bytes);
             host += bytes;
         }
     }

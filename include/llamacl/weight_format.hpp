@@ -1,0 +1,38 @@
+#pragma once
+// How a weight matrix is stored: its element type (fp32, IEEE half, or llama2.c's Q8_0: int8 values in
+// groups that share one fp32 scale), and views of a tensor in that format. Norm weights are always fp32.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace llamacl {
+
+enum class WeightFormat { f32, f16, q8_0 };
+const char* format_name(WeightFormat format);  // "f32", "f16", "q8_0": the spelling of --weights
+std::optional<WeightFormat> parse_format(std::string_view name);
+
+struct WeightType {
+    WeightFormat format = WeightFormat::f32;
+    int group_size = 0;  // q8_0: consecutive elements (in row-major order) sharing a scale; 0 otherwise
+
+    // What `elements` weights of this type occupy: values, and for q8_0 the scales after them.
+    std::uint64_t bytes(std::uint64_t elements) const;
+    std::string describe() const;  // "f32", "f16" or "q8_0 (group size 64)"
+    bool operator==(const WeightType&) const = default;
+};
+
+// A weight tensor (or rows of one) in memory, elements in row-major order.
+struct WeightTensor {
+    WeightType type;
+    const void* values = nullptr;   // float, std::uint16_t (half bits) or std::int8_t elements
+    const float* scales = nullptr;  // q8_0: one per group of type.group_size elements
+
+    const float* f32() const { return static_cast<const float*>(values); }
+    const std::uint16_t* f16() const { return static_cast<const std::uint16_t*>(values); }
+    const std::int8_t* q8() const { return static_cast<const std::int8_t*>(values); }
+    // The tensor from element `first` on (for q8_0 a multiple of the group size), e.g. a block of rows.
+    WeightTensor from(std::uint64_t first) const;
+};
+
+}  // namespace llamacl
