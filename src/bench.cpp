@@ -9,6 +9,7 @@
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/sampler.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/synthetic.hpp"
 
 namespace llamacl {
@@ -278,9 +279,10 @@ void check_bench_args(const BenchArgs& a) {
 }
 
 Checkpoint load_model(const BenchArgs& a) {
-    if (a.synthetic.empty()) return Checkpoint::open(a.checkpoint);
-    return Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
-                                  "synthetic:" + a.synthetic);
+    if (a.synthetic.empty()) return with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
+    return with_weights(Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
+                                               "synthetic:" + a.synthetic),
+                        weights_format(a.weights));
 }
 
 }  // namespace
@@ -492,6 +494,7 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
                     "times the last positions of the context)")
         ->capture_default_str();
     cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")->capture_default_str();
+    add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--probe-mib", a.probe_mib,
                     "bandwidth probe buffer size in MiB (default: min(1024, max allocation, global memory / 4))")

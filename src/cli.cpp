@@ -39,6 +39,7 @@ struct GenerateArgs {
     int steps = 256;
     std::string prompt;
     std::string backend = "auto";
+    std::string weights;  // empty: the file's own format
     RuntimeArgs runtime;
     bool verbose = false;
     bool compare_cpu = false;
@@ -66,6 +67,7 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
                     "exists, else cpu)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
+    add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
     cmd->add_flag("--compare-cpu", a.compare_cpu,
                   "run the CPU reference in lockstep and compare every device boundary with it; the last stderr "
@@ -131,7 +133,7 @@ void print_per_token(const RuntimeCounters& total, int positions) {
 
 int run_generate(const GenerateArgs& a) {
     check_generate_args(a);
-    const Checkpoint ck = Checkpoint::open(a.checkpoint);
+    const Checkpoint ck = with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
     const Config& c = ck.config();
     const Tokenizer tokenizer = Tokenizer::load(a.tokenizer, c.vocab_size);
     const int steps = effective_steps(a.steps, c.seq_len);

@@ -23,7 +23,7 @@ const Config& fp32_weights(const Checkpoint& ck) {
     const WeightType& type = ck.weight_type();
     if (type.format != WeightFormat::f32)
         throw Error(ck.path() + ": the OpenCL backend runs f32 weights only so far, and these are " + type.describe() +
-                    "; run with --backend cpu");
+                    "; run generate with --backend cpu");
     return ck.config();
 }
 

@@ -179,4 +179,24 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
     }
 }
 
+Checkpoint with_weights(Checkpoint ck, std::optional<WeightFormat> format) {
+    if (!format || *format == ck.weight_type().format) return ck;
+    const std::string flag = std::string("--weights ") + format_name(*format);
+    require_fp32(ck, flag);
+    Config c = ck.config();
+    c.weight_type = {*format, *format == WeightFormat::q8_0 ? default_group_size(c) : 0};
+    std::uint64_t bytes = 0;
+    for_each_export_tensor(ck, [&](const float*, std::uint64_t n, bool quantized) {
+        bytes += (quantized ? c.weight_type : WeightType{}).bytes(n);
+    });
+    std::vector<std::byte> tensors(bytes);
+    std::byte* at = tensors.data();
+    for_each_export_tensor(ck, [&](const float* w, std::uint64_t n, bool quantized) {
+        const WeightType as = quantized ? c.weight_type : WeightType{};
+        encode(at, w, n, as);
+        at += as.bytes(n);
+    });
+    return Checkpoint::from_tensors(c, std::move(tensors), ck.path() + " (" + flag + ")", ck.version());
+}
+
 }  // namespace llamacl

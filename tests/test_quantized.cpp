@@ -274,17 +274,83 @@ TEST(Version2, InfoPrintsTheFormatGroupSizeAndRealBytes) {
         EXPECT_NE(r.out.find(expect), std::string::npos) << expect << "\n" << r.out;
 }
 
+TEST(GenerateQ80, WeightsQ80OnTheFp32FileIsTheQuantizedFile) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    // --weights q8_0 quantizes as `quantize` does, with the default group size: the same weights as the
+    // shared version-2 files, so runq.c's text.
+    const std::pair<std::string, std::string> fp32_of[] = {{"stories260K.q80.bin", "stories260K.bin"},
+                                                           {"synth-gqa-unshared.q80.bin", "synth-gqa-unshared.bin"}};
+    int checked = 0;
+    for (ReferenceCase c : load_cases(shared, "cases-q80.tsv")) {
+        for (const auto& [q80, fp32] : fp32_of) {
+            if (c.model != q80) continue;
+            c.model = fp32;
+            const CommandResult r = run_llama_cl(generate_args(shared, c, "--backend cpu --weights q8_0"));
+            EXPECT_EQ(r.exit_code, 0) << r.err;
+            EXPECT_EQ(r.out, read_file(shared / "reference" / c.expected)) << "case " << c.id << " from " << fp32;
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 3);
+}
+
+TEST(GenerateF16, WeightsF16IsTheFp32ModelOfTheRoundedWeights) {
+    // The reference on f16 weights computes fp32 on their exact widening: the text of an fp32 file
+    // holding the rounded weights (the norms stay fp32).
+    TempDir dir;
+    const Config c = small_config(2, false);
+    const auto model = write_model(dir, c, 1, 13);
+    std::string bytes = read_file(model);
+    const std::size_t norms = (2 * c.n_layers + 1) * static_cast<std::size_t>(c.dim);
+    for (std::size_t at = 256 + norms * 4; at < bytes.size(); at += 4) {
+        float f;
+        std::memcpy(&f, bytes.data() + at, 4);
+        f = half_to_float(float_to_half(f));
+        std::memcpy(bytes.data() + at, &f, 4);
+    }
+    const auto rounded = dir / "rounded.bin";
+    std::ofstream(rounded, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    const std::string flags = "-t 0.8 -p 0.9 -s 5 -n 30 -i 'ab' --backend cpu";
+    const CommandResult half = run_llama_cl(model_args(model, dir / "tok.bin", flags + " --weights f16"));
+    const CommandResult expect = run_llama_cl(model_args(rounded, dir / "tok.bin", flags));
+    const CommandResult full = run_llama_cl(model_args(model, dir / "tok.bin", flags + " --weights f32"));
+    ASSERT_EQ(half.exit_code, 0) << half.err;
+    EXPECT_EQ(half.out, expect.out);
+    EXPECT_EQ(full.out, run_llama_cl(model_args(model, dir / "tok.bin", flags)).out);  // f32 is the file's own
+    EXPECT_NE(half.out, "");
+}
+
+TEST(GenerateQ80, ConvertingAQuantizedFileIsAUsageError) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config(), 1);
+    write_version2(Checkpoint::open(model.string()), (dir / "q.bin").string(), 4);
+    const CommandResult r = run_llama_cl(model_args(dir / "q.bin", dir / "tok.bin", "--backend cpu --weights f16"));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("--weights f16: " + (dir / "q.bin").string() + " holds q8_0 (group size 4) weights"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(run_llama_cl(model_args(dir / "q.bin", dir / "tok.bin", "--backend cpu --weights q8_0 -n 3")).exit_code, 0);
+}
+
 TEST(GenerateQ80, TheOpenclBackendRefusesWeightsItCannotRunYet) {
     TempDir dir;
     const auto model = write_model(dir, small_config(), 1);
     write_version2(Checkpoint::open(model.string()), (dir / "q.bin").string(), 4);
     for (const auto& [path, flags, mention] :
-         {std::tuple{dir / "q.bin", std::string(""), (dir / "q.bin").string() + ":"}}) {
+         {std::tuple{dir / "q.bin", std::string(""), (dir / "q.bin").string() + ":"},
+          std::tuple{model, std::string("--weights f16"), model.string() + " (--weights f16):"},
+          std::tuple{model, std::string("--weights q8_0"), model.string() + " (--weights q8_0):"}}) {
         const CommandResult r = run_llama_cl(model_args(path, dir / "tok.bin", "--backend opencl -n 4 " + flags));
         EXPECT_EQ(r.exit_code, 1) << flags;
         EXPECT_EQ(r.out, "");
         EXPECT_NE(r.err.find(mention), std::string::npos) << r.err;
-        EXPECT_NE(r.err.find("run with --backend cpu"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("run generate with --backend cpu"), std::string::npos) << r.err;
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     }
+    const CommandResult bench = run_llama_cl("bench --synthetic tiny --weights q8_0 -n 2 --runs 1");
+    EXPECT_EQ(bench.exit_code, 1);
+    EXPECT_NE(bench.err.find("synthetic:tiny (--weights q8_0): the OpenCL backend runs f32 weights only"), std::string::npos)
+        << bench.err;
+    EXPECT_EQ(std::count(bench.err.begin(), bench.err.end(), '\n'), 1) << bench.err;
 }

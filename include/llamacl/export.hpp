@@ -1,8 +1,9 @@
 #pragma once
 // Writing checkpoints as llama2.c's export.py does, from an fp32 checkpoint: version-2 (Q8_0) files for
-// `llama-cl quantize`.
+// `llama-cl quantize`, and the same tensors in memory in any weight format for --weights.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "llamacl/checkpoint.hpp"
@@ -25,5 +26,10 @@ std::uint16_t float_to_half(float f);  // IEEE half, rounded to nearest even (to
 // `progress(done, total)` is called after each tensor, in bytes of fp32 weights read.
 void write_version2(const Checkpoint& fp32, const std::string& path, int group_size,
                     const std::function<void(std::uint64_t, std::uint64_t)>& progress = {});
+
+// `ck` with its weights in `format` (--weights): itself when they already are (or no format is asked for),
+// else converted from fp32 in memory (q8_0 in default_group_size groups). Throws usage_error when a
+// conversion would start from anything but fp32.
+Checkpoint with_weights(Checkpoint ck, std::optional<WeightFormat> format);
 
 }  // namespace llamacl
