@@ -62,13 +62,13 @@ TensorCounts tensor_counts(const Config& c) {
     return t;
 }
 
-// What `elements` weights of `type` occupy, with overflow checks (WeightType::bytes has none).
-std::uint64_t stored_bytes(const WeightType& type, std::uint64_t elements, bool& overflow) {
-    if (type.format != WeightFormat::q8_0) return mul(elements, type.bytes(1), overflow);
-    return add(elements, mul(elements / static_cast<std::uint64_t>(type.group_size), sizeof(float), overflow), overflow);
+// What `elements` weights of `format` occupy, with overflow checks (WeightFormat::bytes has none).
+std::uint64_t stored_bytes(const WeightFormat& format, std::uint64_t elements, bool& overflow) {
+    if (format.type != ElementType::q8_0) return mul(elements, format.bytes(1), overflow);
+    return add(elements, mul(elements / static_cast<std::uint64_t>(format.group_size), sizeof(float), overflow), overflow);
 }
 
-// The tensors' bytes after the header: fp32 norms (and v0's RoPE tables), the rest in the weight type.
+// The tensors' bytes after the header: fp32 norms (and v0's RoPE tables), the rest in the weight format.
 std::uint64_t tensor_bytes(const Config& c, bool legacy, bool& overflow) {
     const TensorCounts t = tensor_counts(c);
     overflow = t.overflow;
@@ -77,7 +77,7 @@ std::uint64_t tensor_bytes(const Config& c, bool legacy, bool& overflow) {
     if (legacy) norms = add(norms, t.freq_cis, overflow);
     for (std::uint64_t n : {t.wq, t.wk, t.wv, t.wo, t.w1, t.w2, t.w3, t.embedding, t.classifier})
         matrices = add(matrices, n, overflow);
-    return add(mul(norms, sizeof(float), overflow), stored_bytes(c.weight_type, matrices, overflow), overflow);
+    return add(mul(norms, sizeof(float), overflow), stored_bytes(c.weight_format, matrices, overflow), overflow);
 }
 
 // The byte counts ModelSize derives for the device plan and the CPU reference (KV cache, working
@@ -156,7 +156,7 @@ Config parse_config(const std::string& path, const std::int32_t h[7], bool legac
 // Version 2's group size: export.py checks only that it divides dim, and runq.c silently drops the tail
 // of every row whose length it does not divide (the rows of w2 are hidden_dim long).
 void check_group_size(const std::string& path, const Config& c) {
-    const int gs = c.weight_type.group_size;
+    const int gs = c.weight_format.group_size;
     const auto bad = [&](const std::string& why) {
         return Error(path + ": not a valid llama2.c checkpoint: version 2's group size " + std::to_string(gs) + " " +
                      why + " (header: " + describe(c) + ")");
@@ -184,9 +184,9 @@ ModelSize::ModelSize(const Config& c) {
     const std::uint64_t floats = 4ull * c.dim + 2ull * c.kv_dim() + 2ull * c.hidden_dim +
                                  static_cast<std::uint64_t>(c.n_heads) * c.seq_len + c.vocab_size;
     working_bytes = floats * sizeof(float);
-    const WeightType& type = c.weight_type;
-    layer_bytes_ = (t.rms_att + t.rms_ffn) / L * sizeof(float) + type.bytes((t.wq + t.wk + t.wv + t.wo + t.w1 + t.w2 + t.w3) / L);
-    weight_bytes_ = layer_bytes_ * L + t.rms_final * sizeof(float) + type.bytes(t.embedding + t.classifier);
+    const WeightFormat& format = c.weight_format;
+    layer_bytes_ = (t.rms_att + t.rms_ffn) / L * sizeof(float) + format.bytes((t.wq + t.wk + t.wv + t.wo + t.w1 + t.w2 + t.w3) / L);
+    weight_bytes_ = layer_bytes_ * L + t.rms_final * sizeof(float) + format.bytes(t.embedding + t.classifier);
 }
 
 struct Checkpoint::Storage {
@@ -294,7 +294,7 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
             // The group size follows the flag byte, unaligned (export.py packs the header).
             std::int32_t group_size = 0;
             std::memcpy(&group_size, base + 8 + sizeof header + 1, sizeof group_size);
-            config_.weight_type = {WeightFormat::q8_0, group_size};
+            config_.weight_format = {ElementType::q8_0, group_size};
             check_group_size(path, config_);
         }
 
@@ -322,13 +322,13 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
 
 void Checkpoint::map_weights(const std::byte* p, bool legacy) {
     const Config& c = config_;
-    const WeightType norm{}, type = c.weight_type;
+    const WeightFormat norm{}, matrix = c.weight_format;
     const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
     // Tensors are laid out back to back; walk them in file order. A Q8_0 tensor is its int8 values, then
     // one fp32 scale per group.
-    const auto take = [&](const WeightType& t, std::uint64_t n) {
+    const auto take = [&](const WeightFormat& t, std::uint64_t n) {
         WeightTensor w{t, p, nullptr};
-        if (t.format != WeightFormat::q8_0) {
+        if (t.type != ElementType::q8_0) {
             p += t.bytes(n);
             return w;
         }
@@ -342,37 +342,37 @@ void Checkpoint::map_weights(const std::byte* p, bool legacy) {
         return w;
     };
     layers_.assign(static_cast<std::size_t>(c.n_layers), {});
-    const auto each_layer = [&](WeightTensor LayerWeights::*tensor, const WeightType& t, std::uint64_t n) {
+    const auto each_layer = [&](WeightTensor LayerWeights::*tensor, const WeightFormat& t, std::uint64_t n) {
         for (LayerWeights& w : layers_) w.*tensor = take(t, n);
     };
     if (legacy) {
-        embedding_ = take(type, vocab * dim);
+        embedding_ = take(matrix, vocab * dim);
         each_layer(&LayerWeights::rms_att, norm, dim);
-        each_layer(&LayerWeights::wq, type, dim * dim);
-        each_layer(&LayerWeights::wk, type, kv * dim);
-        each_layer(&LayerWeights::wv, type, kv * dim);
-        each_layer(&LayerWeights::wo, type, dim * dim);
+        each_layer(&LayerWeights::wq, matrix, dim * dim);
+        each_layer(&LayerWeights::wk, matrix, kv * dim);
+        each_layer(&LayerWeights::wv, matrix, kv * dim);
+        each_layer(&LayerWeights::wo, matrix, dim * dim);
         each_layer(&LayerWeights::rms_ffn, norm, dim);
-        each_layer(&LayerWeights::w1, type, hidden * dim);
-        each_layer(&LayerWeights::w2, type, dim * hidden);
-        each_layer(&LayerWeights::w3, type, hidden * dim);
+        each_layer(&LayerWeights::w1, matrix, hidden * dim);
+        each_layer(&LayerWeights::w2, matrix, dim * hidden);
+        each_layer(&LayerWeights::w3, matrix, hidden * dim);
         rms_final_ = take(norm, dim).f32();
         take(norm, tensor_counts(c).freq_cis);  // RoPE's real and imaginary halves: seq_len x head_size/2 each
     } else {
         each_layer(&LayerWeights::rms_att, norm, dim);
         each_layer(&LayerWeights::rms_ffn, norm, dim);
         rms_final_ = take(norm, dim).f32();
-        embedding_ = take(type, vocab * dim);
-        each_layer(&LayerWeights::wq, type, dim * dim);
-        each_layer(&LayerWeights::wk, type, kv * dim);
-        each_layer(&LayerWeights::wv, type, kv * dim);
-        each_layer(&LayerWeights::wo, type, dim * dim);
-        each_layer(&LayerWeights::w1, type, hidden * dim);
-        each_layer(&LayerWeights::w2, type, dim * hidden);
-        each_layer(&LayerWeights::w3, type, hidden * dim);
+        embedding_ = take(matrix, vocab * dim);
+        each_layer(&LayerWeights::wq, matrix, dim * dim);
+        each_layer(&LayerWeights::wk, matrix, kv * dim);
+        each_layer(&LayerWeights::wv, matrix, kv * dim);
+        each_layer(&LayerWeights::wo, matrix, dim * dim);
+        each_layer(&LayerWeights::w1, matrix, hidden * dim);
+        each_layer(&LayerWeights::w2, matrix, dim * hidden);
+        each_layer(&LayerWeights::w3, matrix, hidden * dim);
     }
-    classifier_ = c.shared_classifier ? embedding_ : take(type, vocab * dim);
-    if (type.format == WeightFormat::f32) {
+    classifier_ = c.shared_classifier ? embedding_ : take(matrix, vocab * dim);
+    if (matrix.type == ElementType::f32) {
         token_embedding_ = embedding_.f32();
     } else {
         storage_->token_embedding.resize(vocab * dim);

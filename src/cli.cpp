@@ -215,7 +215,7 @@ int run_info(const std::string& path) {
     std::printf("checkpoint: %s\n", path.c_str());
     std::printf("format: llama2.c version %d%s\n", ck.version(),
                 ck.version() == 0 ? " (legacy)" : ck.version() == 1 ? " (ak42 export)" : " (ak42 export, Q8_0)");
-    std::printf("weights: %s\n", ck.weight_type().describe().c_str());
+    std::printf("weights: %s\n", ck.weight_format().describe().c_str());
     std::printf("dim: %d\nhidden_dim: %d\nn_layers: %d\nn_heads: %d\nn_kv_heads: %d\nvocab_size: %d\nseq_len: %d\n",
                 c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     std::printf("head_size: %d\nshared_classifier: %s\n", c.head_size(), c.shared_classifier ? "yes" : "no");
@@ -243,7 +243,7 @@ int run_quantize(const QuantizeArgs& a) {
     });
     const Checkpoint written = Checkpoint::open(a.output);  // what a reader will see
     std::fprintf(stderr, "%swrote %s: llama2.c version 2, %s weights, %s bytes\n", live ? "\n" : "", a.output.c_str(),
-                 written.weight_type().describe().c_str(), std::to_string(std::filesystem::file_size(a.output)).c_str());
+                 written.weight_format().describe().c_str(), std::to_string(std::filesystem::file_size(a.output)).c_str());
     return 0;
 }
 

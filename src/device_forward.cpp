@@ -20,9 +20,9 @@ void set_args(cl::Kernel& kernel, const Args&... args) {
 
 // The device's kernels read fp32 weights only so far.
 const Config& fp32_weights(const Checkpoint& ck) {
-    const WeightType& type = ck.weight_type();
-    if (type.format != WeightFormat::f32)
-        throw Error(ck.path() + ": the OpenCL backend runs f32 weights only so far, and these are " + type.describe() +
+    const WeightFormat& format = ck.weight_format();
+    if (format.type != ElementType::f32)
+        throw Error(ck.path() + ": the OpenCL backend runs f32 weights only so far, and these are " + format.describe() +
                     "; run generate with --backend cpu");
     return ck.config();
 }

@@ -41,19 +41,19 @@ void for_each_export_tensor(const Checkpoint& ck, F f) {
     if (!c.shared_classifier) f(ck.classifier().f32(), vocab * dim, true);
 }
 
-// `n` fp32 weights stored as `type` at `out` (type.bytes(n) bytes; for q8_0 the values, then the scales).
-void encode(std::byte* out, const float* w, std::uint64_t n, const WeightType& type) {
-    switch (type.format) {
-        case WeightFormat::f32: std::memcpy(out, w, n * sizeof(float)); return;
-        case WeightFormat::f16:
+// `n` fp32 weights stored as `format` at `out` (format.bytes(n) bytes; for q8_0 the values, then the scales).
+void encode(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
+    switch (format.type) {
+        case ElementType::f32: std::memcpy(out, w, n * sizeof(float)); return;
+        case ElementType::f16:
             for (std::uint64_t i = 0; i < n; ++i) {
                 const std::uint16_t half = float_to_half(w[i]);
                 std::memcpy(out + i * sizeof half, &half, sizeof half);
             }
             return;
-        case WeightFormat::q8_0: {
-            std::vector<float> scales(n / static_cast<std::uint64_t>(type.group_size));
-            quantize_q80(reinterpret_cast<std::int8_t*>(out), scales.data(), w, n, type.group_size);
+        case ElementType::q8_0: {
+            std::vector<float> scales(n / static_cast<std::uint64_t>(format.group_size));
+            quantize_q80(reinterpret_cast<std::int8_t*>(out), scales.data(), w, n, format.group_size);
             std::memcpy(out + n, scales.data(), scales.size() * sizeof(float));
             return;
         }
@@ -61,8 +61,8 @@ void encode(std::byte* out, const float* w, std::uint64_t n, const WeightType& t
 }
 
 void require_fp32(const Checkpoint& ck, const std::string& what) {
-    if (ck.weight_type().format != WeightFormat::f32)
-        throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_type().describe() +
+    if (ck.weight_format().type != ElementType::f32)
+        throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_format().describe() +
                           " weights (llama2.c version " + std::to_string(ck.version()) +
                           "); only an fp32 checkpoint (version 0 or 1) converts");
 }
@@ -132,7 +132,7 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
     require_fp32(fp32, "quantize");
     const Config& c = fp32.config();
     check_group_size_flag(c, group_size, fp32.path());
-    const WeightType type{WeightFormat::q8_0, group_size};
+    const WeightFormat q80{ElementType::q8_0, group_size};
 
     const std::string partial = path + ".partial";
     std::FILE* out = std::fopen(partial.c_str(), "wb");
@@ -160,7 +160,7 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
     std::uint64_t done = 0;
     std::vector<std::byte> encoded;
     for_each_export_tensor(fp32, [&](const float* w, std::uint64_t n, bool quantized) {
-        const WeightType as = quantized ? type : WeightType{};
+        const WeightFormat as = quantized ? q80 : WeightFormat{};
         encoded.resize(as.bytes(n));
         encode(encoded.data(), w, n, as);
         write(encoded.data(), encoded.size());
@@ -179,20 +179,20 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
     }
 }
 
-Checkpoint with_weights(Checkpoint ck, std::optional<WeightFormat> format) {
-    if (!format || *format == ck.weight_type().format) return ck;
-    const std::string flag = std::string("--weights ") + format_name(*format);
+Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
+    if (!type || *type == ck.weight_format().type) return ck;
+    const std::string flag = std::string("--weights ") + element_name(*type);
     require_fp32(ck, flag);
     Config c = ck.config();
-    c.weight_type = {*format, *format == WeightFormat::q8_0 ? default_group_size(c) : 0};
+    c.weight_format = {*type, *type == ElementType::q8_0 ? default_group_size(c) : 0};
     std::uint64_t bytes = 0;
     for_each_export_tensor(ck, [&](const float*, std::uint64_t n, bool quantized) {
-        bytes += (quantized ? c.weight_type : WeightType{}).bytes(n);
+        bytes += (quantized ? c.weight_format : WeightFormat{}).bytes(n);
     });
     std::vector<std::byte> tensors(bytes);
     std::byte* at = tensors.data();
     for_each_export_tensor(ck, [&](const float* w, std::uint64_t n, bool quantized) {
-        const WeightType as = quantized ? c.weight_type : WeightType{};
+        const WeightFormat as = quantized ? c.weight_format : WeightFormat{};
         encode(at, w, n, as);
         at += as.bytes(n);
     });

@@ -24,7 +24,7 @@ void matmul_widened(float* out, const float* x, const Weight* w, int n, int d) {
 }
 
 void matmul_q8(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
-    const int n = x.size(), gs = w.type.group_size;
+    const int n = x.size(), gs = w.format.group_size;
     const std::int8_t* xq = x.q();
     const float* xs = x.scales();
     for (int i = 0; i < d; i++) {
@@ -87,37 +87,37 @@ float half_to_float(std::uint16_t half) {
 }
 
 void dequantize(float* out, const WeightTensor& w, std::uint64_t n) {
-    switch (w.type.format) {
-        case WeightFormat::f32: std::memcpy(out, w.f32(), n * sizeof(float)); return;
-        case WeightFormat::f16:
+    switch (w.format.type) {
+        case ElementType::f32: std::memcpy(out, w.f32(), n * sizeof(float)); return;
+        case ElementType::f16:
             for (std::uint64_t i = 0; i < n; i++) out[i] = half_to_float(w.f16()[i]);
             return;
-        case WeightFormat::q8_0: {
-            const std::uint64_t gs = static_cast<std::uint64_t>(w.type.group_size);
+        case ElementType::q8_0: {
+            const std::uint64_t gs = static_cast<std::uint64_t>(w.format.group_size);
             for (std::uint64_t i = 0; i < n; i++) out[i] = w.q8()[i] * w.scales[i / gs];
             return;
         }
     }
 }
 
-MatmulInput::MatmulInput(const WeightType& type, int n) : type_(type), n_(n) {
-    if (type.format == WeightFormat::q8_0) {
+MatmulInput::MatmulInput(const WeightFormat& format, int n) : format_(format), n_(n) {
+    if (format.type == ElementType::q8_0) {
         q_.resize(static_cast<std::size_t>(n));
-        scales_.resize(static_cast<std::size_t>(n / type.group_size));
+        scales_.resize(static_cast<std::size_t>(n / format.group_size));
     }
 }
 
 void MatmulInput::set(const float* x) {
     x_ = x;
-    if (type_.format == WeightFormat::q8_0) quantize(q_.data(), scales_.data(), x, n_, type_.group_size);
+    if (format_.type == ElementType::q8_0) quantize(q_.data(), scales_.data(), x, n_, format_.group_size);
 }
 
 void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
-    if (!(x.type() == w.type)) throw std::logic_error("matmul: the input is prepared for another weight type");
-    switch (w.type.format) {
-        case WeightFormat::f32: matmul_widened(out, x.x(), w.f32(), x.size(), d); return;
-        case WeightFormat::f16: matmul_widened(out, x.x(), w.f16(), x.size(), d); return;
-        case WeightFormat::q8_0: matmul_q8(out, x, w, d); return;
+    if (!(x.format() == w.format)) throw std::logic_error("matmul: the input is prepared for another weight format");
+    switch (w.format.type) {
+        case ElementType::f32: matmul_widened(out, x.x(), w.f32(), x.size(), d); return;
+        case ElementType::f16: matmul_widened(out, x.x(), w.f16(), x.size(), d); return;
+        case ElementType::q8_0: matmul_q8(out, x, w, d); return;
     }
 }
 
@@ -166,7 +166,7 @@ void classify(const Checkpoint& ck, const float* hidden, float* normed, float* l
     const Config& c = ck.config();
     // run.c normalizes x in place; normalizing into a separate buffer computes the same values.
     rmsnorm(normed, hidden, ck.rms_final(), c.dim);
-    MatmulInput input(ck.weight_type(), c.dim);  // runq.c quantizes the normalized x here
+    MatmulInput input(ck.weight_format(), c.dim);  // runq.c quantizes the normalized x here
     input.set(normed);
     matmul(logits, input, ck.classifier(), c.vocab_size);
 }

@@ -41,8 +41,8 @@ ReferenceForward::ReferenceForward(const Checkpoint& checkpoint)
       q_(c_.dim),
       att_(static_cast<std::size_t>(c_.n_heads) * c_.seq_len),
       logits_(c_.vocab_size),
-      xin_(c_.weight_type, c_.dim),
-      hin_(c_.weight_type, c_.hidden_dim),
+      xin_(c_.weight_format, c_.dim),
+      hin_(c_.weight_format, c_.hidden_dim),
       key_cache_(static_cast<std::size_t>(c_.n_layers) * c_.seq_len * c_.kv_dim()),
       value_cache_(key_cache_.size()) {}
 

@@ -54,7 +54,7 @@ void add_weights_option(CLI::App& cmd, std::string& weights) {
         ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
 }
 
-std::optional<WeightFormat> weights_format(const std::string& weights) { return parse_format(weights); }
+std::optional<ElementType> weights_format(const std::string& weights) { return parse_element_type(weights); }
 
 CLI::Validator positive_number() {
     return CLI::Validator(

@@ -96,7 +96,7 @@ TEST(Q80Math, ActivationsRoundHalvesAwayFromZeroAsRunqWeightsToEvenAsTorch) {
 
 TEST(Q80Math, MatmulIsTheGroupedIntegerDotOfItsOperands) {
     const int n = 96, d = 7, gs = 32;
-    const WeightType type{WeightFormat::q8_0, gs};
+    const WeightFormat type{ElementType::q8_0, gs};
     const auto wf = random_vector(static_cast<std::size_t>(n) * d, 1), xf = random_vector(n, 2);
     std::vector<std::int8_t> wq(wf.size());
     std::vector<float> ws(wf.size() / gs);
@@ -125,7 +125,7 @@ TEST(Q80Math, DequantizeIsValueTimesItsGroupsScale) {
     const std::int8_t q[] = {1, -2, 127, -127, 5, 6};
     const float s[] = {0.5f, 0.25f, 2.0f};
     std::vector<float> out(6);
-    dequantize(out.data(), WeightTensor{{WeightFormat::q8_0, 2}, q, s}, 6);
+    dequantize(out.data(), WeightTensor{{ElementType::q8_0, 2}, q, s}, 6);
     EXPECT_EQ(out, (std::vector<float>{0.5f, -1.0f, 31.75f, -31.75f, 10.0f, 12.0f}));
 }
 
@@ -236,7 +236,7 @@ TEST(Version2, MapsEachTensorsValuesAndScales) {
     write_version2(fp32, (dir / "q.bin").string(), 4);
     const Checkpoint q = Checkpoint::open((dir / "q.bin").string());
     EXPECT_EQ(q.version(), 2);
-    EXPECT_EQ(q.weight_type(), (WeightType{WeightFormat::q8_0, 4}));
+    EXPECT_EQ(q.weight_format(), (WeightFormat{ElementType::q8_0, 4}));
     const ModelSize size(q.config());
     EXPECT_EQ(size.weight_bytes() + 256, std::filesystem::file_size(dir / "q.bin"));
     const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim();

@@ -22,7 +22,7 @@ struct Config {
     int vocab_size = 0;  // always positive here; the v0 sign convention is decoded into shared_classifier
     int seq_len = 0;     // maximum context
     bool shared_classifier = true;  // classifier == token embedding table
-    WeightType weight_type{};       // of the embedding table, the classifier and the layers' matrices
+    WeightFormat weight_format{};   // of the embedding table, the classifier and the layers' matrices
 
     int head_size() const { return dim / n_heads; }
     int kv_dim() const { return dim / n_heads * n_kv_heads; }
@@ -36,7 +36,7 @@ struct ModelSize {
     std::uint64_t embedding_params;   // vocab x dim
     std::uint64_t classifier_params;  // vocab x dim when unshared, else 0
     std::uint64_t total_params;       // every tensor, the shared classifier counted once
-    // As stored: the norms in fp32, the matrices and the embedding table in the config's weight type.
+    // As stored: the norms in fp32, the matrices and the embedding table in the config's weight format.
     std::uint64_t layer_bytes() const { return layer_bytes_; }    // one layer
     std::uint64_t weight_bytes() const { return weight_bytes_; }  // every tensor, a shared classifier once
     std::uint64_t kv_cache_bytes;     // keys and values for every layer over the full context
@@ -67,13 +67,13 @@ public:
     // A checkpoint held in memory: `data` is a complete file image (header and tensors).
     static Checkpoint from_image(std::vector<std::byte> image, const std::string& name);
     // Tensors without a header, in export order (versions 1 and 2: the fp32 norms, then the embedding
-    // table, each layer's matrices and the unshared classifier in `config.weight_type`), as written by
+    // table, each layer's matrices and the unshared classifier in `config.weight_format`), as written by
     // convert_weights() (export.hpp).
     static Checkpoint from_tensors(const Config& config, std::vector<std::byte> tensors, const std::string& name,
                                    int version);
 
     const Config& config() const { return config_; }
-    const WeightType& weight_type() const { return config_.weight_type; }
+    const WeightFormat& weight_format() const { return config_.weight_format; }
     int version() const { return version_; }  // 0 (legacy), 1 ("ak42" fp32 export) or 2 (Q8_0 export)
     const std::string& path() const { return path_; }
 

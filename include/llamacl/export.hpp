@@ -27,9 +27,9 @@ std::uint16_t float_to_half(float f);  // IEEE half, rounded to nearest even (to
 void write_version2(const Checkpoint& fp32, const std::string& path, int group_size,
                     const std::function<void(std::uint64_t, std::uint64_t)>& progress = {});
 
-// `ck` with its weights in `format` (--weights): itself when they already are (or no format is asked for),
+// `ck` with its weights of element type `type` (--weights): itself when they already are (or none is asked for),
 // else converted from fp32 in memory (q8_0 in default_group_size groups). Throws usage_error when a
 // conversion would start from anything but fp32.
-Checkpoint with_weights(Checkpoint ck, std::optional<WeightFormat> format);
+Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type);
 
 }  // namespace llamacl

@@ -28,16 +28,16 @@ float half_to_float(std::uint16_t half);  // exact: every half is a float
 // wq, wk and wv), and so does the caller: set() once, then matmul() as often as needed.
 class MatmulInput {
 public:
-    MatmulInput(const WeightType& type, int n);
+    MatmulInput(const WeightFormat& format, int n);
     void set(const float* x);
-    const WeightType& type() const { return type_; }
+    const WeightFormat& format() const { return format_; }
     int size() const { return n_; }
     const float* x() const { return x_; }
     const std::int8_t* q() const { return q_.data(); }  // q8_0
     const float* scales() const { return scales_.data(); }
 
 private:
-    WeightType type_;
+    WeightFormat format_;
     int n_;
     const float* x_ = nullptr;
     std::vector<std::int8_t> q_;
@@ -57,7 +57,7 @@ std::vector<float> rope_table(int seq_len, int head_size);
 void swiglu(float* hb, const float* hb2, int hidden_dim);  // hb = silu(hb) * hb2
 
 // The final RMSNorm of `hidden` into `normed` (dim), then the classifier into `logits` (vocab), in the
-// checkpoint's weight type.
+// checkpoint's weight format.
 void classify(const Checkpoint& checkpoint, const float* hidden, float* normed, float* logits);
 
 }  // namespace llamacl

@@ -8,25 +8,25 @@
 
 namespace llamacl {
 
-enum class WeightFormat { f32, f16, q8_0 };
-const char* format_name(WeightFormat format);  // "f32", "f16", "q8_0": the spelling of --weights
-std::optional<WeightFormat> parse_format(std::string_view name);
+enum class ElementType { f32, f16, q8_0 };
+const char* element_name(ElementType type);  // "f32", "f16", "q8_0": the spelling of --weights
+std::optional<ElementType> parse_element_type(std::string_view name);
 
-struct WeightType {
-    WeightFormat format = WeightFormat::f32;
+struct WeightFormat {
+    ElementType type = ElementType::f32;
     int group_size = 0;  // q8_0: consecutive elements (in row-major order) sharing a scale; 0 otherwise
 
-    // What `elements` weights of this type occupy: values, and for q8_0 the scales after them.
+    // What `elements` weights of this format occupy: values, and for q8_0 the scales after them.
     std::uint64_t bytes(std::uint64_t elements) const;
     std::string describe() const;  // "f32", "f16" or "q8_0 (group size 64)"
-    bool operator==(const WeightType&) const = default;
+    bool operator==(const WeightFormat&) const = default;
 };
 
 // A weight tensor (or rows of one) in memory, elements in row-major order.
 struct WeightTensor {
-    WeightType type;
+    WeightFormat format;
     const void* values = nullptr;   // float, std::uint16_t (half bits) or std::int8_t elements
-    const float* scales = nullptr;  // q8_0: one per group of type.group_size elements
+    const float* scales = nullptr;  // q8_0: one per group of format.group_size elements
 
     const float* f32() const { return static_cast<const float*>(values); }
     const std::uint16_t* f16() const { return static_cast<const std::uint16_t*>(values); }

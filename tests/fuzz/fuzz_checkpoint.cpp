@@ -26,8 +26,8 @@ std::uint32_t touch(const void* p, std::uint64_t bytes) {
 
 // Every byte of a tensor of n weights: its values, and a Q8_0 tensor's scales.
 std::uint32_t touch(const llamacl::WeightTensor& t, std::uint64_t n) {
-    if (t.type.format != llamacl::WeightFormat::q8_0) return touch(t.values, t.type.bytes(n));
-    return touch(t.values, n) + touch(t.scales, n / static_cast<std::uint64_t>(t.type.group_size) * sizeof(float));
+    if (t.format.type != llamacl::ElementType::q8_0) return touch(t.values, t.format.bytes(n));
+    return touch(t.values, n) + touch(t.scales, n / static_cast<std::uint64_t>(t.format.group_size) * sizeof(float));
 }
 
 [[noreturn]] void fail(const char* what) {
@@ -47,8 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             c.vocab_size <= 0 || c.seq_len <= 0 || c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 ||
             c.head_size() % 2 != 0)
             fail("accepted an invalid shape");
-        const int gs = c.weight_type.group_size;
-        if (c.weight_type.format == llamacl::WeightFormat::q8_0 && (gs <= 0 || c.dim % gs != 0 || c.hidden_dim % gs != 0))
+        const int gs = c.weight_format.group_size;
+        if (c.weight_format.type == llamacl::ElementType::q8_0 && (gs <= 0 || c.dim % gs != 0 || c.hidden_dim % gs != 0))
             fail("accepted a group size that does not divide every row");
         const llamacl::ModelSize model(c);
         if (model.weight_bytes() > size) fail("the weights are larger than the file");
