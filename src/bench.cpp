@@ -245,6 +245,8 @@ std::string json_config(const Config& c) {
         .number("vocab_size", c.vocab_size)
         .number("seq_len", c.seq_len)
         .boolean("shared_classifier", c.shared_classifier)
+        .string("weights", element_name(c.weight_format.type))
+        .number("group_size", c.weight_format.group_size)
         .str();
 }
 
@@ -297,7 +299,7 @@ TokenTraffic token_traffic(const Config& c, Finalize finalize, int first_pos, in
     TokenTraffic t;
     t.layer_weight_bytes = size.layer_bytes() * static_cast<std::uint64_t>(c.n_layers);
     // The device's classifier is vocab x dim whether it is the embedding table (shared) or its own matrix.
-    if (finalize == Finalize::device) t.classifier_bytes = (size.embedding_params + c.dim) * sizeof(float);
+    if (finalize == Finalize::device) t.classifier_bytes = size.embedding_bytes() + c.dim * sizeof(float);
     t.kv_read_bytes = kv_read_bytes(c, first_pos, tokens);
     return t;
 }
@@ -305,11 +307,12 @@ TokenTraffic token_traffic(const Config& c, Finalize finalize, int first_pos, in
 std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, Finalize finalize, int first_pos,
                                       int tokens) {
     const std::uint64_t f = sizeof(float), layers = c.n_layers, dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
-    if (name == "attn_qkv_rope") return layers * (dim + dim * dim + 2 * kv * dim) * f;  // rms_att, wq, wk, wv
+    const WeightFormat& w = c.weight_format;  // the matrices' (the norms' weights are floats)
+    if (name == "attn_qkv_rope") return layers * (dim * f + w.bytes(dim * dim + 2 * kv * dim));  // rms_att, wq, wk, wv
     if (name == "attention") return kv_read_bytes(c, first_pos, tokens);
-    if (name == "matvec_residual(wo)") return layers * dim * dim * f;
-    if (name == "ffn_gate_up") return layers * (dim + 2 * hidden * dim) * f;  // rms_ffn, w1, w3
-    if (name == "matvec_residual(w2)") return layers * hidden * dim * f;
+    if (name == "matvec_residual(wo)") return layers * w.bytes(dim * dim);
+    if (name == "ffn_gate_up") return layers * (dim * f + w.bytes(2 * hidden * dim));  // rms_ffn, w1, w3
+    if (name == "matvec_residual(w2)") return layers * w.bytes(hidden * dim);
     // The final norm's weights are counted with the classifier, which reads them when it normalizes itself.
     if (name == "rmsnorm(final)") return 0;
     if (name == "classifier") return token_traffic(c, finalize, first_pos, tokens).classifier_bytes;
@@ -402,8 +405,8 @@ std::string format_bench_text(const BenchResult& r) {
     t += "device:      " + r.device.name + " (" + r.device.platform_name + ", " + r.device.type + ", driver " +
          r.device.driver_version + ")\n";
     t += "model:       " + r.model +
-         format(": dim %d, hidden %d, %d layers, %d/%d heads, vocab %d, seq_len %d\n", c.dim, c.hidden_dim,
-                c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
+         format(": dim %d, hidden %d, %d layers, %d/%d heads, vocab %d, seq_len %d, %s weights\n", c.dim, c.hidden_dim,
+                c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, c.weight_format.describe().c_str());
     t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
     t += "schedule:    " + describe_schedule(r.token_groups, r.per_op_reason) +

@@ -41,7 +41,7 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     p.usable_bytes = total / 10 * 9;
     p.kv_cache_bytes = size.kv_cache_bytes;
     p.constant_bytes = static_cast<std::uint64_t>(c.seq_len) * c.head_size() * f;  // RoPE cos/sin table
-    if (finalize == Finalize::device) p.constant_bytes += (size.embedding_params + c.dim) * f;
+    if (finalize == Finalize::device) p.constant_bytes += size.embedding_bytes() + c.dim * f;
     // WorkingBuffers: x, xn, q, xb (dim each), hb (hidden_dim), attention scores (n_heads x seq_len, counted
     // though kernels built with device fences keep them in local memory: the plan precedes the build),
     // logits and the token kernel's give-up mark (vocab + 1), attention's per-chunk results (n_heads x

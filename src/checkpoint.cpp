@@ -187,6 +187,7 @@ ModelSize::ModelSize(const Config& c) {
     const WeightFormat& format = c.weight_format;
     layer_bytes_ = (t.rms_att + t.rms_ffn) / L * sizeof(float) + format.bytes((t.wq + t.wk + t.wv + t.wo + t.w1 + t.w2 + t.w3) / L);
     weight_bytes_ = layer_bytes_ * L + t.rms_final * sizeof(float) + format.bytes(t.embedding + t.classifier);
+    embedding_bytes_ = format.bytes(t.embedding);
 }
 
 struct Checkpoint::Storage {

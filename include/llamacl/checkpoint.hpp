@@ -39,11 +39,12 @@ struct ModelSize {
     // As stored: the norms in fp32, the matrices and the embedding table in the config's weight format.
     std::uint64_t layer_bytes() const { return layer_bytes_; }    // one layer
     std::uint64_t weight_bytes() const { return weight_bytes_; }  // every tensor, a shared classifier once
+    std::uint64_t embedding_bytes() const { return embedding_bytes_; }  // vocab x dim: the table, or the classifier
     std::uint64_t kv_cache_bytes;     // keys and values for every layer over the full context
     std::uint64_t working_bytes;      // activations and scratch of one forward pass
 
 private:
-    std::uint64_t layer_bytes_, weight_bytes_;
+    std::uint64_t layer_bytes_, weight_bytes_, embedding_bytes_;
 };
 
 // One layer's tensors, row-major as llama2.c stores them ([out][in]); the norms are always fp32.
