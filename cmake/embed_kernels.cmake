@@ -1,9 +1,6 @@
-# Writes every kernels/*.cl file into one C++ source as raw string literals, keyed by file name.
-file(GLOB kernel_files ${KERNEL_DIR}/*.cl)
-list(SORT kernel_files)
-# common.cl holds the helpers every other file uses, so it must come first in the program.
-list(FILTER kernel_files EXCLUDE REGEX "/common\\.cl$")
-list(PREPEND kernel_files ${KERNEL_DIR}/common.cl)
+# Writes the kernel files KERNEL_FILES (comma-separated paths, in program order: CMakeLists.txt) into one
+# C++ source as raw string literals, keyed by file name.
+string(REPLACE "," ";" kernel_files "${KERNEL_FILES}")
 set(body "// Generated from kernels/*.cl by cmake/embed_kernels.cmake. Do not edit.\n")
 string(APPEND body "#include \"llamacl/embedded_kernels.hpp\"\n\nnamespace llamacl {\n\n")
 string(APPEND body "const std::vector<EmbeddedKernel>& embedded_kernels() {\n  static const std::vector<EmbeddedKernel> kernels = {\n")

@@ -1,19 +1,18 @@
-// GPU shapes: work-items that share one position's score (see below); 4 and 8 measured alike on the
-// H200, both well ahead of 1 (docs/benchmarks.md).
+// GPU shapes: work-items that share one position's score (see below; docs/benchmarks.md).
 #define KEY_SLICES 4
 
 // Grouped-query attention of one position over the cached positions 0..pos of one layer. Query head h
 // reads KV head h / kv_mul. `att` is scratch of n_heads x seq_len scores where the scores do not stay in
 // local memory (CPU shapes, and GPU shapes built without device fences: SCORE below).
 //
-// GPU shapes built with device fences (common.cl) may split a head's positions into chunks of chunk_len
+// GPU shapes built with device fences (grid_sync.cl) may split a head's positions into chunks of chunk_len
 // (flash-decoding): one work-group per (head, chunk), so that a long context keeps every compute unit
 // reading the cache rather than one work-group per head. With one chunk (chunk_len > pos) the group
 // writes the head's output itself; with several, each writes its chunk's maximum score m, sum of
 // exp(score - m) and unnormalized weighted sum of values to `partial` (head, chunk, head_size + 2), and
 // the last of the head's chunks to finish (its count in `arrivals`, one per head) rescales and adds them.
 // CPU shapes take one chunk.
-#if ROW_THREADS > 1
+#if SHAPE_FAMILY == SHAPE_GPU
 // Chunks whose partial results a work-item loads at once when combining them: one wait on memory for a
 // head of up to this many chunks (KernelSet::kMaxAttentionChunks, unless the context is very long).
 #define COMBINE_BATCH 8
@@ -122,7 +121,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
 #endif
     // Scores: KEY_SLICES work-items per position, each taking a slice of the head's float4 columns, the
     // slices summed through local memory. A work-item walking a whole key alone leaves a short context
-    // with few work-items each waiting on a chain of loads (measured on the H200: docs/benchmarks.md).
+    // with few work-items each waiting on a chain of loads.
     const int slices = vec ? min(KEY_SLICES, LOCAL) : 1;
     const int per_pass = LOCAL / slices;  // positions scored per pass
     const int slice = lid % slices;
@@ -134,8 +133,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
             if (vec) {
                 // float4 pointers rather than vload4, which promises only a float's alignment: NVIDIA's
-                // compiler split each vload4 into four scalar loads, and the H200's 7B attention at
-                // context 2040 took 42 us a layer against 29 with these (docs/benchmarks.md). Valid here:
+                // compiler splits each vload4 into four scalar loads. Valid here:
                 // with head_size a multiple of 4 so are kv_dim and every offset, buffers (sub-buffers too)
                 // start at the device's base-address alignment, and the token kernel's layer stride
                 // (STRIDE_CACHE) is a multiple of 4 rounded up to that alignment.
@@ -230,40 +228,9 @@ __kernel void attention(__global const float* q, __global const float* key_cache
                         __global float* att, __global float* out, __global float* partial_out,
                         volatile __global uint* arrivals, int n_heads, int head_size, int kv_dim, int kv_mul,
                         int seq_len, int pos, int chunk_len) {
-#if ROW_THREADS == 1
-    const float scale = sqrt((float)head_size);
-    // CPU shapes: one work-item per head running run.c's loops. Every output element sums its terms in
-    // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are partial_dot's,
-    // float16 steps on the "cpu" shape, and the weighted sum takes floatv's elements of the output at a time
-    // over the positions, in registers. (Scalar and through global memory, it took 0.60-0.79 ms of
-    // stories15M's token at positions 224..255 on the 2-core development machine; this way 0.25-0.34.)
-    const int h = get_global_id(0);
-    if (h >= n_heads) return;
-    __global const float* qh = q + h * head_size;
-    __global float* a = att + (size_t)h * seq_len;
-    const size_t kv_off = (size_t)(h / kv_mul) * head_size;
-    for (int t = 0; t <= pos; t++) a[t] = partial_dot(key_cache + (size_t)t * kv_dim + kv_off, qh, head_size, 0) / scale;
-    float max_val = a[0];
-    for (int t = 1; t <= pos; t++) max_val = a[t] > max_val ? a[t] : max_val;
-    float sum = 0.0f;
-    for (int t = 0; t <= pos; t++) {
-        a[t] = exp(a[t] - max_val);
-        sum += a[t];
-    }
-    for (int t = 0; t <= pos; t++) a[t] /= sum;
-    __global float* o = out + h * head_size;
-    __global const float* v = value_cache + kv_off;
-    int i = 0;
-    for (; i + VECTOR_WIDTH <= head_size; i += VECTOR_WIDTH) {
-        floatv acc = 0.0f;
-        for (int t = 0; t <= pos; t++) acc += a[t] * vloadv(v + (size_t)t * kv_dim + i);
-        vstorev(acc, o + i);
-    }
-    for (; i < head_size; i++) {
-        float acc = 0.0f;
-        for (int t = 0; t <= pos; t++) acc += a[t] * v[(size_t)t * kv_dim + i];
-        o[i] = acc;
-    }
+#if SHAPE_FAMILY != SHAPE_GPU
+    attention_head(get_global_id(0), q, key_cache, value_cache, att, out, n_heads, head_size, kv_dim, kv_mul,
+                   seq_len, pos);
 #else
     __local float scratch[LOCAL];
     __local float4 partial[LOCAL];

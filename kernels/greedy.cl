@@ -70,7 +70,7 @@ UNIT_FUNCTION void argmax_share_unit(int g, int groups, __global const float* lo
 // winners; without, it is the one already there (the prompt's). Either way its embedding row becomes the
 // residual stream x, the next position's input.
 UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const int* partial, int groups, int choose,
-                                   __global int* tokens, int pos, __global const float* table, __global float* x,
+                                   __global int* tokens, int pos, __global const weight_t* table, __global float* x,
                                    int dim, __local float* value_scratch, __local int* index_scratch) {
     // Every work-item reaches the reduction's barriers whatever `choose` says (no candidates without it):
     // PoCL's compiler mishandles barriers under a branch, even a uniform one. (The token kernel, which
@@ -85,7 +85,7 @@ UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const 
     // No token (no candidate, or a forced token of -1): nothing to copy. (A token kernel that gave up never
     // gets here: the work-group that would is the last to finish, and one that gave up never finishes.)
     if (next < 0) return;
-    for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = table[(size_t)next * dim + i];
+    for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = WEIGHT(WEIGHT_ROW(table, next, dim), i);
 }
 
 // The two steps as kernels of their own (the per-op schedule): `argmax` over many work-groups, then
@@ -97,7 +97,7 @@ __kernel void argmax(__global const float* logits, int count, __global int* part
 }
 
 __kernel void argmax_embed(__global const float* logits, __global const int* partial, int groups, int choose,
-                           __global int* tokens, int pos, __global const float* table, __global float* x, int dim) {
+                           __global int* tokens, int pos, __global const weight_t* table, __global float* x, int dim) {
     __local float value_scratch[LOCAL];
     __local int index_scratch[LOCAL];
     next_token_unit(logits, partial, groups, choose, tokens, pos, table, x, dim, value_scratch, index_scratch);

@@ -2,7 +2,7 @@
 // attention output) and the FFN's w2 (in = hb); the sum is formed first and then added, as run.c does.
 // The rows of work unit `unit`, the input already staged when staged_n > 0 (when negative, the token
 // kernel's, this unit stages it: row_dot).
-UNIT_FUNCTION void matvec_residual_unit(int unit, __global const float* w, __global const float* in, __global float* x,
+UNIT_FUNCTION void matvec_residual_unit(int unit, __global const weight_t* w, __global const float* in, __global float* x,
                                         int n, int rows, __local float* staged, int staged_n,
                                         __local float* scratch) {
     ROW_SETUP(unit, rows);
@@ -11,7 +11,7 @@ UNIT_FUNCTION void matvec_residual_unit(int unit, __global const float* w, __glo
     // the reduction (only this work-item writes x[row] in this step).
     const float residual = row_valid && lane == 0 ? x[row] : 0.0f;
 #endif
-    const float val = row_sum(row_dot(w + (size_t)row * n, in, 0, 0.0f, staged, staged_n, n, lane, scratch), scratch);
+    const float val = row_sum(row_dot(WEIGHT_ROW(w, row, n), in, 0, 0.0f, staged, staged_n, n, lane, scratch), scratch);
     if (!row_valid || lane != 0) return;
 #ifndef FEW_GROUPS
     const float residual = x[row];
@@ -19,7 +19,7 @@ UNIT_FUNCTION void matvec_residual_unit(int unit, __global const float* w, __glo
     x[row] = residual + val;
 }
 
-__kernel void matvec_residual(__global const float* w, __global const float* in, __global float* x, int n, int rows,
+__kernel void matvec_residual(__global const weight_t* w, __global const float* in, __global float* x, int n, int rows,
                               __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     if (staged_n > 0) stage_input(staged, in, 0, 0.0f, n);

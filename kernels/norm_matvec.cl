@@ -1,6 +1,6 @@
 // Matrix-vector products whose input is RMSNorm(x), the norm folded in (each work-group recomputes the
 // scale from x instead of a separate normalization kernel and buffer round trip). `staged` is local
-// memory for the normalized input when staged_n > 0 (see stage_input in common.cl).
+// memory for the normalized input when staged_n > 0 (see stage_input in dot.cl).
 
 // Attention entry of a layer: q, k, v = (wq, wk, wv) @ rmsnorm(x), RoPE applied to q and k, and k, v
 // stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
@@ -10,13 +10,13 @@
 // The row pairs of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0;
 // when negative, the token kernel's, this unit stages it and ss is not used: row_pair).
 UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
-                                      __global const float* wq, __global const float* wk, __global const float* wv,
+                                      __global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
                                       __global const float* rope, __global float* q, __global float* key_cache,
                                       __global float* value_cache, int dim, int kv_dim, int head_size, int pos,
                                       __local float* staged, int staged_n, __local float* scratch) {
     ROW_SETUP(unit, (dim + 2 * kv_dim) / 2);
     int r = 2 * row;  // first row of the pair within its matrix
-    __global const float* w = wq;
+    __global const weight_t* w = wq;
     int part = 0;     // 0: q, 1: k, 2: v
     if (r >= dim + kv_dim) { w = wv; r -= dim + kv_dim; part = 2; }
     else if (r >= dim) { w = wk; r -= dim; part = 1; }
@@ -27,7 +27,7 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
     const float fcr = lane == 0 ? cs[0] : 0.0f, fci = lane == 0 ? cs[1] : 0.0f;
 #endif
     const float2 pair =
-        row_pair(w + (size_t)r * dim, w + (size_t)(r + 1) * dim, x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
+        row_pair(WEIGHT_ROW(w, r, dim), WEIGHT_ROW(w, r + 1, dim), x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
     if (!row_valid || lane != 0) return;
     const float v0 = pair.x, v1 = pair.y;
 
@@ -47,7 +47,7 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
 }
 
 __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_weight,
-                            __global const float* wq, __global const float* wk, __global const float* wv,
+                            __global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
                             __global const float* rope, __global float* q, __global float* key_cache,
                             __global float* value_cache, __global float* xn, int dim, int kv_dim, int head_size,
                             int pos, __local float* staged, int staged_n) {
@@ -64,11 +64,11 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
 // rows of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0; when
 // negative, the token kernel's, this unit stages it and ss is not used: row_pair).
 UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
-                                    __global const float* w1, __global const float* w3, __global float* hb, int dim,
+                                    __global const weight_t* w1, __global const weight_t* w3, __global float* hb, int dim,
                                     int hidden_dim, __local float* staged, int staged_n, __local float* scratch) {
     ROW_SETUP(unit, hidden_dim);
     const float2 gate_up =
-        row_pair(w1 + (size_t)row * dim, w3 + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
+        row_pair(WEIGHT_ROW(w1, row, dim), WEIGHT_ROW(w3, row, dim), x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
     if (!row_valid || lane != 0) return;
     float val = gate_up.x;
     val *= (1.0f / (1.0f + exp(-val)));  // silu, as run.c writes it
@@ -76,8 +76,8 @@ UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global 
     hb[row] = val;
 }
 
-__kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const float* w1,
-                          __global const float* w3, __global float* hb, __global float* xn, int dim, int hidden_dim,
+__kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const weight_t* w1,
+                          __global const weight_t* w3, __global float* hb, __global float* xn, int dim, int hidden_dim,
                           __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     const float ss = rms_scale(x, dim, scratch);
@@ -101,19 +101,19 @@ __kernel void rmsnorm(__global const float* x, __global const float* weight, __g
 // The rows of work unit `unit` of a classifier block, the input normalized with scale ss when rms_weight is
 // given (and staged when staged_n > 0).
 UNIT_FUNCTION void classifier_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
-                                   __global const float* w, __global float* logits, int dim, int rows, int row_base,
+                                   __global const weight_t* w, __global float* logits, int dim, int rows, int row_base,
                                    __local float* staged, int staged_n, __local float* scratch) {
     ROW_SETUP(unit, rows);
     const float val =
-        row_sum(row_dot(w + (size_t)row * dim, x, rms_weight, ss, staged, staged_n, dim, lane, scratch), scratch);
+        row_sum(row_dot(WEIGHT_ROW(w, row, dim), x, rms_weight, ss, staged, staged_n, dim, lane, scratch), scratch);
     if (row_valid && lane == 0) logits[row_base + row] = val;
 }
 
-__kernel void classifier(__global const float* x, __global const float* rms_weight, __global const float* w,
+__kernel void classifier(__global const float* x, __global const float* rms_weight, __global const weight_t* w,
                          __global float* logits, __global float* xn, int dim, int rows, int row_base,
                          __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
-#if ROW_THREADS == 1
+#if SHAPE_FAMILY != SHAPE_GPU
     const float ss = rms_weight ? rms_scale(x, dim, scratch) : 0.0f;
 #else
     // GPU shapes always normalize here; their rms_scale has barriers, which PoCL's compiler mishandles

@@ -1,6 +1,6 @@
 // The token kernel: a whole token's forward pass (every layer's five steps, then the final RMSNorm and
 // the classifier) in one launch, for GPUs, where small models are otherwise bound by the cost of their
-// launches (about 6 us of host time and as much of the device's per command, against a few us of work).
+// launches (each costs host and device time comparable to a small model's step).
 // In greedy decoding one launch runs several positions in turn, each picking the next one's token, so
 // that no position waits for a launch. Built only when the host asks for it (TOKEN_KERNEL): it needs
 // OpenCL C 2.0's memory scopes.
@@ -16,7 +16,7 @@
 // the KV cache (STRIDE_CACHE).
 #ifdef TOKEN_KERNEL
 #ifndef DEVICE_FENCES
-#error "the token kernel's grid barriers need DEVICE_FENCES (common.cl)"
+#error "the token kernel's grid barriers need DEVICE_FENCES (grid_sync.cl)"
 #endif
 
 #define HEAD_SIZE (DIM / N_HEADS)
@@ -27,10 +27,9 @@
 // every other work-group then gives up too instead of hanging. Returns whether the barrier was passed;
 // if so, every work-group's writes before it are visible to every work-group after it: the arrival
 // releases the work-group's writes (the barrier before it orders them first) and the fence after the
-// polls acquires the others'. (A fence before a plain arrival, or polls that each acquire, measured
-// slower on the H200: docs/benchmarks.md.) The count is a uint the host zeroes, read here as the atomic
-// it is to the kernel. (sync[2] is greedy decoding's count of work-groups done with the classifier:
-// last_to_arrive.)
+// polls acquires the others' (rather than a fence before a plain arrival, or an acquire in every poll).
+// The count is a uint the host zeroes, read here as the atomic it is to the kernel. (sync[2] is greedy
+// decoding's count of work-groups done with the classifier: last_to_arrive.)
 inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_limit, __local int* passed) {
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0) {
@@ -83,7 +82,7 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-// common.cl's: the step's input staged by the work-group's first unit of the step, once its first weights
+// dot.cl's: the step's input staged by the work-group's first unit of the step, once its first weights
 // are on their way. A work-group with no unit in the step stages nothing.
 void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
                       __local float* scratch) {
@@ -95,7 +94,7 @@ void stage_step_input(__local float* staged, __global const float* x, __global c
 
 // The classifier two row blocks at a time: unit u is blocks 2u and 2u + 1, each work-item's rows in the
 // two loaded together (row_pair). Its thousands of blocks are the one step where a work-group takes many
-// units in turn, each a wait on memory; halving them measured faster on the H200 (docs/benchmarks.md).
+// units in turn, each a wait on memory, so halving their number pays.
 // The work-item's best logit so far (greedy.cl's order) is kept in best_v, best_i.
 //
 // Unit `unit`'s logits (v: its first block's row, its second's) written and kept in the best so far.
@@ -113,12 +112,12 @@ inline void keep_classifier_pair(int unit, float2 v, __global float* logits, __p
         argmax_keep(v.y, second, best_v, best_i);
     }
 }
-inline void classifier_pair_unit(int unit, __global const float* wcls, __global const float* x,
+inline void classifier_pair_unit(int unit, __global const weight_t* wcls, __global const float* x,
                                  __global const float* rms_final, __global float* logits, __local float* staged,
                                  __local float* scratch, __private float* best_v, __private int* best_i) {
     ROW_SETUP(2 * unit, VOCAB);
     const int second = min(row_unclamped + ROWS_PER_GROUP, VOCAB - 1);
-    const float2 v = row_pair(wcls + (size_t)row * DIM, wcls + (size_t)second * DIM, x, rms_final, 0.0f, staged,
+    const float2 v = row_pair(WEIGHT_ROW(wcls, row, DIM), WEIGHT_ROW(wcls, second, DIM), x, rms_final, 0.0f, staged,
                               STAGED(unit, DIM), DIM, lane, scratch);
     keep_classifier_pair(unit, v, logits, best_v, best_i);
 }
@@ -126,26 +125,26 @@ inline void classifier_pair_unit(int unit, __global const float* wcls, __global 
 // When a classifier row fits one batch of a work-item's loads and two units' rows (four batches) leave room
 // in its registers (stories15M, stories260K; not stories110M's batches of 32), the classifier is
 // pipelined: a work-group issues its next unit's loads before it reduces the current one's, so that each
-// wait on memory overlaps the reduction before it instead of following it (docs/benchmarks.md).
+// wait on memory overlaps the reduction before it instead of following it.
 #if DIM <= DOT_BATCH * ROW_THREADS && DOT_BATCH <= 16
 #define CLASSIFIER_PIPELINED
 // This work-item's rows of classifier unit `unit` (classifier_pair_unit's) loaded into a and b.
-inline void load_classifier_pair(int unit, __global const float* wcls, __private float* a, __private float* b) {
+inline void load_classifier_pair(int unit, __global const weight_t* wcls, __private float* a, __private float* b) {
     ROW_SETUP(2 * unit, VOCAB);
     const int second = min(row_unclamped + ROWS_PER_GROUP, VOCAB - 1);
-    load_first_batch(a, wcls + (size_t)row * DIM, DIM, lane);
-    load_first_batch(b, wcls + (size_t)second * DIM, DIM, lane);
+    load_first_batch(a, WEIGHT_ROW(wcls, row, DIM), DIM, lane);
+    load_first_batch(b, WEIGHT_ROW(wcls, second, DIM), DIM, lane);
 }
 #endif
 
-__kernel void forward_token(__global float* x, __global const float* rms_att, __global const float* wq,
-                            __global const float* wk, __global const float* wv, __global const float* wo,
-                            __global const float* rms_ffn, __global const float* w1, __global const float* w2,
-                            __global const float* w3, __global const float* rope, __global float* key_cache,
+__kernel void forward_token(__global float* x, __global const float* rms_att, __global const weight_t* wq,
+                            __global const weight_t* wk, __global const weight_t* wv, __global const weight_t* wo,
+                            __global const float* rms_ffn, __global const weight_t* w1, __global const weight_t* w2,
+                            __global const weight_t* w3, __global const float* rope, __global float* key_cache,
                             __global float* value_cache, __global float* q, __global float* xb,
                             __global float* hb, __global float* att_partial, volatile __global uint* att_arrivals,
                             __global const float* rms_final,
-                            __global const float* wcls, __global float* logits, __global int* tokens,
+                            __global const weight_t* wcls, __global float* logits, __global int* tokens,
                             __global int* argmax_partial, __global const int* chunk_lens, int first, int count,
                             int greedy, int chosen_from, volatile __global uint* sync, uint sync_base, uint spin_limit,
                             __local float* staged) {

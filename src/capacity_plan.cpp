@@ -7,6 +7,7 @@
 #include "llamacl/device.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/kernel_set.hpp"
+#include "llamacl/working_buffers.hpp"
 
 namespace llamacl {
 
@@ -42,18 +43,13 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     p.kv_cache_bytes = size.kv_cache_bytes;
     p.constant_bytes = static_cast<std::uint64_t>(c.seq_len) * c.head_size() * f;  // RoPE cos/sin table
     if (finalize == Finalize::device) p.constant_bytes += size.embedding_bytes() + c.dim * f;
-    // WorkingBuffers: x, xn, q, xb (dim each), hb (hidden_dim), attention scores (n_heads x seq_len, counted
-    // though kernels built with device fences keep them in local memory: the plan precedes the build),
-    // logits and the token kernel's give-up mark (vocab + 1), attention's per-chunk results (n_heads x
-    // chunks x (head_size + 2), for at most max_attention_chunks chunks whatever the device) and their
-    // count per head (n_heads), greedy decoding's token sequence (seq_len + 1) and argmax partial
-    // results (one per work-group of the argmax launch), and the token kernel's chunk length per position
-    // (seq_len, counted whether or not it runs), ints as large as floats.
-    p.working_bytes = (4ull * c.dim + c.hidden_dim + static_cast<std::uint64_t>(c.n_heads) * c.seq_len +
-                       static_cast<std::uint64_t>(c.vocab_size) + 1 +
-                       static_cast<std::uint64_t>(c.n_heads) * (max_attention_chunks(c) * (c.head_size() + 2) + 1) +
-                       static_cast<std::uint64_t>(c.seq_len) + 1 + kMinGroupsPerComputeUnit * device.compute_units +
-                       static_cast<std::uint64_t>(c.seq_len)) * f;
+    // WorkingBuffers as the kernels this device may build size them: attention split into the most
+    // chunks any device uses, its scores counted in memory though kernels built with device fences keep
+    // them in local memory (the plan precedes the build); then the token kernel's chunk length per
+    // position (int, seq_len), counted whether or not it runs.
+    const WorkingBuffers::Sizes work(c, max_attention_chunks(c),
+                                     kMinGroupsPerComputeUnit * static_cast<int>(device.compute_units), true);
+    p.working_bytes = work.total() + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int);
     p.layer_bytes = size.layer_bytes();
 
     const std::uint64_t largest_tensor = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.hidden_dim) * c.dim,

@@ -183,7 +183,7 @@ ModelSize::ModelSize(const Config& c) {
     // att (n_heads x seq_len) and logits (vocab).
     const std::uint64_t floats = 4ull * c.dim + 2ull * c.kv_dim() + 2ull * c.hidden_dim +
                                  static_cast<std::uint64_t>(c.n_heads) * c.seq_len + c.vocab_size;
-    working_bytes = floats * sizeof(float);
+    reference_activation_bytes = floats * sizeof(float);
     const WeightFormat& format = c.weight_format;
     layer_bytes_ = (t.rms_att + t.rms_ffn) / L * sizeof(float) + format.bytes((t.wq + t.wk + t.wv + t.wo + t.w1 + t.w2 + t.w3) / L);
     weight_bytes_ = layer_bytes_ * L + t.rms_final * sizeof(float) + format.bytes(t.embedding + t.classifier);

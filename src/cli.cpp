@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <utility>
 
-#include "llamacl/bench.hpp"
+#include "llamacl/bench_command.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/device.hpp"
@@ -223,7 +223,7 @@ int run_info(const std::string& path) {
     std::printf("weight bytes: %s\n", bytes_str(size.weight_bytes()).c_str());
     std::printf("bytes per layer: %s\n", bytes_str(size.layer_bytes()).c_str());
     std::printf("kv cache bytes (full context): %s\n", bytes_str(size.kv_cache_bytes).c_str());
-    std::printf("working buffer bytes: %s\n", bytes_str(size.working_bytes).c_str());
+    std::printf("cpu reference activation bytes: %s\n", bytes_str(size.reference_activation_bytes).c_str());
     return 0;
 }
 

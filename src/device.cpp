@@ -298,7 +298,7 @@ Device Device::open(const std::string& platform_sel, const std::string& device_s
 }
 
 cl::Program Device::build_program(const std::string& options, const std::string& standard) const {
-    // embedded_kernels() is sorted by file name. A #line before each file makes clang-based
+    // embedded_kernels() is in program order. A #line before each file makes clang-based
     // compilers (PoCL) report diagnostics as copy.cl:3 rather than a line of the concatenation;
     // NVIDIA's compiler ignores it and still shows the offending source line, which is enough.
     std::string source;

@@ -6,17 +6,12 @@
 #include <stdexcept>
 
 #include "llamacl/error.hpp"
+#include "llamacl/kernel_args.hpp"
 #include "llamacl/model_math.hpp"
 
 namespace llamacl {
 
 namespace {
-
-template <typename... Args>
-void set_args(cl::Kernel& kernel, const Args&... args) {
-    cl_uint index = 0;
-    (kernel.setArg(index++, args), ...);
-}
 
 // The device's kernels read fp32 weights only so far.
 const Config& fp32_weights(const Checkpoint& ck) {
@@ -45,7 +40,8 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       c_(fp32_weights(ck)),
       finalize_(options.finalize),
       plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
-      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info())),
+      // The staged matrices are the checkpoint's floats.
+      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info()), WeightFormat{}),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
@@ -93,14 +89,14 @@ std::span<float> DeviceForward::forward(int token, int pos, const BoundaryObserv
     return logits_;
 }
 
-cl::Event* DeviceForward::log_event(const char* name) {
+cl::Event* DeviceForward::log_event(Command command) {
     if (!launch_log_) return nullptr;
-    return &launch_log_->emplace_back(LaunchRecord{name, cl::Event()}).event;
+    return &launch_log_->emplace_back(LaunchRecord{command, cl::Event()}).event;
 }
 
-void DeviceForward::launch(const KernelSet::Launch& l, const char* name) {
+void DeviceForward::launch(const KernelSet::Launch& l, Command command) {
     device_.queue().enqueueNDRangeKernel(*l.kernel, cl::NullRange, l.range.global, l.range.local, nullptr,
-                                         log_event(name));
+                                         log_event(command));
     counters_.enqueues++;
 }
 
@@ -109,7 +105,7 @@ void DeviceForward::write_embedding(int token) {
     const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
     device_.queue().enqueueWriteBuffer(work_.x, CL_FALSE, 0, row_bytes,
                                        ck_.token_embedding() + static_cast<std::size_t>(token) * c_.dim, nullptr,
-                                       log_event("write_embedding"));
+                                       log_event(Command::write_embedding));
     counters_.enqueues++;
     counters_.input_bytes_uploaded += row_bytes;
 }
@@ -130,7 +126,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
     // The token kernel has no boundaries to read back or corrupt: --compare-cpu runs one command per step.
     const bool whole_token = token_ && !observer && !fault_;
     if (whole_token) {
-        token_->enqueue(pos, log_event("forward_token"));
+        token_->enqueue(pos, log_event(Command::forward_token));
         counters_.enqueues++;
     } else {
         enqueue_per_op(pos, observer);
@@ -138,7 +134,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
 
     if (finalize_ == Finalize::device) {
         const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size + (whole_token ? 1 : 0)) * sizeof(float);
-        queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data(), nullptr, log_event("read_logits"));
+        queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data(), nullptr, log_event(Command::read_logits));
         counters_.bytes_read += bytes;
         if (whole_token && TokenKernel::gave_up(static_cast<const float*>(logits_host_->data()), c_.vocab_size)) {
             // Run this token again, from its embedding.
@@ -150,7 +146,7 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         }
     } else {
         const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
-        queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event("read_hidden"));
+        queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event(Command::read_hidden));
         counters_.bytes_read += row_bytes;
         classify(ck_, hidden_.data(), normed_.data(), logits_.data());
         boundary_host(-1, Op::final_norm, normed_, observer);
@@ -175,33 +171,44 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
 
-        set_args(*qkv.kernel, work_.x, w.rms_att, w.wq, w.wk, w.wv, weights_.rope_table(), work_.q, kv_.keys(l),
-                 kv_.values(l), work_.xn, dim, kv_dim, c_.head_size(), pos, kernels_.staged_space(dim),
-                 kernels_.staged_count(dim));
-        launch(qkv, "attn_qkv_rope");
+        bind(*qkv.kernel, signatures::attn_qkv_rope,
+             {{"x", work_.x}, {"rms_weight", w.rms_att}, {"wq", w.wq}, {"wk", w.wk}, {"wv", w.wv},
+              {"rope", weights_.rope_table()}, {"q", work_.q}, {"key_cache", kv_.keys(l)},
+              {"value_cache", kv_.values(l)}, {"xn", work_.xn}, {"dim", dim}, {"kv_dim", kv_dim},
+              {"head_size", c_.head_size()}, {"pos", pos}, {"staged", kernels_.staged_space(dim)},
+              {"staged_n", kernels_.staged_count(dim)}});
+        launch(qkv, Command::attn_qkv_rope);
         boundary(l, Op::attn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::q, work_.q, 0, dim, observer);
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
         boundary(l, Op::v, kv_.values(l), kv_at_pos, kv_dim, observer);
 
-        set_args(kernels_.attention, work_.q, kv_.keys(l), kv_.values(l), work_.att, work_.xb, work_.att_partial,
-                 work_.att_arrivals, c_.n_heads, c_.head_size(), kv_dim, c_.kv_mul(), c_.seq_len, pos, chunk_len);
-        launch({&kernels_.attention, kernels_.heads(c_.n_heads, chunks)}, "attention");
+        bind(kernels_.attention, signatures::attention,
+             {{"q", work_.q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"att", work_.att},
+              {"out", work_.xb}, {"partial_out", work_.att_partial}, {"arrivals", work_.att_arrivals},
+              {"n_heads", c_.n_heads}, {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()},
+              {"seq_len", c_.seq_len}, {"pos", pos}, {"chunk_len", chunk_len}});
+        launch({&kernels_.attention, kernels_.heads(c_.n_heads, chunks)}, Command::attention);
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
-        set_args(*wo.kernel, w.wo, work_.xb, work_.x, dim, dim, kernels_.staged_space(dim), kernels_.staged_count(dim));
-        launch(wo, "matvec_residual(wo)");
+        bind(*wo.kernel, signatures::matvec_residual,
+             {{"w", w.wo}, {"in", work_.xb}, {"x", work_.x}, {"n", dim}, {"rows", dim},
+              {"staged", kernels_.staged_space(dim)}, {"staged_n", kernels_.staged_count(dim)}});
+        launch(wo, Command::matvec_residual_wo);
         boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
 
-        set_args(*gate_up.kernel, work_.x, w.rms_ffn, w.w1, w.w3, work_.hb, work_.xn, dim, hidden,
-                 kernels_.staged_space(dim), kernels_.staged_count(dim));
-        launch(gate_up, "ffn_gate_up");
+        bind(*gate_up.kernel, signatures::ffn_gate_up,
+             {{"x", work_.x}, {"rms_weight", w.rms_ffn}, {"w1", w.w1}, {"w3", w.w3}, {"hb", work_.hb},
+              {"xn", work_.xn}, {"dim", dim}, {"hidden_dim", hidden}, {"staged", kernels_.staged_space(dim)},
+              {"staged_n", kernels_.staged_count(dim)}});
+        launch(gate_up, Command::ffn_gate_up);
         boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
 
-        set_args(*w2.kernel, w.w2, work_.hb, work_.x, hidden, dim, kernels_.staged_space(hidden),
-                 kernels_.staged_count(hidden));
-        launch(w2, "matvec_residual(w2)");
+        bind(*w2.kernel, signatures::matvec_residual,
+             {{"w", w.w2}, {"in", work_.hb}, {"x", work_.x}, {"n", hidden}, {"rows", dim},
+              {"staged", kernels_.staged_space(hidden)}, {"staged_n", kernels_.staged_count(hidden)}});
+        launch(w2, Command::matvec_residual_w2);
         boundary(l, Op::ffn_residual, work_.x, 0, dim, observer);
     }
 
@@ -209,16 +216,19 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         // The classifier normalizes x itself, or reads xn normalized once before it.
         const bool separate_norm = kernels_.separate_final_norm();
         if (separate_norm) {
-            set_args(kernels_.rmsnorm, work_.x, weights_.rms_final(), work_.xn, dim);
-            launch({&kernels_.rmsnorm, kernels_.rows(1)}, "rmsnorm(final)");
+            bind(kernels_.rmsnorm, signatures::rmsnorm,
+                 {{"x", work_.x}, {"weight", weights_.rms_final()}, {"out", work_.xn}, {"n", dim}});
+            launch({&kernels_.rmsnorm, kernels_.rows(1)}, Command::rmsnorm_final);
         }
         const cl::Buffer& input = separate_norm ? work_.xn : work_.x;
         const cl::Buffer& norm_weight = separate_norm ? cl::Buffer() : weights_.rms_final();
         for (const ClassifierBlock& block : weights_.classifier()) {
             const KernelSet::Launch cls = kernels_.matvec(Matvec::classifier, block.rows, dim);
-            set_args(*cls.kernel, input, norm_weight, block.weights, work_.logits, work_.xn, dim, block.rows,
-                     block.first_row, kernels_.staged_space(dim), kernels_.staged_count(dim));
-            launch(cls, "classifier");
+            bind(*cls.kernel, signatures::classifier,
+                 {{"x", input}, {"rms_weight", norm_weight}, {"w", block.weights}, {"logits", work_.logits},
+                  {"xn", work_.xn}, {"dim", dim}, {"rows", block.rows}, {"row_base", block.first_row},
+                  {"staged", kernels_.staged_space(dim)}, {"staged_n", kernels_.staged_count(dim)}});
+            launch(cls, Command::classifier);
         }
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);
         boundary(-1, Op::logits, work_.logits, 0, c_.vocab_size, observer);
@@ -281,7 +291,7 @@ void DeviceForward::enqueue_greedy_batch() {
     const int first = g.enqueued, count = std::min(batch, g.end - first);
     const int chosen_from = g.first + g.forced;  // positions before it take the prompt's next token
     if (token_) {
-        token_->enqueue_greedy(first, count, chosen_from, log_event("forward_token"));
+        token_->enqueue_greedy(first, count, chosen_from, log_event(Command::forward_token));
         counters_.enqueues++;
     } else {
         for (int pos = first; pos < first + count; ++pos) {
@@ -295,7 +305,7 @@ void DeviceForward::enqueue_greedy_batch() {
     device_.queue().enqueueReadBuffer(work_.tokens, CL_FALSE, at, bytes, static_cast<char*>(g.read_back->data()) + at,
                                       nullptr, &read);
     g.batches.push_back(Greedy::Batch{first, count, read, false});
-    if (launch_log_) launch_log_->push_back({"read_tokens", read});
+    if (launch_log_) launch_log_->push_back({Command::read_tokens, read});
     counters_.enqueues++;
     counters_.bytes_read += bytes;
     g.enqueued += count;
@@ -305,12 +315,15 @@ void DeviceForward::enqueue_greedy_batch() {
 void DeviceForward::enqueue_next_token(int pos, bool choose) {
     const int groups = kernels_.argmax_groups();
     if (choose) {
-        set_args(kernels_.argmax, work_.logits, c_.vocab_size, work_.argmax_partial);
-        launch({&kernels_.argmax, kernels_.groups(groups)}, "argmax");
+        bind(kernels_.argmax, signatures::argmax,
+             {{"logits", work_.logits}, {"count", c_.vocab_size}, {"partial", work_.argmax_partial}});
+        launch({&kernels_.argmax, kernels_.groups(groups)}, Command::argmax);
     }
-    set_args(kernels_.argmax_embed, work_.logits, work_.argmax_partial, groups, choose ? 1 : 0, work_.tokens, pos,
-             weights_.classifier().front().weights, work_.x, c_.dim);
-    launch({&kernels_.argmax_embed, kernels_.groups(1)}, "argmax_embed");
+    bind(kernels_.argmax_embed, signatures::argmax_embed,
+         {{"logits", work_.logits}, {"partial", work_.argmax_partial}, {"groups", groups}, {"choose", choose ? 1 : 0},
+          {"tokens", work_.tokens}, {"pos", pos}, {"table", weights_.classifier().front().weights}, {"x", work_.x},
+          {"dim", c_.dim}});
+    launch({&kernels_.argmax_embed, kernels_.groups(1)}, Command::argmax_embed);
 }
 
 int DeviceForward::next(int pos) {

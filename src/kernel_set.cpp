@@ -24,8 +24,8 @@ std::size_t round_up(std::size_t v, std::size_t multiple) { return (v + multiple
 std::string LaunchShape::describe() const {
     std::string text = std::to_string(row_threads) + " work-item" + (row_threads == 1 ? "" : "s") +
                        " per row, work-groups of " + std::to_string(local_size);
-    if (row_threads == 1)
-        text += vector_width == 1 ? ", run.c's sequential loops" : ", float" + std::to_string(vector_width) + " steps";
+    if (!gpu_family())
+        text += family() == ShapeFamily::exact ? ", run.c's sequential loops" : ", float" + std::to_string(vector_width) + " steps";
     return text;
 }
 
@@ -66,7 +66,7 @@ std::string register_cap_option(const DeviceInfo& device, int groups, int local)
 
 int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups) {
     int threads = shape.row_threads;
-    if (threads == 1) return threads;  // CPU shapes: a work-item owns its row
+    if (!shape.gpu_family()) return threads;  // CPU shapes: a work-item owns its row
     const auto groups = [&](int t) { return (rows + shape.local_size / t - 1) / (shape.local_size / t); };
     while (groups(threads) < min_groups && threads * 2 <= shape.local_size && threads * 2 <= n / 4) threads *= 2;
     return threads;
@@ -81,10 +81,12 @@ int token_dot_batch(int longest_row, int dim, int row_threads) {
     return std::max(dot_batch(longest_row, row_threads), dim_share <= kLongDotBatch ? dim_share : 0);
 }
 
-KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_shuffles)
+KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
+                     bool warp_shuffles, const std::string& build_options)
     : device_(device),
+      common_options_(weights.build_option()),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
-      warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.row_threads > 1 &&
+      warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
       shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
@@ -92,8 +94,9 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, bool warp_s
       local_mem_bytes_(device.info().local_mem_bytes) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
-    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) fp_options_ = " -cl-fp32-correctly-rounded-divide-sqrt";
-    if (shape_.row_threads > 1)
+    if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
+    if (!build_options.empty()) common_options_ += " " + build_options;
+    if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);
     const cl::Program program = first_build();
     attention = cl::Kernel(program, "attention");
@@ -114,7 +117,7 @@ KernelSet::Build KernelSet::matvec_kernels(const cl::Program& program) {
 cl::Program KernelSet::first_build() {
     // CPU shapes stay with OpenCL C 1.2: they split no work that would need fences, and the "exact" shape's
     // arithmetic is run.c's as that standard compiles it.
-    if (shape_.row_threads > 1) {
+    if (shape_.gpu_family()) {
         for (const char* standard : {"CL3.0", "CL2.0"}) {
             try {
                 standard_ = standard;
@@ -134,7 +137,7 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
                                      " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
                                      (device_fences() ? " -DDEVICE_FENCES" : "") +
-                                     (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + fp_options_ + extra,
+                                     (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + common_options_ + extra,
                                  standard_);
 }
 
@@ -142,10 +145,9 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
     if (!device_fences())
         throw Error(device_.info().name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)");
     // One build serves every step, so one row width and one batch: 32 work-items per row and the batch
-    // of the longest rows (w2's), measured best on the H200 among 16 and 32 work-items per row, batches
-    // of 8 and 32 (stories15M, stories110M, llama3.2-1b; docs/benchmarks.md). But no shorter than a row of
+    // of the longest rows (w2's; docs/benchmarks.md). But no shorter than a row of
     // dim elements takes a work-item, up to the long batch: a unit issues its first batch before the step's
-    // input is staged (common.cl), and a row of the steps that read x then needs no trip to memory after
+    // input is staged (dot.cl), and a row of the steps that read x then needs no trip to memory after
     // it. (A longer batch would hold more registers across the staging than the cap leaves.)
     const int threads = std::min(kTokenRowThreads, shape_.local_size);
     return build_program(threads, token_dot_batch(longest_row, dim, threads),
@@ -168,8 +170,8 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);
     const std::size_t rows_per_group = local / static_cast<std::size_t>(row_threads);
     std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
-    // CPU shapes: a few work-groups per core, each taking a run of the units (FOR_GROUP_UNITS in common.cl).
-    if (shape_.row_threads == 1) groups = std::min(groups, kCpuGroupsPerComputeUnit * compute_units_);
+    // CPU shapes: a few work-groups per core, each taking a run of the units (FOR_GROUP_UNITS in units.cl).
+    if (!shape_.gpu_family()) groups = std::min(groups, kCpuGroupsPerComputeUnit * compute_units_);
     return {cl::NDRange(groups * local), cl::NDRange(local)};
 }
 
@@ -181,7 +183,7 @@ KernelSet::Range KernelSet::groups(int count) const {
 KernelSet::Range KernelSet::heads(int n_heads, int chunks) const {
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);
     // CPU shape: a work-item per head; GPU shape: a work-group per (head, chunk).
-    if (shape_.row_threads == 1) return {cl::NDRange(round_up(static_cast<std::size_t>(n_heads), local)), cl::NDRange(local)};
+    if (!shape_.gpu_family()) return {cl::NDRange(round_up(static_cast<std::size_t>(n_heads), local)), cl::NDRange(local)};
     return {cl::NDRange(static_cast<std::size_t>(n_heads) * static_cast<std::size_t>(chunks) * local), cl::NDRange(local)};
 }
 
@@ -219,7 +221,7 @@ int max_attention_chunks(const Config& c) {
 }
 
 int KernelSet::staged_count(int n) const {
-    if (shape_.row_threads == 1) return 0;  // CPU shapes read their input straight from memory
+    if (!shape_.gpu_family()) return 0;  // CPU shapes read their input straight from memory
     // Leave room for the reduction scratch and what the compiler keeps in local memory itself.
     const std::uint64_t needed = (static_cast<std::uint64_t>(n) + shape_.local_size) * sizeof(float) + 1024;
     return needed <= local_mem_bytes_ ? n : 0;

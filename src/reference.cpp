@@ -18,7 +18,7 @@ const Config& checked_for_host_memory(const Checkpoint& ck) {
     const Config& c = ck.config();
     const ModelSize size(c);
     if (const std::uint64_t memory = host_memory_bytes(); memory > 0) {
-        const std::uint64_t needed = size.kv_cache_bytes + size.working_bytes;
+        const std::uint64_t needed = size.kv_cache_bytes + size.reference_activation_bytes;
         if (needed > memory)
             throw Error(ck.path() + ": the CPU reference needs " + std::to_string(needed) +
                         " bytes for its KV cache and activations (seq_len " + std::to_string(c.seq_len) +

@@ -2,25 +2,23 @@
 
 #include <algorithm>
 #include <array>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "llamacl/error.hpp"
+#include "llamacl/kernel_args.hpp"
 
 namespace llamacl {
 
 namespace {
 
 // Polls of a grid barrier before the token kernel gives up: about a second at the L2 cache's latency, far
-// beyond the microsecond a barrier takes when every work-group runs (docs/benchmarks.md), short of a hang.
+// beyond what a barrier takes when every work-group runs, short of a hang.
 constexpr cl_uint kSpinLimit = 1u << 20;
 
-// forward_token's arguments: 24 buffers (the last attention's chunk lengths), first, count, greedy,
-// chosen_from, then sync, sync_base, spin_limit, staged.
-constexpr cl_uint kFirstArg = 24, kSyncArg = 28;
-
-// The most work-groups per compute unit: two measured ahead of one on the H200 (stories110M 2077
-// against 1879 tok/s, and 3087 against 2660 once the register cap below let two run again;
-// docs/benchmarks.md).
+// The most work-groups per compute unit: two hide more of each step's memory latency than one, where
+// the register cap (register_cap_option) lets two run.
 constexpr int kGroupsPerComputeUnit = 2;
 
 // Greedy decoding's partial results have a slot per work-group of the argmax launch (working_buffers.hpp).
@@ -42,7 +40,7 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
     const std::uint64_t scores = static_cast<std::uint64_t>(std::min(c.seq_len, KernelSet::kScoreCapacity));
     const std::uint64_t local_bytes =
         (static_cast<std::uint64_t>(staged_floats(c)) + 7u * shape.local_size + scores) * sizeof(float) + 1024;
-    if (device.type != "GPU" || shape.row_threads == 1)
+    if (device.type != "GPU" || !shape.gpu_family())
         why_not = "the token kernel runs on GPUs with a GPU work shape";
     else if (!plan.resident())
         why_not = "the layers stream through the device (--layers-per-offload below n_layers)";
@@ -62,16 +60,21 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
 std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kernels, const Config& c,
                                                  const WeightStaging& weights, const KvCache& kv,
                                                  const WorkingBuffers& work, std::string& why_not) {
+    // The tensors of all layers, by the names of forward_token's arguments.
     const auto stack = [&](cl::Buffer LayerBuffers::*t) { return weights.stack(t); };
-    const std::array<const LayerStack*, 11> stacks = {
-        stack(&LayerBuffers::rms_att), stack(&LayerBuffers::wq),  stack(&LayerBuffers::wk),
-        stack(&LayerBuffers::wv),      stack(&LayerBuffers::wo),  stack(&LayerBuffers::rms_ffn),
-        stack(&LayerBuffers::w1),      stack(&LayerBuffers::w2),  stack(&LayerBuffers::w3),
-        &kv.all_keys(),                &kv.all_values()};
-    if (std::any_of(stacks.begin(), stacks.end(), [](const LayerStack* s) { return !whole(s); })) {
+    const std::array<std::pair<const char*, const LayerStack*>, 11> stacks = {{
+        {"rms_att", stack(&LayerBuffers::rms_att)}, {"wq", stack(&LayerBuffers::wq)}, {"wk", stack(&LayerBuffers::wk)},
+        {"wv", stack(&LayerBuffers::wv)}, {"wo", stack(&LayerBuffers::wo)}, {"rms_ffn", stack(&LayerBuffers::rms_ffn)},
+        {"w1", stack(&LayerBuffers::w1)}, {"w2", stack(&LayerBuffers::w2)}, {"w3", stack(&LayerBuffers::w3)},
+        {"key_cache", &kv.all_keys()}, {"value_cache", &kv.all_values()}}};
+    if (std::any_of(stacks.begin(), stacks.end(), [](const auto& s) { return !whole(s.second); })) {
         why_not = "a tensor of all layers exceeds the device's largest allocation";
         return nullptr;
     }
+    const auto stride = [&](std::string_view name) {
+        const auto at = std::find_if(stacks.begin(), stacks.end(), [&](const auto& s) { return s.first == name; });
+        return std::to_string(at->second->stride());
+    };
     if (weights.classifier().size() != 1) {
         why_not = "the classifier is split over allocations";
         return nullptr;
@@ -84,11 +87,9 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
                               std::to_string(c.n_layers) + " -DN_HEADS=" + std::to_string(c.n_heads) +
                               " -DKV_MUL=" + std::to_string(c.kv_mul()) + " -DSEQ_LEN=" + std::to_string(c.seq_len) +
                               " -DVOCAB=" + std::to_string(c.vocab_size) +
-                              " -DSTRIDE_NORM=" + std::to_string(stacks[0]->stride()) +
-                              " -DSTRIDE_ATTN=" + std::to_string(stacks[1]->stride()) +
-                              " -DSTRIDE_KV=" + std::to_string(stacks[2]->stride()) +
-                              " -DSTRIDE_FFN=" + std::to_string(stacks[6]->stride()) +
-                              " -DSTRIDE_CACHE=" + std::to_string(stacks[9]->stride());
+                              " -DSTRIDE_NORM=" + stride("rms_att") + " -DSTRIDE_ATTN=" + stride("wq") +
+                              " -DSTRIDE_KV=" + stride("wk") + " -DSTRIDE_FFN=" + stride("w1") +
+                              " -DSTRIDE_CACHE=" + stride("key_cache");
     // NVIDIA: unless capped, its compiler gives the kernel more than half a compute unit's registers, and
     // only one work-group per compute unit runs (CL_KERNEL_WORK_GROUP_SIZE does not show it: 256 either way).
     const std::string cap = register_cap_option(device.info(), kGroupsPerComputeUnit, local);
@@ -114,25 +115,24 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         capped ? kGroupsPerComputeUnit : static_cast<int>(std::min<std::size_t>(kGroupsPerComputeUnit, fits / local));
 
     const ClassifierBlock& cls = weights.classifier().front();
-    cl_uint index = 0;
-    for (const cl::Buffer* b : {&work.x, &stacks[0]->whole(), &stacks[1]->whole(), &stacks[2]->whole(), &stacks[3]->whole(),
-                                &stacks[4]->whole(), &stacks[5]->whole(), &stacks[6]->whole(), &stacks[7]->whole(),
-                                &stacks[8]->whole(), &weights.rope_table(), &stacks[9]->whole(), &stacks[10]->whole(),
-                                &work.q, &work.xb, &work.hb, &work.att_partial, &work.att_arrivals,
-                                &weights.rms_final(),
-                                &cls.weights, &work.logits, &work.tokens, &work.argmax_partial})
-        kernel.setArg(index++, *b);
     // Attention's chunk length at every position, as the per-op schedule passes it (a launch runs several).
     std::vector<cl_int> lengths(static_cast<std::size_t>(c.seq_len));
     for (int pos = 0; pos < c.seq_len; ++pos)
         lengths[static_cast<std::size_t>(pos)] = kernels.attention_chunk_len(c.n_heads, c.head_size(), pos);
     cl::Buffer chunk_lens = device.allocate(lengths.size() * sizeof(cl_int), "attention chunk lengths");
     device.queue().enqueueWriteBuffer(chunk_lens, CL_TRUE, 0, lengths.size() * sizeof(cl_int), lengths.data());
-    kernel.setArg(index++, chunk_lens);
     cl::Buffer sync = device.allocate(3 * sizeof(cl_uint), "token kernel barrier");
-    kernel.setArg(kSyncArg, sync);
-    kernel.setArg(kSyncArg + 2, kSpinLimit);
-    kernel.setArg(kSyncArg + 3, cl::Local(static_cast<std::size_t>(staged) * sizeof(float)));
+
+    // The arguments that stay; launch() binds the positions and the barrier's base.
+    std::vector<KernelArg> args = {
+        {"x", work.x},           {"rope", weights.rope_table()}, {"q", work.q},
+        {"xb", work.xb},         {"hb", work.hb},                {"att_partial", work.att_partial},
+        {"att_arrivals", work.att_arrivals}, {"rms_final", weights.rms_final()}, {"wcls", cls.weights},
+        {"logits", work.logits}, {"tokens", work.tokens},        {"argmax_partial", work.argmax_partial},
+        {"chunk_lens", chunk_lens}, {"sync", sync},              {"spin_limit", kSpinLimit},
+        {"staged", cl::Local(static_cast<std::size_t>(staged) * sizeof(float))}};
+    for (const auto& [name, s] : stacks) args.emplace_back(name, s->whole());
+    bind(kernel, signatures::forward_token, args);
     std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local));
     token->clear();
     return token;
@@ -183,11 +183,9 @@ void TokenKernel::enqueue_greedy(int first, int count, int chosen_from, cl::Even
 }
 
 void TokenKernel::launch(int first, int count, bool greedy, int chosen_from, cl::Event* event) {
-    kernel_.setArg(kFirstArg, first);
-    kernel_.setArg(kFirstArg + 1, count);
-    kernel_.setArg(kFirstArg + 2, greedy ? 1 : 0);
-    kernel_.setArg(kFirstArg + 3, chosen_from);
-    kernel_.setArg(kSyncArg + 1, sync_base_);
+    bind(kernel_, signatures::forward_token,
+         {{"first", first}, {"count", count}, {"greedy", greedy ? 1 : 0}, {"chosen_from", chosen_from},
+          {"sync_base", sync_base_}});
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);
@@ -195,12 +193,12 @@ void TokenKernel::launch(int first, int count, bool greedy, int chosen_from, cl:
     // needs none of its own: the last work-group done with the classifier picks it).
     sync_base_ += static_cast<cl_uint>((count * n_layers_ * 5 + count - 1) * groups);
     // (The arguments were taken at the enqueue: the next launch polls as long as usual again.)
-    if (give_ups_ > 0 && --give_ups_ == 0) kernel_.setArg(kSyncArg + 2, kSpinLimit);
+    if (give_ups_ > 0 && --give_ups_ == 0) bind(kernel_, signatures::forward_token, {{"spin_limit", kSpinLimit}});
 }
 
 void TokenKernel::give_up_next(int launches) {
     give_ups_ = launches;
-    kernel_.setArg(kSyncArg + 2, launches > 0 ? 1u : kSpinLimit);
+    bind(kernel_, signatures::forward_token, {{"spin_limit", launches > 0 ? 1u : kSpinLimit}});
 }
 
 }  // namespace llamacl

@@ -1,5 +1,7 @@
 #include "llamacl/weight_format.hpp"
 
+#include <stdexcept>
+
 namespace llamacl {
 
 const char* element_name(ElementType type) {
@@ -28,6 +30,11 @@ std::uint64_t WeightFormat::bytes(std::uint64_t elements) const {
 
 std::string WeightFormat::describe() const {
     return type == ElementType::q8_0 ? "q8_0 (group size " + std::to_string(group_size) + ")" : element_name(type);
+}
+
+std::string WeightFormat::build_option() const {
+    if (type != ElementType::f32) throw std::logic_error("the kernels read f32 weights only, not " + describe());
+    return " -DWEIGHT_F32";
 }
 
 WeightTensor WeightTensor::from(std::uint64_t first) const {

@@ -60,8 +60,8 @@ DeviceLayout layout(const Checkpoint& ck, const TensorView& t) {
 }
 
 // Copies `bytes` from the mapped file into pinned memory with every core: one thread's memcpy from the
-// page cache runs at a few GB/s, well below the pinned host-to-device link (55 GB/s on the H200), so a
-// single-threaded copy would bound streaming.
+// page cache is slower than the pinned host-to-device link, so a single-threaded copy would bound
+// streaming.
 void parallel_copy(std::byte* dst, const void* src, std::size_t bytes) {
     constexpr std::size_t kMinSlice = 8u << 20;
     const std::size_t threads =

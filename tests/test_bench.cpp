@@ -4,13 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
-#include <cctype>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <variant>
+#include <nlohmann/json.hpp>
 
+#include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/bench.hpp"
+#include "llamacl/bench_command.hpp"
+#include "llamacl/bench_report.hpp"
+#include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
 #include "models.hpp"
 
@@ -19,124 +21,8 @@ using namespace llamacl::test;
 
 namespace {
 
-// ---- a small JSON reader: the report must be valid JSON, and the tests read its fields --------------
-
-struct Json {
-    std::variant<std::nullptr_t, bool, double, std::string, std::vector<Json>, std::map<std::string, Json>> value;
-
-    bool has(const std::string& key) const { return object().count(key) != 0; }
-    const Json& operator[](const std::string& key) const {
-        const auto it = object().find(key);
-        if (it == object().end()) throw std::runtime_error("JSON: no field " + key);
-        return it->second;
-    }
-    const std::map<std::string, Json>& object() const { return std::get<std::map<std::string, Json>>(value); }
-    const std::vector<Json>& array() const { return std::get<std::vector<Json>>(value); }
-    double number() const { return std::get<double>(value); }
-    const std::string& string() const { return std::get<std::string>(value); }
-    bool boolean() const { return std::get<bool>(value); }
-    bool is_null() const { return std::holds_alternative<std::nullptr_t>(value); }
-};
-
-class JsonParser {
-public:
-    explicit JsonParser(const std::string& text) : s_(text) {}
-    Json document() {
-        Json v = parse();
-        skip();
-        if (i_ != s_.size()) fail("trailing text");
-        return v;
-    }
-
-private:
-    [[noreturn]] void fail(const std::string& what) {
-        throw std::runtime_error("invalid JSON at offset " + std::to_string(i_) + ": " + what);
-    }
-    void skip() {
-        while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-    }
-    bool eat(char c) {
-        skip();
-        if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
-        return false;
-    }
-    void expect(char c) {
-        if (!eat(c)) fail(std::string("expected '") + c + "'");
-    }
-    bool literal(const char* word) {
-        const std::string w(word);
-        if (s_.compare(i_, w.size(), w) != 0) return false;
-        i_ += w.size();
-        return true;
-    }
-    std::string str() {
-        expect('"');
-        std::string out;
-        while (i_ < s_.size() && s_[i_] != '"') {
-            char c = s_[i_++];
-            if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-            if (c == '\\') {
-                if (i_ >= s_.size()) fail("bad escape");
-                c = s_[i_++];
-                if (c == 'u') {
-                    out += static_cast<char>(std::stoi(s_.substr(i_, 4), nullptr, 16));
-                    i_ += 4;
-                    continue;
-                }
-                if (c == 'n') c = '\n';
-            }
-            out += c;
-        }
-        expect('"');
-        return out;
-    }
-    Json parse() {
-        skip();
-        if (i_ >= s_.size()) fail("unexpected end");
-        if (s_[i_] == '{') {
-            ++i_;
-            std::map<std::string, Json> obj;
-            if (!eat('}')) {
-                do {
-                    skip();
-                    std::string key = str();
-                    expect(':');
-                    if (!obj.emplace(key, parse()).second) fail("duplicate key " + key);
-                } while (eat(','));
-                expect('}');
-            }
-            return {std::move(obj)};
-        }
-        if (s_[i_] == '[') {
-            ++i_;
-            std::vector<Json> arr;
-            if (!eat(']')) {
-                do arr.push_back(parse());
-                while (eat(','));
-                expect(']');
-            }
-            return {std::move(arr)};
-        }
-        if (s_[i_] == '"') return {str()};
-        if (literal("true")) return {true};
-        if (literal("false")) return {false};
-        if (literal("null")) return {nullptr};
-        std::size_t used = 0;
-        double v = 0;
-        try {
-            v = std::stod(s_.substr(i_, 40), &used);
-        } catch (const std::exception&) {
-            fail("expected a value");
-        }
-        i_ += used;
-        return {v};
-    }
-
-    const std::string& s_;
-    std::size_t i_ = 0;
-};
-
-Json parse_json(const std::string& text) { return JsonParser(text).document(); }
+// The report must be valid JSON; the tests read its fields (at() throws for a missing one).
+using Json = nlohmann::json;
 
 // ---- helpers -------------------------------------------------------------------------------------------
 
@@ -237,54 +123,55 @@ TEST(BenchRun, JsonFieldsAgreeWithTheRuntimesCounters) {
     Device device = Device::open("", "");
     const BenchOptions o = quick_options(5);
     const BenchResult r = run_benchmark(device, ck, "small", o);
-    const Json j = parse_json(format_bench_json(r));
+    const Json j = Json::parse(format_bench_json(r));
 
-    for (const char* field : kRequiredFields) EXPECT_TRUE(j.has(field)) << field;
-    EXPECT_EQ(j["device"].string(), device.info().name);
-    EXPECT_EQ(j["tokens"].number(), 5);
-    EXPECT_EQ(j["context"].number(), 0);
-    EXPECT_TRUE(j["resident"].boolean());
-    EXPECT_TRUE(j["h2d_gbs"].is_null()) << "host-to-device bandwidth is probed only when weights stream";
+    for (const char* field : kRequiredFields) EXPECT_TRUE(j.contains(field)) << field;
+    EXPECT_EQ(j.at("device").get<std::string>(), device.info().name);
+    EXPECT_EQ(j.at("tokens").get<double>(), 5);
+    EXPECT_EQ(j.at("context").get<double>(), 0);
+    EXPECT_TRUE(j.at("resident").get<bool>());
+    EXPECT_TRUE(j.at("h2d_gbs").is_null()) << "host-to-device bandwidth is probed only when weights stream";
 
-    EXPECT_EQ(j["bytes_per_token"].number(),
+    EXPECT_EQ(j.at("bytes_per_token").get<double>(),
               static_cast<double>(ModelSize(c).weight_bytes()) + kv_reads_per_token(c, 0, 5));
-    const Json& parts = j["bytes_per_token_breakdown"];
-    EXPECT_EQ(parts["layer_weights"].number() + parts["final_norm_and_classifier"].number() + parts["kv_reads"].number(),
-              j["bytes_per_token"].number());
+    const Json& parts = j.at("bytes_per_token_breakdown");
+    EXPECT_EQ(parts.at("layer_weights").get<double>() + parts.at("final_norm_and_classifier").get<double>() +
+                  parts.at("kv_reads").get<double>(),
+              j.at("bytes_per_token").get<double>());
 
     const RuntimeCounters counted = runtime_counts(device, ck, o.device, 0, 5);
-    EXPECT_EQ(j["enqueues_per_token"].number(), per_token(counted.enqueues, 5));
-    EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 5));
+    EXPECT_EQ(j.at("enqueues_per_token").get<double>(), per_token(counted.enqueues, 5));
+    EXPECT_EQ(j.at("waits_per_token").get<double>(), per_token(counted.host_waits, 5));
     // The schedules in device_forward.hpp. The small model's classifier is the embedding table, so bench
     // decodes greedily on the device: per token 5 kernels per layer, the final norm on its own for CPU
     // shapes, the classifier and the two argmax kernels; or per batch of tokens one token kernel launch;
     // per batch the tokens' read, and once per run the first token's embedding write. The read is the one
     // host wait.
-    ASSERT_EQ(j["argmax"].string(), "device");
+    ASSERT_EQ(j.at("argmax").get<std::string>(), "device");
     const int final_norm = r.shape.row_threads == 1 ? 1 : 0, batches = greedy_batches(5);
-    if (j["schedule"].string() == "token") {
-        EXPECT_EQ(j["per_op_reason"].string(), "");
-        EXPECT_EQ(j["enqueues_per_token"].number(), (1 + 2 * batches) / 5.0);
+    if (j.at("schedule").get<std::string>() == "token") {
+        EXPECT_EQ(j.at("per_op_reason").get<std::string>(), "");
+        EXPECT_EQ(j.at("enqueues_per_token").get<double>(), (1 + 2 * batches) / 5.0);
     } else {
-        EXPECT_EQ(j["schedule"].string(), "per-op");
-        EXPECT_NE(j["per_op_reason"].string(), "") << "the per-op schedule says why";
-        EXPECT_EQ(j["enqueues_per_token"].number(),
+        EXPECT_EQ(j.at("schedule").get<std::string>(), "per-op");
+        EXPECT_NE(j.at("per_op_reason").get<std::string>(), "") << "the per-op schedule says why";
+        EXPECT_EQ(j.at("enqueues_per_token").get<double>(),
                   (1 + 5 * (5 * c.n_layers + final_norm + 1 + 2) + batches) / 5.0);
     }
-    EXPECT_EQ(j["waits_per_token"].number(), batches / 5.0);
-    EXPECT_EQ(j["uploaded_bytes_per_token"].number(), 0);
+    EXPECT_EQ(j.at("waits_per_token").get<double>(), batches / 5.0);
+    EXPECT_EQ(j.at("uploaded_bytes_per_token").get<double>(), 0);
 
     // The derived numbers follow from the measured ones (to the 10 digits the JSON prints).
-    ASSERT_EQ(j["run_tok_s"].array().size(), 2u);
-    const double median = (j["run_tok_s"].array()[0].number() + j["run_tok_s"].array()[1].number()) / 2;
-    EXPECT_NEAR(j["decode_tok_s"].number(), median, median * 1e-9);
-    const double achieved = j["bytes_per_token"].number() * j["decode_tok_s"].number() / 1e9;
-    EXPECT_NEAR(j["achieved_gbs"].number(), achieved, achieved * 1e-9);
-    const double pct = achieved / j["device_copy_gbs"].number() * 100;
-    EXPECT_NEAR(j["roofline_pct"].number(), pct, pct * 1e-9);
-    EXPECT_GT(j["device_copy_gbs"].number(), 0);
-    EXPECT_FALSE(j["profiled"].boolean());
-    EXPECT_FALSE(j.has("profile"));
+    ASSERT_EQ(j.at("run_tok_s").size(), 2u);
+    const double median = (j.at("run_tok_s").at(0).get<double>() + j.at("run_tok_s").at(1).get<double>()) / 2;
+    EXPECT_NEAR(j.at("decode_tok_s").get<double>(), median, median * 1e-9);
+    const double achieved = j.at("bytes_per_token").get<double>() * j.at("decode_tok_s").get<double>() / 1e9;
+    EXPECT_NEAR(j.at("achieved_gbs").get<double>(), achieved, achieved * 1e-9);
+    const double pct = achieved / j.at("device_copy_gbs").get<double>() * 100;
+    EXPECT_NEAR(j.at("roofline_pct").get<double>(), pct, pct * 1e-9);
+    EXPECT_GT(j.at("device_copy_gbs").get<double>(), 0);
+    EXPECT_FALSE(j.at("profiled").get<bool>());
+    EXPECT_FALSE(j.contains("profile"));
 }
 
 TEST(BenchRun, StreamingCountsChunkWaitsUploadsAndProbesHostToDevice) {
@@ -295,19 +182,19 @@ TEST(BenchRun, StreamingCountsChunkWaitsUploadsAndProbesHostToDevice) {
     o.context = 4;
     o.device.layers_per_offload = 2;  // 2 chunks per token
     o.device.host_mirror = false;     // one pinned buffer refilled per chunk
-    const Json j = parse_json(format_bench_json(run_benchmark(device, ck, "small", o)));
+    const Json j = Json::parse(format_bench_json(run_benchmark(device, ck, "small", o)));
 
-    EXPECT_FALSE(j["resident"].boolean());
-    EXPECT_FALSE(j["host_mirror"].boolean());
-    EXPECT_EQ(j["chunks_per_token"].number(), 2);
-    EXPECT_FALSE(j["h2d_gbs"].is_null());
+    EXPECT_FALSE(j.at("resident").get<bool>());
+    EXPECT_FALSE(j.at("host_mirror").get<bool>());
+    EXPECT_EQ(j.at("chunks_per_token").get<double>(), 2);
+    EXPECT_FALSE(j.at("h2d_gbs").is_null());
     const RuntimeCounters counted = runtime_counts(device, ck, o.device, 4, 3);
-    EXPECT_EQ(j["enqueues_per_token"].number(), per_token(counted.enqueues, 3));
-    EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 3));
-    EXPECT_EQ(j["waits_per_token"].number(), 1 + 2) << "the logits read and one wait per streamed chunk";
-    EXPECT_EQ(j["uploaded_bytes_per_token"].number(), static_cast<double>(ModelSize(c).layer_bytes() * c.n_layers));
+    EXPECT_EQ(j.at("enqueues_per_token").get<double>(), per_token(counted.enqueues, 3));
+    EXPECT_EQ(j.at("waits_per_token").get<double>(), per_token(counted.host_waits, 3));
+    EXPECT_EQ(j.at("waits_per_token").get<double>(), 1 + 2) << "the logits read and one wait per streamed chunk";
+    EXPECT_EQ(j.at("uploaded_bytes_per_token").get<double>(), static_cast<double>(ModelSize(c).layer_bytes() * c.n_layers));
     const std::uint64_t embedding = static_cast<std::uint64_t>(c.vocab_size) * c.dim * sizeof(float);
-    EXPECT_EQ(j["bytes_per_token"].number(),
+    EXPECT_EQ(j.at("bytes_per_token").get<double>(),
               static_cast<double>(ModelSize(c).weight_bytes() - embedding) + kv_reads_per_token(c, 4, 3));
 }
 
@@ -317,12 +204,12 @@ TEST(BenchRun, AMirroredModelStreamsWithOneWaitPerToken) {
     Device device = Device::open("", "");
     BenchOptions o = quick_options(3);
     o.device.layers_per_offload = 1;
-    const Json j = parse_json(format_bench_json(run_benchmark(device, ck, "small", o)));
-    EXPECT_TRUE(j["host_mirror"].boolean()) << "a few KB of layers fit half of any machine's memory";
+    const Json j = Json::parse(format_bench_json(run_benchmark(device, ck, "small", o)));
+    EXPECT_TRUE(j.at("host_mirror").get<bool>()) << "a few KB of layers fit half of any machine's memory";
     const RuntimeCounters counted = runtime_counts(device, ck, o.device, 0, 3);
-    EXPECT_EQ(j["waits_per_token"].number(), per_token(counted.host_waits, 3));
-    EXPECT_EQ(j["waits_per_token"].number(), 1) << "only the logits read";
-    EXPECT_EQ(j["uploaded_bytes_per_token"].number(), static_cast<double>(ModelSize(c).layer_bytes() * c.n_layers));
+    EXPECT_EQ(j.at("waits_per_token").get<double>(), per_token(counted.host_waits, 3));
+    EXPECT_EQ(j.at("waits_per_token").get<double>(), 1) << "only the logits read";
+    EXPECT_EQ(j.at("uploaded_bytes_per_token").get<double>(), static_cast<double>(ModelSize(c).layer_bytes() * c.n_layers));
 }
 
 TEST(BenchRun, ContextIsClampedSoTheTimedTokensEndAtSeqLen) {
@@ -413,9 +300,9 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
     EXPECT_EQ(kernel_bytes, r.traffic.total()) << "the kernels' bytes are the token's bytes";
     EXPECT_DOUBLE_EQ(commands, r.enqueues_per_token) << "every enqueued command is in the profile";
 
-    const Json j = parse_json(format_bench_json(r));
-    ASSERT_EQ(j["profile"].array().size(), schedule.size());
-    EXPECT_EQ(j["profile"].array()[1]["name"].string(), schedule[1].first);
+    const Json j = Json::parse(format_bench_json(r));
+    ASSERT_EQ(j.at("profile").size(), schedule.size());
+    EXPECT_EQ(j.at("profile").at(1).at("name").get<std::string>(), schedule[1].first);
     EXPECT_NE(format_bench_text(r).find(schedule[schedule.size() - 2].first), std::string::npos);
 }
 
@@ -432,6 +319,120 @@ TEST(BenchProfile, HostFinalizeReadsTheHiddenStateAndRunsNoClassifier) {
     for (const CommandProfile& p : r.profile) EXPECT_NE(p.name, "classifier");
     EXPECT_EQ(r.traffic.classifier_bytes, 0u);
     EXPECT_EQ(r.waits_per_token, 1);
+}
+
+// ---- the reports of a result built by hand: no device needed ---------------------------------------
+
+namespace {
+
+BenchResult sample_result() {
+    BenchResult r;
+    r.device.name = "Device \xff";  // not UTF-8, as a driver may report it
+    r.device.platform_name = "Platform";
+    r.device.type = "GPU";
+    r.device.driver_version = "1.0";
+    r.model = "model.bin";
+    r.config = small_config();
+    r.plan.n_layers = r.config.n_layers;
+    r.plan.layers_per_offload = 1;
+    r.shape.row_threads = 32;
+    r.shape.local_size = 256;
+    r.host_mirror = true;
+    r.schedule = "per-op";
+    r.per_op_reason = "\"streamed\" layers";
+    r.argmax = "host";
+    r.tokens = 4;
+    r.context = 10;
+    r.context_requested = 100;
+    r.run_tok_s = {10.5, 12.25};
+    r.decode_tok_s = 11.25;
+    r.traffic = token_traffic(r.config, r.finalize, r.context, r.tokens);
+    r.probe_bytes = 4 * kMiB;
+    r.probe_reps = 2;
+    r.device_copy_gbs = 0;
+    r.h2d_gbs = 3.5;
+    r.achieved_gbs = 1.5;
+    r.roofline_pct = r.achieved_gbs / r.device_copy_gbs * 100;  // inf: no copy bandwidth measured
+    r.enqueues_per_token = 20.25;
+    r.waits_per_token = 3;
+    r.uploaded_bytes_per_token = 1e6;
+    r.upload_gbs = 0.5;
+    r.profiled = true;
+    r.profiled_ms_per_token = 2;
+    r.profile = {{"classifier", 1, 0.5, 25, 4096, 8.192}};
+    return r;
+}
+
+}  // namespace
+
+TEST(BenchReport, JsonHasEveryFieldInItsOrder) {
+    const BenchResult r = sample_result();
+    const std::string text = format_bench_json(r);
+    ASSERT_EQ(text.back(), '\n');
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    std::vector<std::string> keys;
+    for (const auto& item : j.items()) keys.push_back(item.key());
+    const std::vector<std::string> expected = {
+        "device", "platform", "device_type", "driver_version", "model", "config", "layers_per_offload", "resident",
+        "host_mirror", "chunks_per_token", "finalize", "work_shape", "schedule", "per_op_reason", "argmax", "tokens",
+        "context", "context_requested", "runs", "run_tok_s", "decode_tok_s", "ms_per_token", "bytes_per_token",
+        "bytes_per_token_breakdown", "bytes_per_token_definition", "probe_bytes", "probe_reps", "device_copy_gbs",
+        "h2d_gbs", "achieved_gbs", "roofline_pct", "uploaded_bytes_per_token", "upload_gbs", "enqueues_per_token",
+        "waits_per_token", "profiled", "profiled_ms_per_token", "profile"};
+    EXPECT_EQ(keys, expected);
+    std::vector<std::string> config_keys;
+    for (const auto& item : j.at("config").items()) config_keys.push_back(item.key());
+    EXPECT_EQ(config_keys, (std::vector<std::string>{"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                                                     "vocab_size", "seq_len", "shared_classifier", "weights",
+                                                     "group_size"}));
+
+    EXPECT_EQ(j.at("device"), "Device \xef\xbf\xbd") << "invalid UTF-8 is replaced by U+FFFD";
+    EXPECT_EQ(j.at("per_op_reason"), "\"streamed\" layers");
+    EXPECT_EQ(j.at("config").at("n_layers"), r.config.n_layers);
+    EXPECT_EQ(j.at("config").at("shared_classifier"), r.config.shared_classifier);
+    EXPECT_EQ(j.at("config").at("weights"), "f32");
+    EXPECT_EQ(j.at("layers_per_offload"), 1);
+    EXPECT_EQ(j.at("resident"), false);
+    EXPECT_EQ(j.at("chunks_per_token"), r.config.n_layers);
+    EXPECT_EQ(j.at("finalize"), "device");
+    EXPECT_EQ(j.at("work_shape"), "32x256");
+    EXPECT_EQ(j.at("runs"), 2);
+    EXPECT_EQ(j.at("run_tok_s"), (nlohmann::ordered_json{10.5, 12.25}));
+    EXPECT_EQ(j.at("decode_tok_s"), 11.25);
+    EXPECT_DOUBLE_EQ(j.at("ms_per_token").get<double>(), 1e3 / 11.25);
+    EXPECT_EQ(j.at("bytes_per_token"), r.traffic.total());
+    EXPECT_EQ(j.at("bytes_per_token_breakdown").at("kv_reads"), r.traffic.kv_read_bytes);
+    EXPECT_EQ(j.at("probe_bytes"), 4 * kMiB);
+    EXPECT_EQ(j.at("h2d_gbs"), 3.5);
+    EXPECT_TRUE(j.at("roofline_pct").is_null()) << "a non-finite number is null";
+    EXPECT_EQ(j.at("enqueues_per_token"), 20.25);
+    ASSERT_EQ(j.at("profile").size(), 1u);
+    std::vector<std::string> row_keys;
+    for (const auto& item : j.at("profile").at(0).items()) row_keys.push_back(item.key());
+    EXPECT_EQ(row_keys, (std::vector<std::string>{"name", "count_per_token", "ms_per_token", "share_pct",
+                                                  "bytes_per_token", "gbs"}));
+    EXPECT_EQ(j.at("profile").at(0).at("name"), "classifier");
+    EXPECT_EQ(j.at("profile").at(0).at("bytes_per_token"), 4096);
+}
+
+TEST(BenchReport, JsonLeavesOutWhatWasNotMeasured) {
+    BenchResult r = sample_result();
+    r.h2d_gbs.reset();
+    r.profiled = false;
+    r.profile.clear();
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(format_bench_json(r));
+    EXPECT_TRUE(j.at("h2d_gbs").is_null());
+    EXPECT_EQ(j.at("profiled"), false);
+    EXPECT_FALSE(j.contains("profiled_ms_per_token"));
+    EXPECT_FALSE(j.contains("profile"));
+}
+
+TEST(BenchReport, TextHasTheSameFigures) {
+    const std::string text = format_bench_text(sample_result());
+    for (const char* expect : {"decode:      11.25 tok/s", "runs: 10.50 12.25", "--context 100 clamped",
+                               "1 layers per offload", "host->device: 3.50 GB/s", "per token:   20.25 enqueues",
+                               "classifier"})
+        EXPECT_NE(text.find(expect), std::string::npos) << expect << "\n" << text;
 }
 
 // The bench subcommand as the CLI parses it (run_cli adds it with add_bench_command).
@@ -461,12 +462,12 @@ CliRun run_bench_cli(const std::string& command_line) {
 TEST(BenchCli, SyntheticPresetJsonAndText) {
     const CliRun json = run_bench_cli("bench --synthetic tiny -n 3 --runs 1 --probe-mib 4 --work-shape 4x16 --json");
     EXPECT_EQ(json.exit_code, 0);
-    const Json j = parse_json(json.out);
-    EXPECT_EQ(j["model"].string(), "synthetic:tiny");
-    EXPECT_EQ(j["work_shape"].string(), "4x16") << "--work-shape reaches the kernels";
-    EXPECT_EQ(j["tokens"].number(), 3);
-    EXPECT_EQ(j["config"]["dim"].number(), preset_config("tiny")->dim);
-    EXPECT_EQ(j["probe_bytes"].number(), 4 << 20);
+    const Json j = Json::parse(json.out);
+    EXPECT_EQ(j.at("model").get<std::string>(), "synthetic:tiny");
+    EXPECT_EQ(j.at("work_shape").get<std::string>(), "4x16") << "--work-shape reaches the kernels";
+    EXPECT_EQ(j.at("tokens").get<double>(), 3);
+    EXPECT_EQ(j.at("config").at("dim").get<double>(), preset_config("tiny")->dim);
+    EXPECT_EQ(j.at("probe_bytes").get<double>(), 4 << 20);
 
     const CliRun text = run_bench_cli("bench --synthetic tiny -n 2 --runs 1 --probe-mib 4 --layers-per-offload 1");
     EXPECT_EQ(text.exit_code, 0);
@@ -481,11 +482,11 @@ TEST(BenchCli, NoHostMirrorRefillsOnePinnedBufferPerChunk) {
                                                      "--layers-per-offload 1 --json") +
                                          (mirror ? "" : " --no-host-mirror"));
         EXPECT_EQ(run.exit_code, 0);
-        const Json j = parse_json(run.out);
-        EXPECT_EQ(j["host_mirror"].boolean(), mirror);
+        const Json j = Json::parse(run.out);
+        EXPECT_EQ(j.at("host_mirror").get<bool>(), mirror);
         // each token's read (streamed layers go one position a batch), and without the mirror one wait per
         // chunk (one layer each)
-        EXPECT_EQ(j["waits_per_token"].number(), mirror ? 1 : 1 + tiny.n_layers);
+        EXPECT_EQ(j.at("waits_per_token").get<double>(), mirror ? 1 : 1 + tiny.n_layers);
     }
 }
 
@@ -505,7 +506,7 @@ TEST(BenchCli, WithoutProbeMibTheProbeHasItsDefaultSize) {
     const CliRun run = run_bench_cli("bench --synthetic tiny -n 1 --runs 1 --json");
     ASSERT_EQ(run.exit_code, 0);
     const Device device = Device::open("", "");
-    EXPECT_EQ(parse_json(run.out)["probe_bytes"].number(), static_cast<double>(default_probe_bytes(device.info())));
+    EXPECT_EQ(Json::parse(run.out).at("probe_bytes").get<double>(), static_cast<double>(default_probe_bytes(device.info())));
 }
 
 TEST(BenchCli, SizesMustBePositiveFiniteAndFitTheDevice) {
@@ -537,9 +538,9 @@ TEST(BenchCli, TheBinaryPrintsOneJsonObjectForACheckpointFile) {
     const auto model = write_model(dir, small_config());
     const CommandResult r = run_llama_cl("bench " + quote(model.string()) + " -n 2 --runs 1 --probe-mib 4 --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const Json j = parse_json(r.out);
-    EXPECT_EQ(j["model"].string(), model.string());
-    for (const char* field : kRequiredFields) EXPECT_TRUE(j.has(field)) << field;
+    const Json j = Json::parse(r.out);
+    EXPECT_EQ(j.at("model").get<std::string>(), model.string());
+    for (const char* field : kRequiredFields) EXPECT_TRUE(j.contains(field)) << field;
     const CommandResult bad = run_llama_cl("bench " + quote(model.string()) + " -n 0");
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_TRUE(bad.out.empty());

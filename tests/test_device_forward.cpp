@@ -253,6 +253,32 @@ TEST(DeviceCapacity, AutomaticKFollowsTheMemoryContract) {
     EXPECT_THROW(plan_capacity(c, device.info(), Finalize::device, 4), Error);  // K > n_layers
 }
 
+// The bytes of every working buffer, as the device reports them.
+std::uint64_t allocated_bytes(const WorkingBuffers& w) {
+    std::uint64_t bytes = 0;
+    for (const cl::Buffer* b : {&w.x, &w.xn, &w.q, &w.xb, &w.hb, &w.att, &w.att_partial, &w.att_arrivals, &w.logits,
+                                &w.tokens, &w.argmax_partial})
+        bytes += b->getInfo<CL_MEM_SIZE>();
+    return bytes;
+}
+
+TEST(DeviceCapacity, WorkingBytesAreWhatWorkingBuffersAllocate) {
+    Config c = small_config();
+    c.seq_len = 300;  // long enough for attention to split a head into chunks
+    Device device = open_test_device();
+    const CapacityPlan plan = plan_capacity(c, device.info(), Finalize::device, 0);
+    // The plan's bounds: the most chunks any device splits a head into, argmax groups for every compute
+    // unit, the scores in memory; plus the token kernel's chunk length per position.
+    const int groups = kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units);
+    const WorkingBuffers most(device, c, max_attention_chunks(c), groups, true);
+    EXPECT_EQ(plan.working_bytes, allocated_bytes(most) + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int));
+    // What this device's kernels ask for stays within the plan's bounds.
+    const KernelSet kernels(device, choose_launch_shape(device.info()));
+    const WorkingBuffers built(device, c, kernels.attention_chunks(c.n_heads, c.head_size(), c.seq_len),
+                               kernels.argmax_groups(), !kernels.device_fences());
+    EXPECT_LE(allocated_bytes(built), allocated_bytes(most));
+}
+
 TEST(DeviceCapacity, VerboseReportsThePlanAndCountersThroughTheCli) {
     TempDir dir;
     const auto model = write_model(dir, small_config());

@@ -66,10 +66,10 @@ struct Harness {
 
     Harness(Device& d, const LaunchShape& shape, bool warp_shuffles = true)
         : device(d),
-          kernels(d, shape, warp_shuffles),
-          exact(shape.row_threads == 1 && shape.vector_width == 1 &&
+          kernels(d, shape, {}, warp_shuffles),
+          exact(shape.family() == ShapeFamily::exact &&
                 (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
-          tolerance(shape.row_threads == 1 && shape.vector_width == 1 ? 1e-5 : 1e-4) {}
+          tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4) {}
 
     cl::Buffer upload(const std::vector<float>& data) {
         cl::Buffer buffer = device.allocate(data.size() * sizeof(float), "kernel test buffer");
@@ -375,7 +375,7 @@ TEST_P(KernelVsReference, AttentionChunks) {
                 << "the partial results' buffer holds every chunk";
         }
     }
-    if (k.shape().row_threads == 1) {
+    if (!k.shape().gpu_family()) {
         EXPECT_FALSE(k.device_fences()) << "CPU shapes are built as OpenCL C 1.2";
     }
 }

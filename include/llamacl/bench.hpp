@@ -1,11 +1,11 @@
 #pragma once
-// `llama-cl bench`: how fast decode runs on a device, and how close that is to what the device's memory
-// allows. In one run it measures the device's copy bandwidth (kernels/copy.cl), pinned host-to-device
-// bandwidth when weights stream, decode tokens/s, and from the runtime's own counters the enqueues and
-// host waits per token. Bytes per token are a definition (token_traffic below, docs/benchmarks.md), so
-// achieved GB/s and its share of the copy bandwidth (the roofline) follow from the measured tokens/s.
+// The measurement behind `llama-cl bench`: how fast decode runs on a device, and how close that is to
+// what the device's memory allows. One run measures the device's copy bandwidth (bandwidth_probes.hpp),
+// pinned host-to-device bandwidth when weights stream, decode tokens/s, and from the runtime's own
+// counters the enqueues and host waits per token, into a BenchResult (bench_report.hpp prints it). Bytes
+// per token are a definition (token_traffic below, docs/benchmarks.md), so achieved GB/s and its share
+// of the copy bandwidth (the roofline) follow from the measured tokens/s.
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,13 +13,8 @@
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
-#include "llamacl/device_forward.hpp"
-#include "llamacl/runtime_args.hpp"
+#include "llamacl/device_options.hpp"
 #include "llamacl/kernel_set.hpp"
-
-namespace CLI {
-class App;
-}
 
 namespace llamacl {
 
@@ -39,14 +34,6 @@ TokenTraffic token_traffic(const Config& config, Finalize finalize, int first_po
 // 0 for a name the runtime does not use.
 std::uint64_t command_bytes_per_token(const std::string& name, const Config& config, Finalize finalize,
                                       int first_pos, int tokens);
-
-// Device copy bandwidth in GB/s (1e9 bytes/s): the best of `reps` copy_f32 kernels over `bytes` (read +
-// write counted, so 2 x bytes moved), timed by OpenCL event timestamps on a profiling queue of its own.
-double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps);
-// Host-to-device bandwidth in GB/s from pinned memory (what streaming weight uploads use), best of `reps`.
-double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
-// The probes' buffer size without --probe-mib: min(1 GiB, the largest allocation, global memory / 4).
-std::uint64_t default_probe_bytes(const DeviceInfo& info);
 
 struct BenchOptions {
     int tokens = 32;           // N: decode tokens timed per run
@@ -106,26 +93,5 @@ struct BenchResult {
 // context, Error for device failures.
 BenchResult run_benchmark(Device& device, const Checkpoint& checkpoint, const std::string& model_name,
                           const BenchOptions& options);
-
-std::string format_bench_text(const BenchResult& result);
-std::string format_bench_json(const BenchResult& result);  // one JSON object and a newline
-
-// The command line: `llama-cl bench CHECKPOINT|--synthetic PRESET [options]`.
-struct BenchArgs {
-    std::string checkpoint;
-    std::string synthetic;  // a preset of synthetic.hpp, built in memory instead of a file
-    int tokens = 32;
-    int context = 0;
-    int runs = 3;
-    std::string weights;  // --weights; empty: the file's own format
-    RuntimeArgs runtime;
-    double probe_mib = 0;
-    bool profile = false;
-    bool json = false;
-};
-void add_bench_command(CLI::App& app, BenchArgs& args);
-// Runs the benchmark and writes the report (text or JSON) to `out`; returns the exit status. Throws
-// llamacl::Error (usage errors with exit code 2) for run_cli to print.
-int run_bench(const BenchArgs& args, std::FILE* out = stdout);
 
 }  // namespace llamacl

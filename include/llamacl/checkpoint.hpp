@@ -41,7 +41,9 @@ struct ModelSize {
     std::uint64_t weight_bytes() const { return weight_bytes_; }  // every tensor, a shared classifier once
     std::uint64_t embedding_bytes() const { return embedding_bytes_; }  // vocab x dim: the table, or the classifier
     std::uint64_t kv_cache_bytes;     // keys and values for every layer over the full context
-    std::uint64_t working_bytes;      // activations and scratch of one forward pass
+    // The CPU reference's activations: run.c's RunState without the KV cache. (The device's working
+    // buffers are WorkingBuffers::Sizes'.)
+    std::uint64_t reference_activation_bytes;
 
 private:
     std::uint64_t layer_bytes_, weight_bytes_, embedding_bytes_;

@@ -26,6 +26,7 @@
 
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/checkpoint.hpp"
+#include "llamacl/commands.hpp"
 #include "llamacl/device.hpp"
 #include "llamacl/device_options.hpp"
 #include "llamacl/error.hpp"
@@ -43,12 +44,12 @@ namespace llamacl {
 // "per-op (...: per_op_reason)".
 std::string describe_schedule(int token_groups, const std::string& per_op_reason);
 
-// One command of a token's schedule, recorded for `bench --profile`: a fixed label (the kernel's name,
-// with the weight it reads where one kernel serves two) and the command's event, whose timestamps the
-// queue fills in when it was opened with profiling.
+// One command of a token's schedule, recorded for `bench --profile`: which command, and its event, whose
+// timestamps the queue fills in when it was opened with profiling.
 struct LaunchRecord {
-    const char* name;  // static storage: "attn_qkv_rope", "matvec_residual(wo)", "read_logits", ...
+    Command command;
     cl::Event event;
+    const char* name() const { return command_name(command); }  // "attn_qkv_rope", "matvec_residual(wo)", ...
 };
 
 // A boundary whose device result is deliberately corrupted: the self-test of --compare-cpu.
@@ -62,9 +63,9 @@ public:
     // Greedy decoding enqueues positions in batches of kGreedyBatch (resident layers; streamed ones one
     // position at a time), each one launch of the token kernel (or its positions' per-op commands) and
     // one read of their tokens, and keeps kGreedyBatches batches enqueued: the one the host reads and the
-    // next, which the device runs meanwhile. A launch per position left the H200 idle about 12 us between
-    // positions (the read and the next launch), as long as a token kernel layer of stories15M. A
-    // generation that stops early (at BOS) computes at most 2 * kGreedyBatch - 1 positions for nothing.
+    // next, which the device runs meanwhile: a launch per position would leave the device idle between
+    // positions for the read and the next launch. A generation that stops early (at BOS) computes at most
+    // 2 * kGreedyBatch - 1 positions for nothing.
     static constexpr int kGreedyBatch = 8, kGreedyBatches = 2;
 
     DeviceForward(Device& device, const Checkpoint& checkpoint, const DeviceOptions& options);
@@ -120,9 +121,9 @@ private:
     // Greedy decoding's two kernels after the classifier (per-op schedule): the next token is the argmax of
     // the logits when `choose`, else the one the device's token sequence already holds (the prompt's).
     void enqueue_next_token(int pos, bool choose);
-    void launch(const KernelSet::Launch& launch, const char* name);
+    void launch(const KernelSet::Launch& launch, Command command);
     // Where the next command's event goes: a new record in the launch log, or nullptr when it is off.
-    cl::Event* log_event(const char* name);
+    cl::Event* log_event(Command command);
     // Applies an injected fault to, and reports, `count` floats of `buffer` from `offset`.
     void boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,
                   const BoundaryObserver& observer);

@@ -1,5 +1,6 @@
 #pragma once
-// The OpenCL C sources in kernels/, compiled into the binary at build time (cmake/embed_kernels.cmake).
+// The OpenCL C sources in kernels/, compiled into the binary at build time (cmake/embed_kernels.cmake), in
+// program order (the list in CMakeLists.txt).
 #include <string_view>
 #include <vector>
 

@@ -9,14 +9,24 @@
 
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
+#include "llamacl/weight_format.hpp"
 
 namespace llamacl {
 
-// How rows of a matrix-vector product are spread over work-items (see kernels/common.cl).
+// The families of launch shapes, each with its own kernel code (SHAPE_FAMILY in kernels/shape.cl, by the
+// same rule): exact and cpu give each row one work-item (run.c's sequential loops; float16 steps), gpu
+// shares a row among several.
+enum class ShapeFamily { exact, cpu, gpu };
+
+// How rows of a matrix-vector product are spread over work-items (see kernels/shape.cl).
 struct LaunchShape {
     int row_threads = 1;   // work-items cooperating on one output row (power of two)
     int local_size = 8;    // work-group size (power of two, multiple of row_threads)
     int vector_width = 1;  // with row_threads 1: elements per step (1: run.c's exact loop order)
+    ShapeFamily family() const {
+        return row_threads > 1 ? ShapeFamily::gpu : vector_width == 1 ? ShapeFamily::exact : ShapeFamily::cpu;
+    }
+    bool gpu_family() const { return family() == ShapeFamily::gpu; }
     std::string describe() const;
 };
 
@@ -35,11 +45,11 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 // of a small model) otherwise leaves compute units idle or too few work-items on each to hide latency.
 int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_groups);
 
-// Weight loads each work-item of a GPU-shape matrix kernel issues together (DOT_BATCH in common.cl) for a
+// Weight loads each work-item of a GPU-shape matrix kernel issues together (DOT_BATCH in dot.cl) for a
 // launch whose rows of `n` elements have `row_threads` work-items each: a long batch when every work-item
-// has at least that many elements (large models: fewer trips to memory, measured best on the H200), else
-// a short one (a small model's rows, where a build with the long batch measured slower even for rows it
-// never takes a whole batch of; docs/benchmarks.md). CPU shapes (row_threads 1) do not batch: the long
+// has at least that many elements (large models: fewer trips to memory), else a short one (a small
+// model's rows, where the long batch's registers cost more than they save, even for rows it never takes a
+// whole batch of). CPU shapes (row_threads 1) do not batch: the long
 // batch for them, so that they need one build whatever n is.
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
@@ -50,13 +60,13 @@ int token_dot_batch(int longest_row, int dim, int row_threads);
 // The compiler option that caps a kernel's registers so that `groups` work-groups of `local` work-items fit
 // a compute unit ("-cl-nv-maxrregcount=N", NVIDIA's compilers), or "" where the device does not say its
 // registers or take the option, where the cap would be under 64 (spilling then costs more than the
-// work-groups gain: 64 for the token kernel's two groups measured slower than 128 on the H200), or where
+// work-groups gain), or where
 // it would not limit anything (255 registers or more).
 std::string register_cap_option(const DeviceInfo& device, int groups, int local);
 
-// A launch should have at least two work-groups per compute unit: on the H200 fewer leave too few
-// work-items in flight to hide memory latency, and more (widening further) costs the extra groups'
-// norm and input staging (docs/benchmarks.md, "widened rows").
+// A launch should have at least two work-groups per compute unit: fewer leave too few work-items in
+// flight to hide memory latency, and more (widening further) costs the extra groups' norm and input
+// staging.
 constexpr int kMinGroupsPerComputeUnit = 2;
 
 // How many chunks of chunk_len positions (the last may be shorter) cover positions 0..pos: what the
@@ -69,9 +79,11 @@ int max_attention_chunks(const Config& config);
 
 class KernelSet {
 public:
-    // `warp_shuffles` false builds every reduction through local memory even where the device offers warp
-    // shuffles (tests: warp_shuffles() says the same bits either way).
-    KernelSet(const Device& device, const LaunchShape& shape, bool warp_shuffles = true);
+    // Kernels for matrices of `weights`' format. `warp_shuffles` false builds every reduction through local
+    // memory even where the device offers warp shuffles (tests: warp_shuffles() says the same bits either
+    // way). `build_options` are added to every build (tests: -cl-kernel-arg-info).
+    KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
+              bool warp_shuffles = true, const std::string& build_options = "");
 
     const LaunchShape& shape() const { return shape_; }
 
@@ -91,10 +103,8 @@ public:
 
     // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs): a
     // work-group per work unit (a group's worth of rows) on GPU shapes; on CPU shapes at most
-    // kCpuGroupsPerComputeUnit per compute unit, each taking a run of units. PoCL pays about 10 ns for
-    // each work-group it schedules, and a group computes the norm's scale once for its run: stories15M on
-    // the 2-core development machine, a group per unit against 2, 4, 8, 32, 128 per compute unit (bench
-    // --runs 5, alternated): 8 best, about 8 % ahead (docs/benchmarks.md).
+    // kCpuGroupsPerComputeUnit per compute unit, each taking a run of units: PoCL pays for each
+    // work-group it schedules, and a group computes the norm's scale once for its run.
     Range rows(int rows) const;
     static constexpr std::size_t kCpuGroupsPerComputeUnit = 8;
     // Work-items for attention over n_heads heads, each split into `chunks` chunks of positions.
@@ -103,9 +113,7 @@ public:
     // shapes enough for two work-groups per compute unit, but at least kMinAttentionChunk keys'
     // elements (positions x head_size) per chunk on average (the last may be a little shorter) and at
     // most kMaxAttentionChunks chunks: a short chunk saves less than the combining step costs, and
-    // combining costs more the more chunks there are. Measured on the H200 (docs/benchmarks.md): 2048
-    // against 8192 gains 3-8 % at context 256 (llama3.2-1b, stories110M, stories15M; 7B 1 %); with no
-    // cap stories110M at its full context lost 6 % (22 chunks), with 8 it gains 3 %, with 4 it loses.
+    // combining costs more the more chunks there are (docs/benchmarks.md).
     // 1 where the kernels cannot combine chunks (without device_fences(): CPU shapes, which run a head per
     // work-item, and compilers without OpenCL C 2.0).
     // Whatever the above, where chunks are combined no chunk is longer than kScoreCapacity positions:
@@ -124,7 +132,7 @@ public:
     // Whether the final RMSNorm runs as its own kernel before the classifier reads its output (CPU
     // shapes, where each row would otherwise recompute it) or inside every classifier work-group (GPU
     // shapes, where that is cheaper than one more launch).
-    bool separate_final_norm() const { return shape_.row_threads == 1; }
+    bool separate_final_norm() const { return !shape_.gpu_family(); }
 
     // Work-groups of the first of greedy decoding's two argmax steps (and of its partial results): two
     // per compute unit, as many as the token kernel ever launches.
@@ -134,10 +142,10 @@ public:
 
     cl::Kernel attention, rmsnorm, argmax, argmax_embed;  // of the shape's own build
 
-    // Whether the programs are built with fences of device scope (DEVICE_FENCES in common.cl): GPU shapes
+    // Whether the programs are built with fences of device scope (DEVICE_FENCES in grid_sync.cl): GPU shapes
     // where the compiler takes OpenCL C 3.0 or 2.0. CPU shapes are built as OpenCL C 1.2.
     bool device_fences() const { return standard_ != "CL1.2"; }
-    // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in common.cl): GPU shapes
+    // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in reductions.cl): GPU shapes
     // of whole warps on a device with 32-wide warps whose compiler takes PTX (NVIDIA's).
     bool warp_shuffles() const { return warp_shuffles_; }
 
@@ -160,14 +168,12 @@ private:
     // The token kernel's work-items per row (token_program).
     static constexpr int kTokenRowThreads = 32;
     // Work-groups per compute unit the per-op matrix-vector builds (GPU shapes) cap their registers for
-    // (register_cap_option): with 64 registers, four work-groups of 256, llama2-7b ran 135.0 -> 137.6 tok/s
-    // on the H200 and llama3.2-1b 620 -> 620 (595.6 -> 600.8 at context 256); with 128 both were slower.
-    // Attention and the other kernels keep theirs: capped too, llama3.2-1b lost 1.5 % at context 256
-    // (docs/benchmarks.md).
+    // (register_cap_option): 64 registers for work-groups of 256. Attention and the other kernels keep
+    // theirs: capping them costs more than it gains.
     static constexpr int kMatvecGroupsPerComputeUnit = 4;
 
     Device device_;
-    std::string fp_options_;
+    std::string common_options_;  // every build's: the weight format, correctly rounded division and sqrt, the caller's
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;
     std::string matvec_options_;  // the matrix-vector builds' register cap

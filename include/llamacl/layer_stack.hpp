@@ -2,8 +2,7 @@
 // One tensor of every layer. Stacked, it is one device allocation: the token kernel takes the whole
 // allocation and the stride and walks the layers itself, the per-op kernels take one layer's part as a
 // sub-buffer. Otherwise (or where the whole would exceed the device's largest allocation) each layer
-// gets an allocation of its own and there is no whole: the layout the per-op schedule had before the
-// token kernel (7B measured the same with either, docs/benchmarks.md).
+// gets an allocation of its own and there is no whole; the per-op kernels run the same on either.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -26,8 +25,7 @@ public:
     std::size_t stride() const { return stride_; }      // elements from one layer's part of whole() to the next
     // Layer l's part: its own allocation, or a sub-buffer of the whole made on first use. Sub-buffers are
     // not free: NVIDIA's driver spends host time on every sub-buffer of a buffer each time a kernel
-    // taking that buffer is enqueued (measured: docs/benchmarks.md), so a run that only launches the
-    // token kernel never makes them.
+    // taking that buffer is enqueued, so a run that only launches the token kernel never makes them.
     const cl::Buffer& layer(int l) const;
     // Copies one layer's elements from host memory (without waiting).
     void write(const cl::CommandQueue& queue, int l, const void* data) const;

@@ -27,10 +27,9 @@ class TokenKernel {
 public:
     // The largest layer (weight bytes) the automatic schedule runs through the token kernel. Its two
     // work-groups per compute unit stream a large matrix more slowly than the per-op kernels' wider
-    // launches, which win once a layer's weights take longer to stream than its five launches cost:
-    // measured on the H200, the token kernel is ahead for stories110M (27 MiB a layer: 1910-1999 against
-    // 1630-1694 tok/s) and not for llama3.2-1b (232 MiB: 490 against 539-554 in one start, 543-558
-    // against 534-542 in others). The bound lies between; 64 MiB is a round value in that gap.
+    // launches, which win once a layer's weights take longer to stream than its five launches cost. The
+    // crossover lies between stories110M's layers (27 MiB) and llama3.2-1b's (232 MiB); 64 MiB is a round
+    // value in that gap (docs/benchmarks.md).
     static constexpr std::uint64_t kMaxLayerBytes = 64ull << 20;
 
     // Whether a session should use the token kernel, from what is known before any allocation: a GPU

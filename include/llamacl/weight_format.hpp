@@ -1,6 +1,8 @@
 #pragma once
 // How a weight matrix is stored: its element type (fp32, IEEE half, or llama2.c's Q8_0: int8 values in
 // groups that share one fp32 scale), and views of a tensor in that format. Norm weights are always fp32.
+// The device's kernels are built for a format (build_option(): WEIGHT_* in kernels/weights.cl, whose loads
+// every row product reads its weights through) rather than copied per format.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +21,9 @@ struct WeightFormat {
     // What `elements` weights of this format occupy: values, and for q8_0 the scales after them.
     std::uint64_t bytes(std::uint64_t elements) const;
     std::string describe() const;  // "f32", "f16" or "q8_0 (group size 64)"
+    // The -D that selects the kernels' weight loads for this format; throws std::logic_error for a format
+    // the kernels do not read yet.
+    std::string build_option() const;
     bool operator==(const WeightFormat&) const = default;
 };
 

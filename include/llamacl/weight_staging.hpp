@@ -5,8 +5,8 @@
 //
 // Who may overwrite a slot: only upload_chunk(), and only by enqueueing the copy on the one in-order
 // queue, so the device finishes every kernel that reads the slot's previous layers before the copy
-// starts. Streaming copies come from pinned host memory (55 GB/s on the H200 against 7.6 from pageable
-// memory), in one of two ways:
+// starts. Streaming copies come from pinned host memory (drivers copy from pageable memory several times
+// slower), in one of two ways:
 //   - a pinned mirror: every chunk copied once from the mapped file into pinned memory of its own,
 //     when the streamed layers take at most half of the memory still available (MemAvailable, within
 //     the cgroup's limit) and the driver grants it. Nothing is ever rewritten,

@@ -1,15 +1,26 @@
 #pragma once
 // Activations of one forward pass on the device, allocated once per session and rewritten by every
 // layer of every token: the output of one layer stays on the device as the input of the next.
+#include <cstddef>
+#include <cstdint>
+
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
 
 namespace llamacl {
 
 struct WorkingBuffers {
-    // attention_chunks: the most chunks attention splits a head into (KernelSet::attention_chunks);
-    // argmax_groups: KernelSet::argmax_groups; scores_in_memory: whether attention writes its scores to
-    // `att` (kernels built without device fences: attention.cl's SCORE), else it only passes it along.
+    // The bytes of each buffer below: the one place they are sized, for the allocation and for the
+    // capacity plan. attention_chunks: the most chunks attention splits a head into
+    // (KernelSet::attention_chunks); argmax_groups: KernelSet::argmax_groups; scores_in_memory: whether
+    // attention writes its scores to `att` (kernels built without device fences: attention.cl's SCORE),
+    // else it only passes it along.
+    struct Sizes {
+        Sizes(const Config& config, int attention_chunks, int argmax_groups, bool scores_in_memory);
+        std::size_t x, xn, q, xb, hb, att, att_partial, att_arrivals, logits, tokens, argmax_partial;
+        std::uint64_t total() const;
+    };
+
     WorkingBuffers(const Device& device, const Config& config, int attention_chunks, int argmax_groups,
                    bool scores_in_memory);
     cl::Buffer x;       // residual stream (dim)

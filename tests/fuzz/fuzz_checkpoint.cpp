@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
         // The CPU reference allocates its KV cache for the whole context up front, and a v1 header's
         // seq_len is not tied to the file size: run it only where that allocation is small.
-        if (model.kv_cache_bytes + model.working_bytes <= (std::uint64_t{64} << 20)) {
+        if (model.kv_cache_bytes + model.reference_activation_bytes <= (std::uint64_t{64} << 20)) {
             llamacl::ReferenceForward forward(ck);
             llamacl::Sampler greedy(c.vocab_size, 0.0f, 0.9f, 1);
             llamacl::Sampler topp(c.vocab_size, 1.0f, 0.9f, 7);

@@ -1,0 +1,27 @@
+#pragma once
+// The device's memory ceilings for bench's roofline: copy bandwidth on the device (kernels/copy.cl) and
+// pinned host-to-device bandwidth (what streaming weight uploads use). Each probe times itself by OpenCL
+// event timestamps on a profiling queue of its own, whatever the device's main queue is.
+#include <cstdint>
+
+#include "llamacl/device.hpp"
+
+namespace llamacl {
+
+inline constexpr std::uint64_t kMiB = 1024 * 1024;
+
+// Device copy bandwidth in GB/s (1e9 bytes/s): the best of `reps` copy_f32 kernels over `bytes` (read +
+// write counted, so 2 x bytes moved).
+double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps);
+// Host-to-device bandwidth in GB/s from pinned memory, best of `reps`.
+double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
+// The probes' buffer size without --probe-mib: min(1 GiB, the largest allocation, global memory / 4).
+std::uint64_t default_probe_bytes(const DeviceInfo& info);
+// The size a probe of `bytes` runs at: whole MiB, at least one, so the copy's global size (in float4s) is
+// a multiple of every work-group size a driver picks.
+std::uint64_t probe_size(std::uint64_t bytes);
+
+// How long a command ran (end - start), in seconds; its queue must have been opened with profiling.
+double event_seconds(const cl::Event& event);
+
+}  // namespace llamacl

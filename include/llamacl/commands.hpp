@@ -1,0 +1,29 @@
+#pragma once
+// The commands a token's schedule puts on the queue, by what they do: the keys of `bench --profile`'s rows
+// and of the launch log (device_forward.hpp's LaunchRecord).
+#include <cstddef>
+
+namespace llamacl {
+
+enum class Command {
+    write_embedding,     // the token's embedding row into x
+    attn_qkv_rope,       // q, k, v of a layer, RoPE applied
+    attention,           // a layer's attention over the cache
+    matvec_residual_wo,  // x += wo . attention's output
+    ffn_gate_up,         // hb = silu(w1 . xn) * (w3 . xn)
+    matvec_residual_w2,  // x += w2 . hb
+    rmsnorm_final,       // the final RMSNorm on its own (CPU shapes)
+    classifier,          // the logits (one per block of the classifier)
+    forward_token,       // the token kernel: the whole forward pass
+    argmax,              // greedy decoding's first step
+    argmax_embed,        // greedy decoding's second step: the next token and its embedding
+    read_logits,         // the logits (and the token kernel's give-up mark) to the host
+    read_hidden,         // --finalize=cpu: the final hidden state to the host
+    read_tokens,         // greedy decoding: a batch's tokens to the host
+};
+inline constexpr std::size_t kCommandCount = static_cast<std::size_t>(Command::read_tokens) + 1;
+
+// The command's label in the profile: the kernel's name, with the weight it reads where one kernel serves two.
+const char* command_name(Command command);
+
+}  // namespace llamacl

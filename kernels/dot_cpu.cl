@@ -1,0 +1,63 @@
+// The CPU families' (SHAPE_EXACT, SHAPE_CPU) RMSNorm scale and dot products: a work-item owns its row,
+// so it computes them alone, without barriers; the exact family in run.c's loops, bit-identical to it.
+#if SHAPE_FAMILY != SHAPE_GPU
+#if VECTOR_WIDTH == 16
+inline float hsum(float16 v) {
+    const float8 a = v.lo + v.hi;
+    const float4 b = a.lo + a.hi;
+    const float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+#endif
+
+// RMSNorm's scale 1/sqrt(mean(x^2) + eps), as run.c computes it.
+inline float rms_scale(__global const float* x, int n, __local float* scratch) {
+    float ss = 0.0f;
+#if SHAPE_FAMILY == SHAPE_EXACT
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+#else
+    floatv acc = (floatv)(0.0f);
+    int j = 0;
+    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) {
+        const floatv v = vloadv(x + j);
+        acc = mad(v, v, acc);
+    }
+    ss = hsum(acc);
+    for (; j < n; j++) ss = mad(x[j], x[j], ss);
+#endif
+    return rms_from_sum(ss, n);
+}
+
+// dot(w, in) over n elements (a row has one lane). The exact family's is run.c's matmul loop.
+inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
+    float sum = 0.0f;
+#if SHAPE_FAMILY == SHAPE_EXACT
+    for (int j = 0; j < n; j++) sum += WEIGHT(w, j) * in[j];
+#else
+    floatv acc = (floatv)(0.0f);
+    int j = 0;
+    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) acc = mad(WEIGHTV(w, j), vloadv(in + j), acc);
+    sum = hsum(acc);
+    for (; j < n; j++) sum = mad(WEIGHT(w, j), in[j], sum);
+#endif
+    return sum;
+}
+
+// As partial_dot, with the input normalized on the fly: in[j] = weight[j] * (ss * x[j]), the exact
+// expression run.c's rmsnorm stores, so fusing the norm changes no bit.
+inline float partial_dot_normed(__global const weight_t* w, __global const float* x, __global const float* weight,
+                                float ss, int n, int lane) {
+    float sum = 0.0f;
+#if SHAPE_FAMILY == SHAPE_EXACT
+    for (int j = 0; j < n; j++) sum += WEIGHT(w, j) * (weight[j] * (ss * x[j]));
+#else
+    floatv acc = (floatv)(0.0f);
+    int j = 0;
+    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH)
+        acc = mad(WEIGHTV(w, j), vloadv(weight + j) * (ss * vloadv(x + j)), acc);
+    sum = hsum(acc);
+    for (; j < n; j++) sum = mad(WEIGHT(w, j), weight[j] * (ss * x[j]), sum);
+#endif
+    return sum;
+}
+#endif

@@ -1,0 +1,71 @@
+// The build-time shape every kernel file is compiled for (embedded first), chosen per device by the host:
+//   ROW_THREADS   work-items that cooperate on one output row (a power of two). 1 on CPUs: no
+//                 local-memory reductions (slow on PoCL). GPUs use many and a tree reduction; with
+//                 the input staged in local memory each reads every ROW_THREADS-th float of the row
+//                 (without, when the input does not fit there, a float4 at a time).
+//   VECTOR_WIDTH  with ROW_THREADS == 1, elements a work-item takes per step: 1 runs run.c's sequential
+//                 loops in run.c's order (the "exact" shape, bit-identical to the reference); 16 hands
+//                 the row to the CPU's SIMD units as float16 multiply-adds (the "cpu" shape).
+//   LOCAL         work-group size (a power of two, a multiple of ROW_THREADS).
+//   DOT_BATCH     GPU shapes: weight loads a work-item issues together (dot_batch in kernel_set.hpp; the
+//                 token kernel's: KernelSet::token_program).
+
+// run.c is compiled without FMA contraction; so are these kernels, so that the CPU shape reproduces its
+// arithmetic exactly.
+#pragma OPENCL FP_CONTRACT OFF
+
+// The host always defines them (KernelSet); the defaults only keep the program buildable on its own.
+#ifndef ROW_THREADS
+#define ROW_THREADS 1
+#endif
+#ifndef LOCAL
+#define LOCAL 8
+#endif
+#ifndef VECTOR_WIDTH
+#define VECTOR_WIDTH 1
+#endif
+
+#if VECTOR_WIDTH == 16
+typedef float16 floatv;
+// 16 floats from global memory at any float's alignment. PoCL compiles vload16 into eight 8-byte loads
+// and shuffles per call, which holds the CPU shape's rows well below the memory's speed; clang's vector
+// type with a float's alignment is one unaligned 64-byte load.
+#ifdef __clang__
+typedef float floatv_unaligned __attribute__((ext_vector_type(16), aligned(4)));
+#define vloadv(p) (*(__global const floatv_unaligned*)(p))
+#define vstorev(v, p) (*(__global floatv_unaligned*)(p) = (v))
+#else
+#define vloadv(p) vload16(0, p)
+#define vstorev(v, p) vstore16(v, 0, p)
+#endif
+#elif VECTOR_WIDTH == 1
+// Loops written over elementwise floatv steps run as scalar loops.
+typedef float floatv;
+#define vloadv(p) (*(p))
+#define vstorev(v, p) (*(p) = (v))
+#else
+#error VECTOR_WIDTH must be 1 or 16
+#endif
+// The vectorized loops below assume one work-item per row.
+#if VECTOR_WIDTH > 1 && ROW_THREADS != 1
+#error VECTOR_WIDTH > 1 needs ROW_THREADS == 1
+#endif
+#define ROWS_PER_GROUP (LOCAL / ROW_THREADS)
+
+// The shape families (LaunchShape::family in kernel_set.hpp, by the same rule): SHAPE_EXACT and SHAPE_CPU
+// give each row one work-item (run.c's sequential loops; float16 steps), SHAPE_GPU many.
+#define SHAPE_EXACT 1
+#define SHAPE_CPU 2
+#define SHAPE_GPU 3
+#if ROW_THREADS > 1
+#define SHAPE_FAMILY SHAPE_GPU
+#elif VECTOR_WIDTH == 1
+#define SHAPE_FAMILY SHAPE_EXACT
+#else
+#define SHAPE_FAMILY SHAPE_CPU
+#endif
+
+// FEW_GROUPS: the host defines it for the token kernel, whose launch has only one or two work-groups per
+// compute unit, so that each wait on memory shows: its unit functions issue loads ahead of where they are
+// needed (row_pair, the residual and rotation reads, attention's first values). Per-op launches hide
+// those waits behind many work-groups, and the loads ahead would cost them registers.

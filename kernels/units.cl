@@ -1,0 +1,43 @@
+// Work units: how a kernel's rows are dealt out to its work-groups and work-items.
+
+// A kernel's body written once, as a function of its work unit, for its own kernel and for the token
+// kernel (token.cl), must still be compiled as that kernel's body: left to the inliner, clang (PoCL's
+// compiler) emits them as calls even with one call site; forced, each kernel's code is what it was before
+// the split (clang's PTX compared). NVIDIA's compiler inlines them either way.
+#if defined(__has_attribute)
+#if __has_attribute(always_inline)
+#define UNIT_FUNCTION inline __attribute__((always_inline))
+#endif
+#endif
+#ifndef UNIT_FUNCTION
+#define UNIT_FUNCTION inline
+#endif
+
+// Work units (a work-group's worth of rows each) of a step with `rows` output rows.
+#define UNITS(rows) (((rows) + ROWS_PER_GROUP - 1) / ROWS_PER_GROUP)
+// The units of a per-op kernel's work-group. CPU shapes launch a few work-groups per core
+// (KernelSet::rows), each taking a run of consecutive units, an equal share: PoCL pays for every
+// work-group it schedules, and a group computes the norm's scale once for its run. GPU shapes launch a
+// work-group per unit, and take exactly that one: the run's bounds, computed, cost the register-capped
+// builds.
+#if SHAPE_FAMILY != SHAPE_GPU
+inline int group_share(int units) {
+    const int groups = (int)get_num_groups(0);
+    return (units + groups - 1) / groups;
+}
+#define FOR_GROUP_UNITS(u, rows)                                                                          \
+    for (int u = (int)get_group_id(0) * group_share(UNITS(rows)), end_ = min(UNITS(rows), u + group_share(UNITS(rows))); \
+         u < end_; u++)
+#else
+#define FOR_GROUP_UNITS(u, rows) for (int u = (int)get_group_id(0), once_ = 1; once_; once_ = 0)
+#endif
+
+// The row this work-item works on in work unit `unit` (one of a run of them a work-group of a kernel of
+// its own takes, one of many a work-group takes in turn in the token kernel) and its lane
+// within the row. Rows past `rows` are clamped to the last one so that every work-item still reaches the
+// barriers; the caller writes only when row_valid.
+#define ROW_SETUP(unit, rows)                                             \
+    const int lane = get_local_id(0) % ROW_THREADS;                       \
+    const int row_unclamped = (unit) * ROWS_PER_GROUP + get_local_id(0) / ROW_THREADS; \
+    const int row_valid = row_unclamped < (rows);                         \
+    const int row = row_valid ? row_unclamped : (rows) - 1

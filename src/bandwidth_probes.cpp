@@ -1,0 +1,86 @@
+#include "llamacl/bandwidth_probes.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "llamacl/embedded_kernels.hpp"
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+
+cl::Program copy_program(const Device& device) {
+    for (const EmbeddedKernel& k : embedded_kernels())
+        if (k.file == "copy.cl") return device.build_program_from_source(std::string(k.source), "");
+    throw Error("kernels/copy.cl is not embedded in this build");
+}
+
+cl::CommandQueue profiling_queue(const Device& device) {
+    return cl::CommandQueue(device.context(), device.device(), CL_QUEUE_PROFILING_ENABLE);
+}
+
+// The shortest of `reps` runs of `enqueue` after one untimed warm-up. A bandwidth is a ceiling: the
+// fastest run is the one least disturbed by everything else on the machine.
+template <typename Enqueue>
+double best_seconds(cl::CommandQueue& queue, int reps, Enqueue enqueue) {
+    cl::Event event;
+    enqueue(&event);
+    queue.finish();
+    double best = 0;
+    for (int r = 0; r < reps; ++r) {
+        enqueue(&event);
+        event.wait();
+        const double s = event_seconds(event);
+        if (r == 0 || s < best) best = s;
+    }
+    return best;
+}
+
+}  // namespace
+
+double event_seconds(const cl::Event& event) {
+    const cl_ulong start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
+    const cl_ulong end = event.getProfilingInfo<CL_PROFILING_COMMAND_END>();
+    return static_cast<double>(end - start) * 1e-9;
+}
+
+std::uint64_t probe_size(std::uint64_t bytes) { return std::max<std::uint64_t>(bytes / kMiB, 1) * kMiB; }
+
+std::uint64_t default_probe_bytes(const DeviceInfo& info) {
+    // Far larger than any cache, while the probe's two buffers take at most half of the device memory.
+    return probe_size(std::min({std::uint64_t{1024} * kMiB, info.max_alloc_bytes, info.global_mem_bytes / 4}));
+}
+
+double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps) {
+    bytes = probe_size(bytes);
+    cl::CommandQueue queue = profiling_queue(device);
+    cl::Buffer src = device.allocate(bytes, "copy bandwidth probe (source)");
+    cl::Buffer dst = device.allocate(bytes, "copy bandwidth probe (destination)");
+    // Writing both first makes lazily allocating drivers back them with memory before anything is timed.
+    queue.enqueueFillBuffer(src, 0.0f, 0, bytes);
+    queue.enqueueFillBuffer(dst, 0.0f, 0, bytes);
+    cl::Kernel copy(copy_program(device), "copy_f32");
+    copy.setArg(0, src);
+    copy.setArg(1, dst);
+    const cl::NDRange float4s(bytes / (4 * sizeof(float)));
+    const double s = best_seconds(queue, reps, [&](cl::Event* event) {
+        queue.enqueueNDRangeKernel(copy, cl::NullRange, float4s, cl::NullRange, nullptr, event);
+    });
+    return 2.0 * static_cast<double>(bytes) / s / 1e9;  // every byte is read once and written once
+}
+
+double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps) {
+    bytes = probe_size(bytes);
+    cl::CommandQueue queue = profiling_queue(device);
+    PinnedBuffer host(device, bytes, "host-to-device probe (pinned host side)");
+    std::memset(host.data(), 0, bytes);  // fault the pages in before timing
+    cl::Buffer dst = device.allocate(bytes, "host-to-device probe (device side)");
+    const double s = best_seconds(queue, reps, [&](cl::Event* event) {
+        queue.enqueueWriteBuffer(dst, CL_FALSE, 0, bytes, host.data(), nullptr, event);
+    });
+    return static_cast<double>(bytes) / s / 1e9;
+}
+
+}  // namespace llamacl

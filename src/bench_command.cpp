@@ -1,0 +1,93 @@
+#include "llamacl/bench_command.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <vector>
+
+#include "llamacl/bandwidth_probes.hpp"
+#include "llamacl/bench.hpp"
+#include "llamacl/bench_report.hpp"
+#include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
+#include "llamacl/synthetic.hpp"
+
+namespace llamacl {
+
+namespace {
+
+constexpr std::uint64_t kSyntheticSeed = 1;  // --synthetic weights; any fixed seed gives the same speed
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
+
+void check_bench_args(const BenchArgs& a) {
+    if (a.checkpoint.empty() == a.synthetic.empty())
+        throw usage_error("bench: give either a CHECKPOINT or --synthetic PRESET (one of " + joined(preset_names()) + ")");
+    if (!a.synthetic.empty() && !preset_config(a.synthetic))
+        throw usage_error("--synthetic: unknown preset '" + a.synthetic + "'; presets: " + joined(preset_names()));
+}
+
+Checkpoint load_model(const BenchArgs& a) {
+    if (a.synthetic.empty()) return with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
+    return with_weights(Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
+                                               "synthetic:" + a.synthetic),
+                        weights_format(a.weights));
+}
+
+std::string g_text(double v) {  // as printf's %g
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, BenchArgs& a) {
+    CLI::App* cmd = app.add_subcommand(
+        "bench", "Measure decode tokens/s, bytes per token, device bandwidth and the roofline on an OpenCL device");
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (or --synthetic)");
+    cmd->add_option("--synthetic", a.synthetic,
+                    "benchmark a seeded random model of this shape, built in memory: " + joined(preset_names()));
+    cmd->add_option("-n,--tokens", a.tokens, "decode tokens timed per run")->capture_default_str();
+    cmd->add_option("--context", a.context,
+                    "positions run untimed before the timed tokens (clamped to seq_len - tokens: a large value "
+                    "times the last positions of the context)")
+        ->capture_default_str();
+    cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")->capture_default_str();
+    add_weights_option(*cmd, a.weights);
+    add_runtime_options(*cmd, a.runtime);
+    cmd->add_option("--probe-mib", a.probe_mib,
+                    "bandwidth probe buffer size in MiB (default: min(1024, max allocation, global memory / 4))")
+        ->check(positive_number());
+    cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
+    cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
+}
+
+int run_bench(const BenchArgs& a, std::FILE* out) {
+    check_bench_args(a);
+    const Checkpoint ck = load_model(a);
+    Device device = Device::open(a.runtime.platform, a.runtime.device, a.profile);
+    BenchOptions o;
+    o.tokens = a.tokens;
+    o.context = a.context;
+    o.runs = a.runs;
+    o.device = device_options(a.runtime, device.info());
+    if (a.probe_mib > 0) {  // left out (0): the default size
+        const double probe_bytes = a.probe_mib * static_cast<double>(kMiB);
+        if (probe_bytes > static_cast<double>(device.info().max_alloc_bytes))
+            throw usage_error("--probe-mib: " + g_text(a.probe_mib) + " MiB is more than " + device.info().name +
+                              " allows in one buffer (" + std::to_string(device.info().max_alloc_bytes / kMiB) + " MiB)");
+        o.probe_bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(probe_bytes));  // 0 would mean the default
+    }
+    o.profile = a.profile;
+    const BenchResult result = run_benchmark(device, ck, a.synthetic.empty() ? a.checkpoint : "synthetic:" + a.synthetic, o);
+    const std::string report = a.json ? format_bench_json(result) : format_bench_text(result);
+    std::fputs(report.c_str(), out);
+    std::fflush(out);
+    return 0;
+}
+
+}  // namespace llamacl

@@ -1,0 +1,16 @@
+#include "llamacl/commands.hpp"
+
+#include <array>
+
+namespace llamacl {
+
+const char* command_name(Command command) {
+    // In Command's order.
+    static constexpr std::array<const char*, kCommandCount> names = {
+        "write_embedding", "attn_qkv_rope", "attention",      "matvec_residual(wo)", "ffn_gate_up",
+        "matvec_residual(w2)", "rmsnorm(final)", "classifier", "forward_token",       "argmax",
+        "argmax_embed",    "read_logits",   "read_hidden",    "read_tokens"};
+    return names[static_cast<std::size_t>(command)];
+}
+
+}  // namespace llamacl

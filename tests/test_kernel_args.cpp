@@ -1,0 +1,105 @@
+// The host's kernel signatures (kernel_args.hpp), which every binding list of the runtime is checked
+// against as it binds, against the kernels as the device compiles them: every program of every shape
+// family the device builds, with -cl-kernel-arg-info, must have exactly the listed arguments (count, order,
+// names), so that a reordered or renamed argument fails here instead of corrupting memory.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "llamacl/device.hpp"
+#include "llamacl/error.hpp"
+#include "llamacl/kernel_args.hpp"
+#include "llamacl/kernel_set.hpp"
+
+using namespace llamacl;
+
+namespace {
+
+Device& test_device() {
+    static Device device = Device::open("", "");
+    return device;
+}
+
+const KernelSignature& signature_of(const std::string& kernel) {
+    const auto all = kernel_signatures();
+    const auto at = std::find_if(all.begin(), all.end(), [&](const KernelSignature* s) { return s->kernel == kernel; });
+    if (at == all.end()) throw std::logic_error("no signature for " + kernel);
+    return **at;
+}
+
+// The kernel's arguments as the compiler names them.
+std::vector<std::string> compiled_args(const cl::Kernel& kernel) {
+    std::vector<std::string> names;
+    const cl_uint count = kernel.getInfo<CL_KERNEL_NUM_ARGS>();
+    for (cl_uint i = 0; i < count; ++i) {
+        std::string name = kernel.getArgInfo<CL_KERNEL_ARG_NAME>(i);
+        name.erase(std::find(name.begin(), name.end(), '\0'), name.end());
+        names.push_back(name);
+    }
+    return names;
+}
+
+void expect_signature(const cl::Kernel& kernel) {
+    std::string name = kernel.getInfo<CL_KERNEL_FUNCTION_NAME>();
+    name.erase(std::find(name.begin(), name.end(), '\0'), name.end());
+    SCOPED_TRACE(name);
+    const KernelSignature& signature = signature_of(name);
+    const std::vector<std::string> listed(signature.args.begin(), signature.args.end());
+    EXPECT_EQ(compiled_args(kernel), listed);
+}
+
+// A small model's shape for the token kernel's build (token.cl compiles it in).
+const char* const kTokenModel =
+    " -DDIM=64 -DKV_DIM=32 -DHIDDEN_DIM=96 -DN_LAYERS=2 -DN_HEADS=4 -DKV_MUL=2 -DSEQ_LEN=16 -DVOCAB=100"
+    " -DSTRIDE_NORM=64 -DSTRIDE_ATTN=4096 -DSTRIDE_KV=2048 -DSTRIDE_FFN=6144 -DSTRIDE_CACHE=512";
+
+class KernelSignatures : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(KernelSignatures, MatchTheCompiledKernels) {
+    Device& device = test_device();
+    KernelSet kernels(device, parse_launch_shape(GetParam(), device.info()), {}, true, "-cl-kernel-arg-info");
+    for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed})
+        expect_signature(*k);
+    using Matvec = KernelSet::Matvec;
+    for (Matvec which : {Matvec::attn_qkv_rope, Matvec::matvec_residual, Matvec::ffn_gate_up, Matvec::classifier})
+        expect_signature(*kernels.matvec(which, 64, 64).kernel);
+    if (!kernels.device_fences()) return;  // no token kernel without OpenCL C 2.0 (CPU shapes)
+    cl::Program token;
+    try {
+        token = kernels.token_program(kTokenModel, 96, 64);
+    } catch (const Error& e) {
+        GTEST_SKIP() << "the device does not build the token kernel: " << e.what();
+    }
+    expect_signature(cl::Kernel(token, "forward_token"));
+}
+
+// Every kernel of the programs has a signature, but bench's copy_f32, which bench binds itself.
+TEST(KernelBinding, EveryKernelHasASignature) {
+    Device& device = test_device();
+    KernelSet kernels(device, parse_launch_shape("exact", device.info()), {}, true, "-cl-kernel-arg-info");
+    const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
+    std::string names = program.getInfo<CL_PROGRAM_KERNEL_NAMES>();
+    names.erase(std::find(names.begin(), names.end(), '\0'), names.end());
+    std::istringstream in(names);
+    int count = 0;
+    for (std::string name; std::getline(in, name, ';'); ++count)
+        if (name != "copy_f32") {
+            EXPECT_NO_THROW(signature_of(name)) << name;
+        }
+    EXPECT_GE(count, 8);
+}
+
+TEST(KernelBinding, RefusesANameTheKernelLacks) {
+    Device& device = test_device();
+    KernelSet kernels(device, parse_launch_shape("exact", device.info()));
+    EXPECT_THROW(bind(kernels.rmsnorm, signatures::rmsnorm, {{"dim", 3}}), std::logic_error);
+    EXPECT_NO_THROW(bind(kernels.rmsnorm, signatures::rmsnorm, {{"n", 3}}));
+}
+
+INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures, ::testing::Values("exact", "cpu", "gpu"));
+
+}  // namespace
