@@ -157,10 +157,11 @@ int run_generate(const GenerateArgs& a) {
         model = std::move(forward);
         if (a.compare_cpu) compare = std::make_unique<LockstepCompare>(*on_device, ck, a.tolerance);
         if (a.verbose) {
-            std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s\nschedule: %s\n", device->info().name.c_str(),
-                         device->info().platform_name.c_str(), on_device->plan().describe().c_str(),
+            std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s; %s weights\nschedule: %s\n",
+                         device->info().name.c_str(), device->info().platform_name.c_str(),
+                         on_device->plan().describe().c_str(),
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
-                         on_device->shape().describe().c_str(),
+                         on_device->shape().describe().c_str(), c.weight_format.describe().c_str(),
                          describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
         }
     } else {

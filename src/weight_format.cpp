@@ -33,8 +33,12 @@ std::string WeightFormat::describe() const {
 }
 
 std::string WeightFormat::build_option() const {
-    if (type != ElementType::f32) throw std::logic_error("the kernels read f32 weights only, not " + describe());
-    return " -DWEIGHT_F32";
+    switch (type) {
+        case ElementType::f32: return " -DWEIGHT_F32";
+        case ElementType::f16: return " -DWEIGHT_F16";
+        case ElementType::q8_0: break;
+    }
+    throw std::logic_error("the kernels read f32 and f16 weights, not " + describe());
 }
 
 WeightTensor WeightTensor::from(std::uint64_t first) const {

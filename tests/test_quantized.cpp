@@ -8,9 +8,12 @@
 #include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/export.hpp"
 #include "llamacl/model_math.hpp"
+#include "llamacl/synthetic.hpp"
 #include "models.hpp"
 #include "reference_cases.hpp"
 
@@ -339,7 +342,6 @@ TEST(GenerateQ80, TheOpenclBackendRefusesWeightsItCannotRunYet) {
     write_version2(Checkpoint::open(model.string()), (dir / "q.bin").string(), 4);
     for (const auto& [path, flags, mention] :
          {std::tuple{dir / "q.bin", std::string(""), (dir / "q.bin").string() + ":"},
-          std::tuple{model, std::string("--weights f16"), model.string() + " (--weights f16):"},
           std::tuple{model, std::string("--weights q8_0"), model.string() + " (--weights q8_0):"}}) {
         const CommandResult r = run_llama_cl(model_args(path, dir / "tok.bin", "--backend opencl -n 4 " + flags));
         EXPECT_EQ(r.exit_code, 1) << flags;
@@ -350,7 +352,24 @@ TEST(GenerateQ80, TheOpenclBackendRefusesWeightsItCannotRunYet) {
     }
     const CommandResult bench = run_llama_cl("bench --synthetic tiny --weights q8_0 -n 2 --runs 1");
     EXPECT_EQ(bench.exit_code, 1);
-    EXPECT_NE(bench.err.find("synthetic:tiny (--weights q8_0): the OpenCL backend runs f32 weights only"), std::string::npos)
+    EXPECT_NE(bench.err.find("synthetic:tiny (--weights q8_0): the OpenCL backend runs f32 and f16 weights only"),
+              std::string::npos)
         << bench.err;
     EXPECT_EQ(std::count(bench.err.begin(), bench.err.end(), '\n'), 1) << bench.err;
+}
+
+TEST(BenchF16, CountsTheHalvesItReads) {
+    const CommandResult r = run_llama_cl("bench --synthetic tiny --weights f16 -n 2 --runs 1 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("config").at("weights"), "f16");
+    Config c = *preset_config("tiny");
+    const std::uint64_t fp32_layer = ModelSize(c).layer_bytes(), norms = 2 * 4 * static_cast<std::uint64_t>(c.dim);
+    c.weight_format = {ElementType::f16, 0};
+    const ModelSize size(c);
+    // The norms stay floats; every matrix element is two bytes.
+    EXPECT_EQ(size.layer_bytes(), (fp32_layer - norms) / 2 + norms);
+    EXPECT_EQ(j.at("bytes_per_token_breakdown").at("layer_weights"), size.layer_bytes() * c.n_layers);
+    EXPECT_EQ(j.at("bytes_per_token_breakdown").at("final_norm_and_classifier"),
+              2 * static_cast<std::uint64_t>(c.vocab_size) * c.dim + 4 * c.dim);
 }
