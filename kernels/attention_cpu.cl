@@ -6,15 +6,15 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
                                   int n_heads, int head_size, int kv_dim, int kv_mul, int seq_len, int pos) {
     const float scale = sqrt((float)head_size);
     // CPU shapes: one work-item per head running run.c's loops. Every output element sums its terms in
-    // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are partial_dot's,
-    // float16 steps on the "cpu" shape, and the weighted sum takes floatv's elements of the output at a time
-    // over the positions, in registers rather than through global memory.
-    // (The keys are floats: their dot product is partial_dot's while the weights are f32 too.)
+    // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are the rows'
+    // (partial_dot_floats: the keys are floats whatever the weights are), float16 steps on the "cpu" shape,
+    // and the weighted sum takes floatv's elements of the output at a time over the positions, in
+    // registers rather than through global memory.
     if (h >= n_heads) return;
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
-    for (int t = 0; t <= pos; t++) a[t] = partial_dot(key_cache + (size_t)t * kv_dim + kv_off, qh, head_size, 0) / scale;
+    for (int t = 0; t <= pos; t++) a[t] = partial_dot_floats(key_cache + (size_t)t * kv_dim + kv_off, qh, head_size) / scale;
     float max_val = a[0];
     for (int t = 1; t <= pos; t++) max_val = a[t] > max_val ? a[t] : max_val;
     float sum = 0.0f;

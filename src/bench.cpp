@@ -124,7 +124,7 @@ TokenTraffic token_traffic(const Config& c, Finalize finalize, int first_pos, in
     TokenTraffic t;
     t.layer_weight_bytes = size.layer_bytes() * static_cast<std::uint64_t>(c.n_layers);
     // The device's classifier is vocab x dim whether it is the embedding table (shared) or its own matrix.
-    if (finalize == Finalize::device) t.classifier_bytes = (size.embedding_params + c.dim) * sizeof(float);
+    if (finalize == Finalize::device) t.classifier_bytes = size.embedding_bytes() + c.dim * sizeof(float);
     t.kv_read_bytes = kv_read_bytes(c, first_pos, tokens);
     return t;
 }
@@ -132,11 +132,12 @@ TokenTraffic token_traffic(const Config& c, Finalize finalize, int first_pos, in
 std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, Finalize finalize, int first_pos,
                                       int tokens) {
     const std::uint64_t f = sizeof(float), layers = c.n_layers, dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
-    if (name == "attn_qkv_rope") return layers * (dim + dim * dim + 2 * kv * dim) * f;  // rms_att, wq, wk, wv
+    const WeightFormat& w = c.weight_format;  // the matrices' (the norms' weights are floats)
+    if (name == "attn_qkv_rope") return layers * (dim * f + w.bytes(dim * dim + 2 * kv * dim));  // rms_att, wq, wk, wv
     if (name == "attention") return kv_read_bytes(c, first_pos, tokens);
-    if (name == "matvec_residual(wo)") return layers * dim * dim * f;
-    if (name == "ffn_gate_up") return layers * (dim + 2 * hidden * dim) * f;  // rms_ffn, w1, w3
-    if (name == "matvec_residual(w2)") return layers * hidden * dim * f;
+    if (name == "matvec_residual(wo)") return layers * w.bytes(dim * dim);
+    if (name == "ffn_gate_up") return layers * (dim * f + w.bytes(2 * hidden * dim));  // rms_ffn, w1, w3
+    if (name == "matvec_residual(w2)") return layers * w.bytes(hidden * dim);
     // The final norm's weights are counted with the classifier, which reads them when it normalizes itself.
     if (name == "rmsnorm(final)") return 0;
     if (name == "classifier") return token_traffic(c, finalize, first_pos, tokens).classifier_bytes;

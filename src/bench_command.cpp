@@ -9,6 +9,7 @@
 #include "llamacl/bench_report.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/synthetic.hpp"
 
 namespace llamacl {
@@ -31,9 +32,10 @@ void check_bench_args(const BenchArgs& a) {
 }
 
 Checkpoint load_model(const BenchArgs& a) {
-    if (a.synthetic.empty()) return Checkpoint::open(a.checkpoint);
-    return Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
-                                  "synthetic:" + a.synthetic);
+    if (a.synthetic.empty()) return with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
+    return with_weights(Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
+                                               "synthetic:" + a.synthetic),
+                        weights_format(a.weights));
 }
 
 std::string g_text(double v) {  // as printf's %g
@@ -61,6 +63,7 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
     cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")
         ->transform(decimal_int())
         ->capture_default_str();
+    add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--probe-mib", a.probe_mib,
                     "bandwidth probe buffer size in MiB (default: min(1024, max allocation, global memory / 4))")

@@ -42,7 +42,7 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     p.usable_bytes = total / 10 * 9;
     p.kv_cache_bytes = size.kv_cache_bytes;
     p.constant_bytes = static_cast<std::uint64_t>(c.seq_len) * c.head_size() * f;  // RoPE cos/sin table
-    if (finalize == Finalize::device) p.constant_bytes += (size.embedding_params + c.dim) * f;
+    if (finalize == Finalize::device) p.constant_bytes += size.embedding_bytes() + c.dim * f;
     // WorkingBuffers as the kernels this device may build size them: attention split into the most
     // chunks any device uses, its scores counted in memory though kernels built with device fences keep
     // them in local memory (the plan precedes the build); then the token kernel's chunk length per

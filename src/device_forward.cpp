@@ -13,6 +13,15 @@ namespace llamacl {
 
 namespace {
 
+// The device's kernels read f32 and f16 weights so far.
+const Config& device_weights(const Checkpoint& ck) {
+    const WeightFormat& format = ck.weight_format();
+    if (format.type == ElementType::q8_0)
+        throw Error(ck.path() + ": the OpenCL backend runs f32 and f16 weights only so far, and these are " +
+                    format.describe() + "; run generate with --backend cpu");
+    return ck.config();
+}
+
 bool out_of_memory(cl_int code) {
     return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
 }
@@ -28,11 +37,11 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
     : device_(device),
       ck_(ck),
-      c_(ck.config()),
+      c_(device_weights(ck)),
       finalize_(options.finalize),
       plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
-      // The staged matrices are the checkpoint's floats.
-      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info()), WeightFormat{}),
+      // The kernels are built for the matrices' format (the file's, or --weights').
+      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info()), c_.weight_format),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,

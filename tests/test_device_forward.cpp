@@ -92,6 +92,27 @@ TEST(DeviceForwardCases, EveryWorkShapeReproducesTheReferenceCases) {
     }
 }
 
+TEST(DeviceForwardCases, F16WeightsPrintTheReferencesTextOnEveryShapeKAndFinalize) {
+    // The device's halves widen exactly as the reference's do: the reference on --weights f16 is the text.
+    LLAMACL_REQUIRE_SHARED(shared);
+    for (const ReferenceCase& c : load_cases(shared)) {
+        const int layers = layers_of(shared / "models" / c.model);
+        const CommandResult reference = run_llama_cl(generate_args(shared, c, "--backend cpu --weights f16"));
+        ASSERT_EQ(reference.exit_code, 0) << reference.err;
+        for (const char* shape : {"cpu", "gpu", "exact"}) {
+            for (const int k : {1, layers}) {
+                for (const char* finalize : {"device", "cpu"}) {
+                    const std::string flags = std::string("--backend opencl --weights f16 --work-shape ") + shape +
+                                              " --layers-per-offload " + std::to_string(k) + " --finalize=" + finalize;
+                    const CommandResult r = run_llama_cl(generate_args(shared, c, flags));
+                    EXPECT_EQ(r.exit_code, 0) << c.id << " " << flags << ": " << r.err;
+                    EXPECT_EQ(r.out, reference.out) << "case " << c.id << " with " << flags;
+                }
+            }
+        }
+    }
+}
+
 // Every boundary of the device forward pass against the CPU reference's, over several tokens, for
 // awkward shapes (dim 36 and hidden 100: not multiples of the work-group; MHA, GQA and MQA).
 struct BoundaryCase {

@@ -57,11 +57,13 @@ const char* const kTokenModel =
     " -DDIM=64 -DKV_DIM=32 -DHIDDEN_DIM=96 -DN_LAYERS=2 -DN_HEADS=4 -DKV_MUL=2 -DSEQ_LEN=16 -DVOCAB=100"
     " -DSTRIDE_NORM=64 -DSTRIDE_ATTN=4096 -DSTRIDE_KV=2048 -DSTRIDE_FFN=6144 -DSTRIDE_CACHE=512";
 
-class KernelSignatures : public ::testing::TestWithParam<const char*> {};
+// Every shape family, built for each weight format the kernels read.
+class KernelSignatures : public ::testing::TestWithParam<std::tuple<const char*, ElementType>> {};
 
 TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     Device& device = test_device();
-    KernelSet kernels(device, parse_launch_shape(GetParam(), device.info()), {}, true, "-cl-kernel-arg-info");
+    const auto [shape, weights] = GetParam();
+    KernelSet kernels(device, parse_launch_shape(shape, device.info()), WeightFormat{weights}, true, "-cl-kernel-arg-info");
     for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed})
         expect_signature(*k);
     using Matvec = KernelSet::Matvec;
@@ -100,6 +102,11 @@ TEST(KernelBinding, RefusesANameTheKernelLacks) {
     EXPECT_NO_THROW(bind_args(kernels.rmsnorm, signatures::rmsnorm, {{"n", 3}}));
 }
 
-INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures, ::testing::Values("exact", "cpu", "gpu"));
+INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures,
+                         ::testing::Combine(::testing::Values("exact", "cpu", "gpu"),
+                                            ::testing::Values(ElementType::f32, ElementType::f16)),
+                         [](const auto& p) {
+                             return std::string(std::get<0>(p.param)) + "_" + element_name(std::get<1>(p.param));
+                         });
 
 }  // namespace

@@ -19,6 +19,7 @@ struct BenchArgs {
     int tokens = 32;
     int context = 0;
     int runs = 3;
+    std::string weights;  // --weights; empty: the file's own format
     RuntimeArgs runtime;
     double probe_mib = 0;
     bool profile = false;
