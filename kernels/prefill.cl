@@ -92,8 +92,9 @@ __kernel void gemm(__global const weight_t* w, __global const float* in, __globa
 // (coalesced); each element still sums its terms in order, the tail of a row included.
 #define GEMM_BLOCK (GEMM_TILE / GEMM_GROUP)
 #define GEMM_TILE_K 16
-__kernel __attribute__((reqd_work_group_size(GEMM_GROUP, GEMM_GROUP, 1)))
-void gemm(__global const weight_t* w, __global const float* in, __global float* out, int out_offset, int n, int rows,
+// (No reqd_work_group_size: a device whose work-groups hold fewer than GEMM_GROUP^2 work-items must
+// still build the program for its decode kernels.)
+__kernel void gemm(__global const weight_t* w, __global const float* in, __global float* out, int out_offset, int n, int rows,
           int positions, int accumulate) {
     __local float wt[GEMM_TILE_K][GEMM_TILE + 1], xt[GEMM_TILE_K][GEMM_TILE + 1];
     const int lr = get_local_id(0), lp = get_local_id(1), flat = lp * GEMM_GROUP + lr;

@@ -92,7 +92,7 @@ std::span<float> DeviceForward::result_logits() {
 std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
     if (tokens.empty() || first < 0 || first + tokens.size() > static_cast<std::size_t>(c_.seq_len))
         throw std::invalid_argument("prefill: positions outside the context, or no token");
-    if (fault_) return Forward::prefill(tokens, first, each);
+    if (fault_ || !kernels_.prefill_possible()) return Forward::prefill(tokens, first, each);
     const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
     std::span<float> logits;
     try {
@@ -447,6 +447,19 @@ int DeviceForward::next(int pos) {
         throw device_error(e);
     }
     return next(pos);
+}
+
+std::vector<float> DeviceForward::cache_rows(int layer, Op op, int first, int count) {
+    const std::size_t kv_dim = static_cast<std::size_t>(c_.kv_dim());
+    std::vector<float> rows(static_cast<std::size_t>(count) * kv_dim);
+    try {
+        device_.queue().enqueueReadBuffer(op == Op::k ? kv_.keys(layer) : kv_.values(layer), CL_TRUE,
+                                          static_cast<std::size_t>(first) * kv_dim * sizeof(float),
+                                          rows.size() * sizeof(float), rows.data());
+    } catch (const cl::Error& e) {
+        throw device_error(e);
+    }
+    return rows;
 }
 
 void DeviceForward::boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,

@@ -186,6 +186,11 @@ int prefill_batch_for(const LaunchShape& shape, const Config& config) {
     return std::min(shape.gpu_family() ? kGpuPrefillBatch : kCpuPrefillBatch, config.seq_len);
 }
 
+bool KernelSet::prefill_possible() const {
+    return !shape_.gpu_family() || gemm.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
+                                       static_cast<std::size_t>(kGemmGroup * kGemmGroup);
+}
+
 KernelSet::Range KernelSet::gemm_range(int rows, int positions) const {
     if (!shape_.gpu_family()) return this->rows((rows + kGemmRows - 1) / kGemmRows, 1);
     const auto tiles = [](int count) { return static_cast<std::size_t>((count + kGemmTile - 1) / kGemmTile); };

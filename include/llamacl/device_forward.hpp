@@ -78,7 +78,8 @@ public:
     // The prompt in batches of up to prefill_batch() positions (the prefill schedule: kernels/prefill.cl),
     // each through every layer with matrix-matrix kernels (a streamed model's chunks uploaded once per
     // batch), then the classifier on the positions whose logits are asked for: the last, or with `each`
-    // every one. An injected fault runs forward() position by position, whose boundaries it corrupts.
+    // every one. An injected fault runs forward() position by position, whose boundaries it corrupts, and
+    // so does a device whose work-groups cannot hold the GEMM's (KernelSet::prefill_possible).
     std::span<float> prefill(std::span<const int> tokens, int first, const LogitsObserver& each = {}) override;
     int prefill_batch() const { return work_.prefill_batch; }
 
@@ -87,6 +88,9 @@ public:
     GreedyDecoder* greedy_decoder() override;
 
     void inject_fault(const Fault& fault) { fault_ = fault; }
+    bool fault_injected() const { return fault_.has_value(); }
+    // Reads back the keys (op k) or values (op v) of `layer` at positions [first, first + count).
+    std::vector<float> cache_rows(int layer, Op op, int first, int count);
 
     // Appends every kernel, the embedding upload and the result read-back of the following tokens to
     // `log`, with their events; nullptr (the default) stops recording. Off, the schedule enqueues

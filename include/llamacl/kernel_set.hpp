@@ -155,6 +155,8 @@ public:
     // GEMM_ROWS rows (kGemmRows), on GPU shapes a work-group per tile of kGemmTile rows by kGemmTile positions.
     Range gemm_range(int rows, int positions) const;
     static constexpr int kGemmRows = 4, kGemmGroup = 16, kGemmTile = 64;
+    // Whether gemm can run here: GPU shapes need work-groups of kGemmGroup^2 work-items.
+    bool prefill_possible() const;
     // One work-item per (element, position) of a step over `width` elements of each position.
     Range per_position(int width, int positions) const;
 
