@@ -60,6 +60,11 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
                     "times the last positions of the context)")
         ->transform(decimal_int())
         ->capture_default_str();
+    cmd->add_option("--prompt", a.prompt,
+                    "also time a prefill of this many prompt positions from position 0 (tokens/s, flops, and the "
+                    "share of the device's measured FMA throughput)")
+        ->transform(decimal_int())
+        ->capture_default_str();
     cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")
         ->transform(decimal_int())
         ->capture_default_str();
@@ -78,6 +83,7 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     fault_from_environment(ck.config());  // bench injects nothing, but a malformed value is still an error
     Device device = Device::open(a.runtime.platform, a.runtime.device, a.profile);
     BenchOptions o;
+    o.prompt = a.prompt;
     o.tokens = a.tokens;
     o.context = a.context;
     o.runs = a.runs;

@@ -251,6 +251,7 @@ int run_generate(const GenerateArgs& a) {
     Backend backend(a, ck, fault);
     const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
+    if (a.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
     return backend.report(a, stats.positions);
 }
 

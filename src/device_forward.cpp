@@ -26,6 +26,10 @@ bool out_of_memory(cl_int code) {
     return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
 }
 
+LaunchShape launch_shape(const Device& device, const DeviceOptions& options) {
+    return options.shape ? *options.shape : choose_launch_shape(device.info());
+}
+
 }  // namespace
 
 std::string describe_schedule(int token_groups, const std::string& per_op_reason) {
@@ -39,15 +43,16 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       ck_(ck),
       c_(device_weights(ck)),
       finalize_(options.finalize),
-      plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
+      plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
+                          prefill_batch_for(launch_shape(device, options), c_))),
       // The kernels are built for the matrices' format (the file's, or --weights').
-      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info()), c_.weight_format),
+      kernels_(device, launch_shape(device, options), c_.weight_format),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
                                    options.schedule == Schedule::token, per_op_reason_)),
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
-            !kernels_.device_fences()),
+            !kernels_.device_fences(), plan_.prefill_batch),
       kv_(device, c_, stacked_),
       weights_(device, ck, plan_, options.finalize, options.host_mirror, stacked_, counters_) {
     // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
@@ -84,9 +89,97 @@ std::span<float> DeviceForward::forward(int token, int pos, const BoundaryObserv
     } catch (const cl::Error& e) {
         throw device_error(e);
     }
+    return result_logits();
+}
+
+std::span<float> DeviceForward::result_logits() {
     if (finalize_ == Finalize::device)
         return {static_cast<float*>(logits_host_->data()), static_cast<std::size_t>(c_.vocab_size)};
     return logits_;
+}
+
+std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
+    if (tokens.empty() || first < 0 || first + tokens.size() > static_cast<std::size_t>(c_.seq_len))
+        throw std::invalid_argument("prefill: positions outside the context, or no token");
+    if (fault_ || !kernels_.prefill_possible()) return Forward::prefill(tokens, first, each);
+    const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
+    std::span<float> logits;
+    try {
+        for (std::size_t done = 0; done < tokens.size();) {
+            const std::size_t count = std::min<std::size_t>(prefill_batch(), tokens.size() - done);
+            enqueue_prefill_batch(tokens.subspan(done, count), first + static_cast<int>(done));
+            done += count;
+            if (!each && done < tokens.size()) continue;  // only the prompt's last position is asked for
+            // Each position asked for: its residual stream into x, then the classifier as after a token.
+            for (std::size_t row = each ? 0 : count - 1; row < count; ++row) {
+                device_.queue().enqueueCopyBuffer(work_.batch_x, work_.x, row * row_bytes, 0, row_bytes, nullptr,
+                                                  log_event(Command::copy_last_row));
+                counters_.enqueues++;
+                enqueue_classifier({});
+                read_result(false, {});
+                logits = result_logits();
+                if (each) each(first + static_cast<int>(done - count + row), logits);
+            }
+        }
+    } catch (const cl::Error& e) {
+        throw device_error(e);
+    }
+    return logits;
+}
+
+void DeviceForward::enqueue_gemm(const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset, int n,
+                                 int rows, int positions, bool accumulate, Command command) {
+    bind_args(kernels_.gemm, signatures::gemm,
+         {{"w", w}, {"in", in}, {"out", out}, {"out_offset", out_offset}, {"n", n}, {"rows", rows},
+          {"positions", positions}, {"accumulate", accumulate ? 1 : 0}});
+    launch({&kernels_.gemm, kernels_.gemm_range(rows, positions)}, command);
+}
+
+void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) {
+    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim, n = static_cast<int>(tokens.size());
+    const int kv_at_pos = pos * kv_dim;
+    const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
+    for (int i = 0; i < n; ++i) {
+        // The mapping outlives the copies, so they need not be waited for.
+        device_.queue().enqueueWriteBuffer(work_.batch_x, CL_FALSE, i * row_bytes, row_bytes,
+                                           ck_.token_embedding() + static_cast<std::size_t>(tokens[i]) * dim, nullptr,
+                                           log_event(Command::write_embeddings));
+        counters_.enqueues++;
+        counters_.input_bytes_uploaded += row_bytes;
+    }
+    const auto norm = [&](const cl::Buffer& weight) {
+        bind_args(kernels_.rmsnorm_rows, signatures::rmsnorm_rows,
+             {{"x", work_.batch_x}, {"weight", weight}, {"out", work_.batch_xn}, {"n", dim}});
+        launch({&kernels_.rmsnorm_rows, kernels_.groups(n)}, Command::rmsnorm_rows);
+    };
+    for (int l = 0; l < c_.n_layers; ++l) {
+        const LayerBuffers& w = weights_.acquire(l);
+        // Attention: the batch's keys and values go straight into the cache, rotated there with the queries,
+        // before any position of the batch attends to them.
+        norm(w.rms_att);
+        enqueue_gemm(w.wq, work_.batch_xn, work_.batch_q, 0, dim, dim, n, false, Command::gemm_q);
+        enqueue_gemm(w.wk, work_.batch_xn, kv_.keys(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_k);
+        enqueue_gemm(w.wv, work_.batch_xn, kv_.values(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_v);
+        bind_args(kernels_.rope_rows, signatures::rope_rows,
+             {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"rope", weights_.rope_table()}, {"dim", dim},
+              {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
+        launch({&kernels_.rope_rows, kernels_.per_position((dim + kv_dim) / 2, n)}, Command::rope_rows);
+        bind_args(kernels_.attention_rows, signatures::attention_rows,
+             {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
+              {"att", work_.batch_att}, {"out", work_.batch_xb}, {"n_heads", c_.n_heads},
+              {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
+              {"pos", pos}, {"positions", n}});
+        launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
+        enqueue_gemm(w.wo, work_.batch_xb, work_.batch_x, 0, dim, dim, n, true, Command::gemm_wo);
+
+        norm(w.rms_ffn);
+        enqueue_gemm(w.w1, work_.batch_xn, work_.batch_hb, 0, dim, hidden, n, false, Command::gemm_w1);
+        enqueue_gemm(w.w3, work_.batch_xn, work_.batch_hb_up, 0, dim, hidden, n, false, Command::gemm_w3);
+        bind_args(kernels_.swiglu, signatures::swiglu,
+             {{"gate", work_.batch_hb}, {"up", work_.batch_hb_up}, {"count", n * hidden}});
+        launch({&kernels_.swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
+        enqueue_gemm(w.w2, work_.batch_hb, work_.batch_x, 0, hidden, dim, n, true, Command::gemm_w2);
+    }
 }
 
 cl::Event* DeviceForward::log_event(Command command) {
@@ -121,7 +214,6 @@ void DeviceForward::token_kernel_gave_up() {
 }
 
 void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
-    cl::CommandQueue& queue = device_.queue();
     write_embedding(token);
     // The token kernel has no boundaries to read back or corrupt: --compare-cpu runs one command per step.
     const bool whole_token = token_ && !observer && !fault_;
@@ -132,18 +224,20 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         enqueue_per_op(pos, observer);
     }
 
+    read_result(whole_token, observer);
+    if (whole_token && TokenKernel::gave_up(static_cast<const float*>(logits_host_->data()), c_.vocab_size)) {
+        // Run this token again, from its embedding.
+        token_kernel_gave_up();
+        run(token, pos, observer);
+    }
+}
+
+void DeviceForward::read_result(bool mark, const BoundaryObserver& observer) {
+    cl::CommandQueue& queue = device_.queue();
     if (finalize_ == Finalize::device) {
-        const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size + (whole_token ? 1 : 0)) * sizeof(float);
+        const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size + (mark ? 1 : 0)) * sizeof(float);
         queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data(), nullptr, log_event(Command::read_logits));
         counters_.bytes_read += bytes;
-        if (whole_token && TokenKernel::gave_up(static_cast<const float*>(logits_host_->data()), c_.vocab_size)) {
-            // Run this token again, from its embedding.
-            counters_.enqueues++;
-            counters_.host_waits++;
-            token_kernel_gave_up();
-            run(token, pos, observer);
-            return;
-        }
     } else {
         const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
         queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event(Command::read_hidden));
@@ -211,7 +305,12 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         launch(w2, Command::matvec_residual_w2);
         boundary(l, Op::ffn_residual, work_.x, 0, dim, observer);
     }
+    enqueue_classifier(observer);
+}
 
+void DeviceForward::enqueue_classifier(const BoundaryObserver& observer) {
+    const int dim = c_.dim;
+    using Matvec = KernelSet::Matvec;
     if (finalize_ == Finalize::device) {
         // The classifier normalizes x itself, or reads xn normalized once before it.
         const bool separate_norm = kernels_.separate_final_norm();
@@ -357,6 +456,19 @@ int DeviceForward::next(int pos) {
         throw device_error(e);
     }
     return next(pos);
+}
+
+std::vector<float> DeviceForward::cache_rows(int layer, Op op, int first, int count) {
+    const std::size_t kv_dim = static_cast<std::size_t>(c_.kv_dim());
+    std::vector<float> rows(static_cast<std::size_t>(count) * kv_dim);
+    try {
+        device_.queue().enqueueReadBuffer(op == Op::k ? kv_.keys(layer) : kv_.values(layer), CL_TRUE,
+                                          static_cast<std::size_t>(first) * kv_dim * sizeof(float),
+                                          rows.size() * sizeof(float), rows.data());
+    } catch (const cl::Error& e) {
+        throw device_error(e);
+    }
+    return rows;
 }
 
 void DeviceForward::boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,

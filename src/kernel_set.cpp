@@ -114,6 +114,11 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     rmsnorm = cl::Kernel(program, "rmsnorm");
     argmax = cl::Kernel(program, "argmax");
     argmax_embed = cl::Kernel(program, "argmax_embed");
+    rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
+    gemm = cl::Kernel(program, "gemm");
+    rope_rows = cl::Kernel(program, "rope_rows");
+    swiglu = cl::Kernel(program, "swiglu");
+    attention_rows = cl::Kernel(program, "attention_rows");
     // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
     if (matvec_options_.empty())
         builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
@@ -147,6 +152,8 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                      std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
                                      " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
+                                     " -DGEMM_ROWS=" + std::to_string(kGemmRows) + " -DGEMM_GROUP=" +
+                                     std::to_string(kGemmGroup) + " -DGEMM_TILE=" + std::to_string(kGemmTile) +
                                      (device_fences() ? " -DDEVICE_FENCES" : "") +
                                      (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + common_options_ + extra,
                                  standard_);
@@ -184,6 +191,27 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     // CPU shapes: a few work-groups per core, each taking a run of the units (FOR_GROUP_UNITS in units.cl).
     if (!shape_.gpu_family()) groups = std::min(groups, kCpuGroupsPerComputeUnit * compute_units_);
     return {cl::NDRange(groups * local), cl::NDRange(local)};
+}
+
+int prefill_batch_for(const LaunchShape& shape, const Config& config) {
+    return std::min(shape.gpu_family() ? kGpuPrefillBatch : kCpuPrefillBatch, config.seq_len);
+}
+
+bool KernelSet::prefill_possible() const {
+    return !shape_.gpu_family() || gemm.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
+                                       static_cast<std::size_t>(kGemmGroup * kGemmGroup);
+}
+
+KernelSet::Range KernelSet::gemm_range(int rows, int positions) const {
+    if (!shape_.gpu_family()) return this->rows((rows + kGemmRows - 1) / kGemmRows, 1);
+    const auto tiles = [](int count) { return static_cast<std::size_t>((count + kGemmTile - 1) / kGemmTile); };
+    return {cl::NDRange(tiles(rows) * kGemmGroup, tiles(positions) * kGemmGroup), cl::NDRange(kGemmGroup, kGemmGroup)};
+}
+
+KernelSet::Range KernelSet::per_position(int width, int positions) const {
+    const std::size_t local = static_cast<std::size_t>(shape_.local_size);
+    return {cl::NDRange(round_up(static_cast<std::size_t>(width), local), static_cast<std::size_t>(positions)),
+            cl::NDRange(local, 1)};
 }
 
 KernelSet::Range KernelSet::groups(int count) const {

@@ -17,6 +17,8 @@ public:
     std::span<float> forward(int token, int pos) override;
     // As forward(), reporting every boundary to `observer` (which may be empty).
     std::span<float> forward(int token, int pos, const BoundaryObserver& observer);
+    // The keys (op k) or values (op v) of `layer` at positions [first, first + count), kv_dim each.
+    std::span<const float> cache_rows(int layer, Op op, int first, int count) const;
 
 private:
     const Checkpoint& ck_;
