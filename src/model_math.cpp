@@ -1,6 +1,7 @@
 #include "llamacl/model_math.hpp"
 
 #include <cmath>
+#include <limits>
 #include <cstddef>
 #include <cstring>
 #include <stdexcept>
@@ -64,9 +65,13 @@ void quantize(std::int8_t* q, float* scales, const float* x, int n, int group_si
         const float scale = wmax / 127.0f;
         scales[group] = scale;
         for (int i = 0; i < group_size; i++) {
-            const float quant = xg[i] / scale;
-            q[static_cast<std::size_t>(group) * group_size + i] =
-                std::isnan(quant) ? std::int8_t{0} : static_cast<std::int8_t>(std::round(quant));
+            // runq.c's (int8_t) round(x) as gcc compiles it on x86-64: the float becomes an int32 (out of
+            // range or NaN: INT32_MIN, what cvttss2si gives), whose low byte is kept. Only degenerate scales
+            // (a subnormal or infinite group maximum) leave [-127, 127].
+            const float r = std::round(xg[i] / scale);
+            const std::int32_t whole =
+                r >= -0x1p31f && r < 0x1p31f ? static_cast<std::int32_t>(r) : std::numeric_limits<std::int32_t>::min();
+            q[static_cast<std::size_t>(group) * group_size + i] = static_cast<std::int8_t>(whole);
         }
     }
 }
