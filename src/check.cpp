@@ -186,7 +186,7 @@ Outcome Ladder::device_facts() {
                  (k.shape().gpu_family() ? ")" : ", GPU shapes only)") +
                  "; fp16 storage (vload_half): core, cl_khr_fp16 " + yes_no(has_extension(extensions, "cl_khr_fp16")) +
                  ", not used (f32 weights); fp64: cl_khr_fp64 " + yes_no(has_extension(extensions, "cl_khr_fp64")) +
-                 ", not used; inline PTX: " + (k.warp_shuffles() ? "used (warp shuffles)" : nvidia ? "found, not used" : "not found") +
+                 (k.shape().family() == ShapeFamily::exact && device_.info().fp64 ? ", used (glibc's expf)" : ", not used") + "; inline PTX: " + (k.warp_shuffles() ? "used (warp shuffles)" : nvidia ? "found, not used" : "not found") +
                  "; correctly rounded divide/sqrt: " + yes_no(harness_->exact || (d.getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() &
                                                                                   CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT));
     return out;
@@ -195,7 +195,7 @@ Outcome Ladder::device_facts() {
 Outcome Ladder::buffers() {
     // The largest buffer the plan allocates: one layer's weights, the KV cache or the classifier.
     const CapacityPlan plan = plan_capacity(c_, device_.info(), o_.device.finalize, o_.device.layers_per_offload,
-                                            o_.device.memory_limit);
+                                            o_.device.memory_limit, prefill_batch_for(shape_, c_));
     const std::uint64_t largest = std::max({plan.layer_bytes, plan.kv_cache_bytes, plan.constant_bytes});
     const std::uint64_t cap = std::min({largest, device_.info().max_alloc_bytes,
                                         device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap});

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <ctime>
 #include <functional>
 #include <limits>
@@ -24,6 +25,7 @@
 #include "llamacl/device.hpp"
 #include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/perplexity.hpp"
 #include "llamacl/reference.hpp"
@@ -45,6 +47,7 @@ struct GenerateArgs {
     int steps = 256;
     std::string prompt;
     std::string backend = "auto";
+    std::string weights;  // empty: the file's own format
     RuntimeArgs runtime;
     bool verbose = false;
     bool compare_cpu = false;
@@ -53,7 +56,7 @@ struct GenerateArgs {
 
 // The checkpoint and -z, which every command that runs the model takes first.
 void add_model_options(CLI::App* cmd, GenerateArgs& a) {
-    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0 or 1)")->required();
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0, 1 or 2)")->required();
     cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")->capture_default_str();
 }
 
@@ -91,6 +94,7 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                     "exists, else cpu)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
+    add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
     cmd->add_flag("--compare-cpu", a.compare_cpu,
                   "run the CPU reference in lockstep and compare every device boundary with it; the last stderr "
@@ -99,7 +103,7 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                   "device result on purpose");
     cmd->add_option("--tolerance", a.tolerance,
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
-                    "reference tensor's largest magnitude)")
+                    "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact)")
         ->capture_default_str();
     cmd->add_flag("-v,--verbose", a.verbose,
                   "print the device, capacity plan and per-token counters on stderr (with --compare-cpu: the "
@@ -118,7 +122,8 @@ void check_generate_args(const GenerateArgs& a) {
         throw usage_error("-t: temperature must be a finite number >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
-    if (!(a.tolerance > 0)) throw usage_error("--tolerance: must be positive");
+    if (!(a.tolerance >= 0 && std::isfinite(a.tolerance)))
+        throw usage_error("--tolerance: must be a finite number >= 0 (got " + std::to_string(a.tolerance) + ")");
     if (a.backend == "cpu") {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
@@ -201,10 +206,11 @@ struct Backend {
         model = std::move(forward);
         if (a.compare_cpu) compare = std::make_unique<LockstepCompare>(*on_device, ck, a.tolerance);
         if (a.verbose) {
-            std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s\nschedule: %s\n", device->info().name.c_str(),
-                         device->info().platform_name.c_str(), on_device->plan().describe().c_str(),
+            std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s; %s weights\nschedule: %s\n",
+                         device->info().name.c_str(), device->info().platform_name.c_str(),
+                         on_device->plan().describe().c_str(),
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
-                         on_device->shape().describe().c_str(),
+                         on_device->shape().describe().c_str(), ck.config().weight_format.describe().c_str(),
                          describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
         }
         before = on_device->counters();
@@ -236,7 +242,7 @@ struct Backend {
 };
 
 int run_generate(const GenerateArgs& a) {
-    const Checkpoint ck = Checkpoint::open(a.checkpoint);
+    const Checkpoint ck = with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
     const Tokenizer tokenizer = load_tokenizer(a, c.vocab_size);
@@ -246,6 +252,7 @@ int run_generate(const GenerateArgs& a) {
     Backend backend(a, ck, fault);
     const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
+    if (a.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
     return backend.report(a, stats.positions);
 }
 
@@ -264,7 +271,7 @@ void add_chat(CLI::App& app, ChatArgs& a) {
 }
 
 int run_chat(const ChatArgs& a) {
-    const Checkpoint ck = Checkpoint::open(a.run.checkpoint);
+    const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
     const Tokenizer tokenizer = load_tokenizer(a.run, c.vocab_size);
@@ -308,10 +315,10 @@ void add_perplexity(CLI::App& app, PerplexityArgs& a) {
 }
 
 std::string read_text(const std::string& path) {
+    errno = 0;  // before fopen: its failure's reason is the one to report
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
     std::string text;
     char buffer[1 << 16];
-    errno = 0;
     if (file)
         for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0;) text.append(buffer, got);
     if (!file || std::ferror(file.get()))
@@ -321,7 +328,7 @@ std::string read_text(const std::string& path) {
 }
 
 int run_perplexity(const PerplexityArgs& a) {
-    const Checkpoint ck = Checkpoint::open(a.run.checkpoint);
+    const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
     const Tokenizer tokenizer = load_tokenizer(a.run, c.vocab_size);
@@ -352,7 +359,7 @@ int run_perplexity(const PerplexityArgs& a) {
     std::fprintf(stderr, "perplexity: %lld positions in %d window%s, %.3f s, %.1f tokens/s\n", r.positions,
                  r.windows, r.windows == 1 ? "" : "s", seconds, tokens_per_s);
     if (a.json) {
-        const nlohmann::json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
+        const nlohmann::ordered_json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
                                   {"perplexity", r.perplexity}, {"windows", r.windows},
                                   {"context", windows.context}, {"stride", windows.stride},
                                   {"positions", r.positions},   {"tokens_per_s", tokens_per_s}};
@@ -393,7 +400,9 @@ int run_info(const std::string& path) {
     const Config& c = ck.config();
     const ModelSize size(c);
     std::printf("checkpoint: %s\n", path.c_str());
-    std::printf("format: llama2.c version %d%s\n", ck.version(), ck.version() == 0 ? " (legacy)" : " (ak42 export)");
+    std::printf("format: llama2.c version %d%s\n", ck.version(),
+                ck.version() == 0 ? " (legacy)" : ck.version() == 1 ? " (ak42 export)" : " (ak42 export, Q8_0)");
+    std::printf("weights: %s\n", ck.weight_format().describe().c_str());
     std::printf("dim: %d\nhidden_dim: %d\nn_layers: %d\nn_heads: %d\nn_kv_heads: %d\nvocab_size: %d\nseq_len: %d\n",
                 c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     std::printf("head_size: %d\nshared_classifier: %s\n", c.head_size(), c.shared_classifier ? "yes" : "no");
@@ -402,6 +411,26 @@ int run_info(const std::string& path) {
     std::printf("bytes per layer: %s\n", bytes_str(size.layer_bytes()).c_str());
     std::printf("kv cache bytes (full context): %s\n", bytes_str(size.kv_cache_bytes).c_str());
     std::printf("cpu reference activation bytes: %s\n", bytes_str(size.reference_activation_bytes).c_str());
+    return 0;
+}
+
+struct QuantizeArgs {
+    std::string input, output;
+    int group_size = 0;  // 0: default_group_size
+};
+
+int run_quantize(const QuantizeArgs& a) {
+    const Checkpoint ck = Checkpoint::open(a.input);
+    const int group_size = a.group_size != 0 ? a.group_size : default_group_size(ck.config());
+    // A live progress line only where someone watches it, and only when there is time to watch.
+    const bool live = ::isatty(STDERR_FILENO) && ModelSize(ck.config()).weight_bytes() >= (256ull << 20);
+    write_version2(ck, a.output, group_size, [&](std::uint64_t done, std::uint64_t total) {
+        if (live) std::fprintf(stderr, "\rquantizing: %.1f of %.1f GB", static_cast<double>(done) / 1e9,
+                               static_cast<double>(total) / 1e9);
+    });
+    const Checkpoint written = Checkpoint::open(a.output);  // what a reader will see
+    std::fprintf(stderr, "%swrote %s: llama2.c version 2, %s weights, %s bytes\n", live ? "\n" : "", a.output.c_str(),
+                 written.weight_format().describe().c_str(), std::to_string(std::filesystem::file_size(a.output)).c_str());
     return 0;
 }
 
@@ -429,6 +458,7 @@ private:
     std::string info_path_;
     BenchArgs bench_;
     CheckArgs check_;
+    QuantizeArgs quant_;
     ChatArgs chat_;
     PerplexityArgs perplexity_;
     CLI::App* generate_ = nullptr;
@@ -449,6 +479,15 @@ CommandLine::CommandLine() {
     tokenize_->add_option("text", tok_.text, "text to encode")->required();
     CLI::App* info = app_.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
     info->add_option("checkpoint", info_path_, "llama2.c checkpoint")->required();
+    CLI::App* quantize = app_.add_subcommand(
+        "quantize", "Write a llama2.c version-2 (Q8_0) checkpoint from an fp32 one, as llama2.c's export.py --version 2 does");
+    quantize->add_option("input", quant_.input, "fp32 llama2.c checkpoint (version 0 or 1)")->required();
+    quantize->add_option("output", quant_.output, "version-2 checkpoint to write")->required();
+    quantize->add_option("--group-size", quant_.group_size,
+                         "weights per fp32 scale, a divisor of dim and hidden_dim (default: the largest power of two up "
+                         "to 64 that divides both)")
+        ->transform(decimal_integer(1, std::numeric_limits<int>::max(), "a whole number from 1 to " +
+                                    std::to_string(std::numeric_limits<int>::max()), "POSITIVE INTEGER"));
 
     app_.add_subcommand("devices", "List every OpenCL platform and device");
     add_bench_command(app_, bench_);
@@ -511,6 +550,7 @@ int CommandLine::run() {
         if (perplexity_.cmd->parsed()) return with_output_checked(run_perplexity(perplexity_));
         if (tokenize_->parsed()) return with_output_checked(run_tokenize(tok_));
         if (app_.got_subcommand("info")) return with_output_checked(run_info(info_path_));
+        if (app_.got_subcommand("quantize")) return with_output_checked(run_quantize(quant_));
         if (app_.got_subcommand("devices")) return with_output_checked(run_devices());
         if (app_.got_subcommand("bench")) return with_output_checked(run_bench(bench_));
         if (app_.got_subcommand("check")) return with_output_checked(run_check_command(check_));

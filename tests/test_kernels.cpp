@@ -66,6 +66,11 @@ TEST_P(KernelVsReference, MatvecResidual) { EXPECT_KERNEL_CHECK_PASSES(check_mat
 TEST_P(KernelVsReference, FfnGateUp) { EXPECT_KERNEL_CHECK_PASSES(check_ffn_gate_up(h())); }
 TEST_P(KernelVsReference, ClassifierBlocks) { EXPECT_KERNEL_CHECK_PASSES(check_classifier(h())); }
 TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) { EXPECT_KERNEL_CHECK_PASSES(check_greedy_argmax(h())); }
+TEST_P(KernelVsReference, RmsnormRows) { EXPECT_KERNEL_CHECK_PASSES(check_rmsnorm_rows(h())); }
+TEST_P(KernelVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
+TEST_P(KernelVsReference, RopeRows) { EXPECT_KERNEL_CHECK_PASSES(check_rope_rows(h())); }
+TEST_P(KernelVsReference, AttentionRows) { EXPECT_KERNEL_CHECK_PASSES(check_attention_rows(h())); }
+TEST_P(KernelVsReference, Swiglu) { EXPECT_KERNEL_CHECK_PASSES(check_swiglu(h())); }
 
 // The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
 // elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2),

@@ -1,11 +1,12 @@
 #pragma once
-// Every OpenCL kernel of the forward pass, called directly on seeded random inputs of awkward sizes and
+// Every OpenCL kernel of the forward pass, decode and prefill, called directly on seeded random inputs of awkward sizes and
 // compared with its CPU twin (model_math.hpp, softmax in sampler.hpp), for one launch shape: what the
 // kernel tests (tests/test_kernels.cpp) assert for each shape and what `llama-cl check` runs on the
 // chosen device. Tolerances, and why:
 //  * Exact shape (one work-item per row, run.c's loops) on a device with correctly rounded divide and
 //    sqrt, kernels without exp(): BIT-IDENTICAL. Each work-item runs run.c's loops in run.c's order with
-//    FP contraction off on both sides (attn_qkv_rope, matvec_residual, classifier, ffn_gate_up's xn).
+//    FP contraction off on both sides (attn_qkv_rope, matvec_residual, classifier, ffn_gate_up's xn, gemm,
+//    rmsnorm_rows, rope_rows).
 //    Without correctly rounded divide and sqrt these fall back to the relative tolerance below.
 //  * Exact shape, kernels with exp() (attention's softmax, ffn_gate_up's silu): OpenCL's exp() may be up
 //    to 3 ulp from glibc's expf, so max |device - reference| <= 1e-5 x max |reference| of the tensor.
@@ -14,7 +15,7 @@
 //    and dot products short (<= 1174 terms), so reassociation error stays ~1e-6 relative; 1e-4 still
 //    catches any wrong index or missing term.
 //  * Everything a kernel must not touch (other KV-cache rows, elements past `rows`, logits outside the
-//    classifier block, xn when row_base > 0) is checked bit for bit against a sentinel, and reads past
+//    classifier block, xn when row_base > 0, a GEMM's output outside its positions) is checked bit for bit against a sentinel, and reads past
 //    the valid range are caught by NaN in the cache rows after `pos`.
 #include <cstddef>
 #include <random>
@@ -105,8 +106,14 @@ KernelCheckResult check_matvec_residual(KernelHarness& h);
 KernelCheckResult check_ffn_gate_up(KernelHarness& h);
 KernelCheckResult check_classifier(KernelHarness& h);
 KernelCheckResult check_greedy_argmax(KernelHarness& h);
+// Prefill's (kernels/prefill.cl): a batch of positions at once, row-major (positions, width).
+KernelCheckResult check_rmsnorm_rows(KernelHarness& h);
+KernelCheckResult check_gemm(KernelHarness& h);
+KernelCheckResult check_rope_rows(KernelHarness& h);
+KernelCheckResult check_attention_rows(KernelHarness& h);
+KernelCheckResult check_swiglu(KernelHarness& h);
 
-// All of the above, in the forward pass's order (`check`'s kernel rung).
+// All of the above, decode's in the forward pass's order, then prefill's (`check`'s kernel rung).
 std::vector<KernelCheckResult> check_all_kernels(KernelHarness& h);
 
 }  // namespace llamacl
