@@ -41,8 +41,9 @@ void for_each_export_tensor(const Checkpoint& ck, F f) {
     if (!c.shared_classifier) f(ck.classifier().f32(), vocab * dim, true);
 }
 
-// `n` fp32 weights stored as `format` at `out` (format.bytes(n) bytes; for q8_0 the values, then the scales).
-void encode(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
+}  // namespace
+
+void encode_weights(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
     switch (format.type) {
         case ElementType::f32: std::memcpy(out, w, n * sizeof(float)); return;
         case ElementType::f16:
@@ -59,6 +60,8 @@ void encode(std::byte* out, const float* w, std::uint64_t n, const WeightFormat&
         }
     }
 }
+
+namespace {
 
 void require_fp32(const Checkpoint& ck, const std::string& what) {
     if (ck.weight_format().type != ElementType::f32)
@@ -162,7 +165,7 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
     for_each_export_tensor(fp32, [&](const float* w, std::uint64_t n, bool quantized) {
         const WeightFormat as = quantized ? q80 : WeightFormat{};
         encoded.resize(as.bytes(n));
-        encode(encoded.data(), w, n, as);
+        encode_weights(encoded.data(), w, n, as);
         write(encoded.data(), encoded.size());
         done += n * sizeof(float);
         if (progress) progress(done, total);
@@ -193,7 +196,7 @@ Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
     std::byte* at = tensors.data();
     for_each_export_tensor(ck, [&](const float* w, std::uint64_t n, bool quantized) {
         const WeightFormat as = quantized ? c.weight_format : WeightFormat{};
-        encode(at, w, n, as);
+        encode_weights(at, w, n, as);
         at += as.bytes(n);
     });
     return Checkpoint::from_tensors(c, std::move(tensors), ck.path() + " (" + flag + ")", ck.version());

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
+#include "llamacl/export.hpp"
 #include "llamacl/model_math.hpp"
 #include "llamacl/sampler.hpp"
 
@@ -25,12 +27,42 @@ std::vector<float> sentinels(std::size_t n) { return std::vector<float>(n, kKern
 
 }  // namespace
 
-KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, bool warp_shuffles)
+KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFormat& w, bool warp_shuffles)
     : device(d),
-      kernels(d, shape, {}, warp_shuffles),
+      kernels(d, shape, w, warp_shuffles),
+      weights(w),
       exact(shape.family() == ShapeFamily::exact &&
             (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
       tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4) {}
+
+WeightTensor KernelHarness::Matrix::tensor() const {
+    const std::uint64_t n_weights = static_cast<std::uint64_t>(rows) * n;
+    WeightTensor t{format, stored.data(), nullptr};
+    // q8_0: the scales follow the values (encode_weights' layout, the staged tensors' too).
+    if (format.type == ElementType::q8_0) t.scales = reinterpret_cast<const float*>(stored.data() + n_weights);
+    return t;
+}
+
+std::vector<float> KernelHarness::Matrix::widened() const {
+    std::vector<float> out(static_cast<std::size_t>(rows) * n);
+    dequantize(out.data(), tensor(), out.size());
+    return out;
+}
+
+KernelHarness::Matrix KernelHarness::upload_matrix(const std::vector<float>& w, int rows, int n) {
+    if (w.size() != static_cast<std::size_t>(rows) * n) throw std::logic_error("upload_matrix: not rows x n weights");
+    Matrix m{weights, rows, n, std::vector<std::byte>(weights.bytes(w.size())), {}};
+    encode_weights(m.stored.data(), w.data(), w.size(), weights);
+    m.buffer = device.allocate(m.stored.size(), "kernel check matrix");
+    device.queue().enqueueWriteBuffer(m.buffer, CL_TRUE, 0, m.stored.size(), m.stored.data());
+    return m;
+}
+
+void KernelHarness::matmul(float* out, const float* x, const Matrix& w) {
+    MatmulInput input(w.format, w.n);
+    input.set(x);
+    llamacl::matmul(out, input, w.tensor(), w.rows);
+}
 
 cl::Buffer KernelHarness::upload(const std::vector<float>& data) {
     cl::Buffer buffer = device.allocate(data.size() * sizeof(float), "kernel check buffer");
@@ -160,26 +192,25 @@ KernelCheckResult check_attn_qkv_rope(KernelHarness& h) {
             cmp.context = trace.str();
             const auto x = random_vector(dim, rng, -2.0f, 2.0f);
             const auto rms_w = random_vector(dim, rng, 0.5f, 1.5f);
-            const auto wq = random_vector(static_cast<std::size_t>(dim) * dim, rng);
-            const auto wk = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
-            const auto wv = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
+            const auto wq = h.upload_matrix(random_vector(static_cast<std::size_t>(dim) * dim, rng), dim, dim);
+            const auto wk = h.upload_matrix(random_vector(static_cast<std::size_t>(kv_dim) * dim, rng), kv_dim, dim);
+            const auto wv = h.upload_matrix(random_vector(static_cast<std::size_t>(kv_dim) * dim, rng), kv_dim, dim);
 
             // reference
             std::vector<float> xn(dim), q(dim), k(kv_dim), v(kv_dim);
             rmsnorm(xn.data(), x.data(), rms_w.data(), dim);
-            matmul(q.data(), xn.data(), wq.data(), dim, dim);
-            matmul(k.data(), xn.data(), wk.data(), dim, kv_dim);
-            matmul(v.data(), xn.data(), wv.data(), dim, kv_dim);
+            KernelHarness::matmul(q.data(), xn.data(), wq);
+            KernelHarness::matmul(k.data(), xn.data(), wk);
+            KernelHarness::matmul(v.data(), xn.data(), wv);
             rope(q.data(), k.data(), pos, dim, kv_dim, head_size);
 
             // device
             const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
-            cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), wq_b = h.upload(wq), wk_b = h.upload(wk),
-                       wv_b = h.upload(wv);
+            cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w);
             cl::Buffer q_b = h.upload(sentinels(dim)), kc_b = h.upload(sentinels(cache_size)),
                        vc_b = h.upload(sentinels(cache_size)), xn_b = h.upload(sentinels(dim));
-            h.run(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim, x_b, w_b, wq_b, wk_b, wv_b,
-                  rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos, h.kernels.staged_space(dim),
+            h.run(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim, x_b, w_b, wq.buffer, wk.buffer,
+                  wv.buffer, rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos, h.kernels.staged_space(dim),
                   h.kernels.staged_count(dim));
             const auto q_d = h.download(q_b, dim), xn_d = h.download(xn_b, dim);
             const auto kc_d = h.download(kc_b, cache_size), vc_d = h.download(vc_b, cache_size);
@@ -323,18 +354,18 @@ KernelCheckResult check_matvec_residual(KernelHarness& h) {
     std::mt19937 rng(99);
     for (const Case& c : cases) {
         cmp.context = "n " + std::to_string(c.n) + " rows " + std::to_string(c.rows);
-        const auto w = random_vector(static_cast<std::size_t>(c.rows) * c.n, rng);
+        const auto w = h.upload_matrix(random_vector(static_cast<std::size_t>(c.rows) * c.n, rng), c.rows, c.n);
         const auto in = random_vector(c.n, rng, -2.0f, 2.0f);
         auto x = random_vector(c.rows, rng, -3.0f, 3.0f);
         x.insert(x.end(), pad, kKernelSentinel);
 
         // reference: matmul into a temporary, then the residual add, as run.c
         std::vector<float> tmp(c.rows), expected(x.begin(), x.begin() + c.rows);
-        matmul(tmp.data(), in.data(), w.data(), c.n, c.rows);
+        KernelHarness::matmul(tmp.data(), in.data(), w);
         for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
 
-        cl::Buffer w_b = h.upload(w), in_b = h.upload(in), x_b = h.upload(x);
-        h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n, w_b, in_b, x_b, c.n, c.rows,
+        cl::Buffer in_b = h.upload(in), x_b = h.upload(x);
+        h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n, w.buffer, in_b, x_b, c.n, c.rows,
               h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
         const auto x_d = h.download(x_b, x.size());
         cmp.match(h, true, slice(x_d, 0, c.rows), expected, "x");
@@ -359,19 +390,19 @@ KernelCheckResult check_ffn_gate_up(KernelHarness& h) {
         cmp.context = "dim " + std::to_string(c.dim) + " hidden " + std::to_string(c.hidden);
         const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
         const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
-        const auto w1 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
-        const auto w3 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
+        const auto w1 = h.upload_matrix(random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng), c.hidden, c.dim);
+        const auto w3 = h.upload_matrix(random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng), c.hidden, c.dim);
 
         std::vector<float> xn(c.dim), hb(c.hidden), hb2(c.hidden);
         rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
-        matmul(hb.data(), xn.data(), w1.data(), c.dim, c.hidden);
-        matmul(hb2.data(), xn.data(), w3.data(), c.dim, c.hidden);
+        KernelHarness::matmul(hb.data(), xn.data(), w1);
+        KernelHarness::matmul(hb2.data(), xn.data(), w3);
         swiglu(hb.data(), hb2.data(), c.hidden);
 
-        cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w), w1_b = h.upload(w1), w3_b = h.upload(w3);
+        cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w);
         cl::Buffer hb_b = h.upload(sentinels(c.hidden + pad)), xn_b = h.upload(sentinels(c.dim));
-        h.run(KernelSet::Matvec::ffn_gate_up, c.hidden, c.dim, x_b, w_b, w1_b, w3_b, hb_b, xn_b, c.dim, c.hidden,
-              h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
+        h.run(KernelSet::Matvec::ffn_gate_up, c.hidden, c.dim, x_b, w_b, w1.buffer, w3.buffer, hb_b, xn_b, c.dim,
+              c.hidden, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         const auto hb_d = h.download(hb_b, c.hidden + pad);
         cmp.match(h, false, slice(hb_d, 0, c.hidden), hb, "hb");  // silu's exp(): never exact
         cmp.untouched(slice(hb_d, c.hidden, pad), "hb past hidden_dim");
@@ -397,21 +428,25 @@ KernelCheckResult check_classifier(KernelHarness& h) {
         const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
         const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
         const auto w = random_vector(static_cast<std::size_t>(c.vocab) * c.dim, rng);
+        // Each block stored on its own, as the runtime stages the classifier's.
+        const std::size_t split_at = static_cast<std::size_t>(c.split) * c.dim;
+        const int rows2 = c.vocab - c.split;
+        const auto first = h.upload_matrix(std::vector<float>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(split_at)),
+                                           c.split, c.dim);
+        const auto second = h.upload_matrix(std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(split_at), w.end()),
+                                            rows2, c.dim);
 
         std::vector<float> xn(c.dim), logits(c.vocab);
         rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
-        matmul(logits.data(), xn.data(), w.data(), c.dim, c.vocab);
+        KernelHarness::matmul(logits.data(), xn.data(), first);
+        KernelHarness::matmul(logits.data() + c.split, xn.data(), second);
 
         const int pad = 3;
-        const std::size_t split_at = static_cast<std::size_t>(c.split) * c.dim;
         cl::Buffer x_b = h.upload(x), rw_b = h.upload(rms_w);
-        cl::Buffer first_b = h.upload(std::vector<float>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(split_at)));
-        cl::Buffer second_b = h.upload(std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(split_at), w.end()));
         cl::Buffer logits_b = h.upload(sentinels(c.vocab + pad)), xn_b = h.upload(sentinels(c.dim));
 
         // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
-        const int rows2 = c.vocab - c.split;
-        h.run(KernelSet::Matvec::classifier, rows2, c.dim, x_b, rw_b, second_b, logits_b, xn_b, c.dim, rows2,
+        h.run(KernelSet::Matvec::classifier, rows2, c.dim, x_b, rw_b, second.buffer, logits_b, xn_b, c.dim, rows2,
               c.split, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         auto got = h.download(logits_b, c.vocab + pad);
         cmp.untouched(slice(got, 0, c.split), "logits before row_base");
@@ -420,7 +455,7 @@ KernelCheckResult check_classifier(KernelHarness& h) {
         cmp.untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
 
         // Then the block at row 0: the rest of the logits, and xn.
-        h.run(KernelSet::Matvec::classifier, c.split, c.dim, x_b, rw_b, first_b, logits_b, xn_b, c.dim, c.split, 0,
+        h.run(KernelSet::Matvec::classifier, c.split, c.dim, x_b, rw_b, first.buffer, logits_b, xn_b, c.dim, c.split, 0,
               h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
         got = h.download(logits_b, c.vocab + pad);
         cmp.match(h, true, slice(got, 0, c.vocab), logits, "all logits");
@@ -450,7 +485,7 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
         h.device.queue().enqueueReadBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof token, &token);
         return token;
     };
-    const auto row = [&](const std::vector<float>& table, int token) {
+    const auto row = [&](const std::vector<float>& table, int token) {  // the widened row the kernel writes
         return std::vector<float>(table.begin() + token * dim, table.begin() + (token + 1) * dim);
     };
     const int lengths[] = {1, 2, 3, 5, 8, 31, 257, 600, 4099};
@@ -462,8 +497,10 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
         const int expected = sample_argmax(logits);
         cmp.context = "trial " + std::to_string(trial) + ", " + std::to_string(n) + " logits, expected " +
                       std::to_string(expected);
-        const auto table = random_vector(static_cast<std::size_t>(n) * dim, rng);
-        cl::Buffer logits_b = h.upload(logits), table_b = h.upload(table);
+        const auto stored = h.upload_matrix(random_vector(static_cast<std::size_t>(n) * dim, rng), n, dim);
+        const std::vector<float> table = stored.widened();
+        cl::Buffer logits_b = h.upload(logits);
+        const cl::Buffer& table_b = stored.buffer;
 
         h.run(h.kernels.argmax, h.kernels.groups(groups), logits_b, n, partial_b);
         h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 1, tokens_b, pos, table_b, x_b,
@@ -535,7 +572,7 @@ KernelCheckResult check_gemm(KernelHarness& h) {
             for (int accumulate : {0, 1}) {
                 cmp.context = "n " + std::to_string(c.n) + " rows " + std::to_string(c.rows) + " positions " +
                               std::to_string(positions) + (accumulate ? " accumulating" : " storing");
-                const auto w = random_vector(static_cast<std::size_t>(c.rows) * c.n, rng);
+                const auto w = h.upload_matrix(random_vector(static_cast<std::size_t>(c.rows) * c.n, rng), c.rows, c.n);
                 const auto in = random_vector(static_cast<std::size_t>(positions) * c.n, rng, -2.0f, 2.0f);
                 const std::size_t count = static_cast<std::size_t>(positions) * c.rows;
                 std::vector<float> out = sentinels(pad);
@@ -546,14 +583,14 @@ KernelCheckResult check_gemm(KernelHarness& h) {
                 // reference: matmul per position, then the residual add, as run.c
                 std::vector<float> expected(count), tmp(c.rows);
                 for (int p = 0; p < positions; ++p) {
-                    matmul(tmp.data(), in.data() + static_cast<std::size_t>(p) * c.n, w.data(), c.n, c.rows);
+                    KernelHarness::matmul(tmp.data(), in.data() + static_cast<std::size_t>(p) * c.n, w);
                     for (int r = 0; r < c.rows; ++r) {
                         const std::size_t at = static_cast<std::size_t>(p) * c.rows + r;
                         expected[at] = accumulate ? initial[at] + tmp[r] : tmp[r];
                     }
                 }
-                cl::Buffer w_b = h.upload(w), in_b = h.upload(in), out_b = h.upload(out);
-                h.run(h.kernels.gemm, h.kernels.gemm_range(c.rows, positions), w_b, in_b, out_b, pad, c.n, c.rows,
+                cl::Buffer in_b = h.upload(in), out_b = h.upload(out);
+                h.run(h.kernels.gemm, h.kernels.gemm_range(c.rows, positions), w.buffer, in_b, out_b, pad, c.n, c.rows,
                       positions, accumulate);
                 const auto got = h.download(out_b, out.size());
                 cmp.match(h, true, slice(got, pad, count), expected, "out");

@@ -1,8 +1,9 @@
 // Every OpenCL kernel of the forward pass against its CPU twin, for each launch shape the runtime can
 // pick: "exact" (1 work-item per row, run.c's loops), "cpu" (1 work-item per row, float16 multiply-adds),
 // "gpu" (16x256, consecutive floats per row's work-items, staged input and tree reductions), and "4x16",
-// "2x2" (small groups, so row counts and head sizes straddle them). The checks themselves, their cases
-// and their tolerances are src/kernel_checks.cpp's, which `llama-cl check` runs too.
+// "2x2" (small groups, so row counts and head sizes straddle them); and for each weight format the
+// device's kernels read (f32, f16). The checks themselves, their cases and their tolerances are
+// src/kernel_checks.cpp's, which `llama-cl check` runs too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,9 +11,12 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <ostream>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "llamacl/device.hpp"
@@ -21,6 +25,11 @@
 #include "llamacl/model_math.hpp"
 
 using namespace llamacl;
+
+namespace llamacl {
+// The format in test names' parameters: "f16", not its bytes.
+void PrintTo(ElementType type, std::ostream* out) { *out << element_name(type); }
+}  // namespace llamacl
 
 namespace {
 
@@ -32,12 +41,12 @@ Device& test_device() {
     return device;
 }
 
-KernelHarness& harness(const std::string& shape_name) {
-    static std::map<std::string, std::unique_ptr<KernelHarness>> cache;
-    auto& h = cache[shape_name];
+KernelHarness& harness(const std::string& shape_name, ElementType weights) {
+    static std::map<std::pair<std::string, ElementType>, std::unique_ptr<KernelHarness>> cache;
+    auto& h = cache[{shape_name, weights}];
     if (!h) {
         Device& device = test_device();
-        h = std::make_unique<KernelHarness>(device, parse_launch_shape(shape_name, device.info()));
+        h = std::make_unique<KernelHarness>(device, parse_launch_shape(shape_name, device.info()), WeightFormat{weights});
     }
     return *h;
 }
@@ -54,9 +63,10 @@ std::string failure_lines(const KernelCheckResult& r) {
         EXPECT_TRUE(r_.passed()) << r_.name << ":\n" << failure_lines(r_); \
     } while (0)
 
-class KernelVsReference : public ::testing::TestWithParam<std::string> {
+// (launch shape, weight format)
+class KernelVsReference : public ::testing::TestWithParam<std::tuple<std::string, ElementType>> {
 protected:
-    KernelHarness& h() { return harness(GetParam()); }
+    KernelHarness& h() { return harness(std::get<0>(GetParam()), std::get<1>(GetParam())); }
 };
 
 TEST_P(KernelVsReference, AttnQkvRope) { EXPECT_KERNEL_CHECK_PASSES(check_attn_qkv_rope(h())); }
@@ -162,12 +172,12 @@ TEST(DotBatch, TokenKernelBatchCoversADimRowUpToTheLongBatch) {
 TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
     Device& device = test_device();
     const LaunchShape shape = parse_launch_shape("gpu", device.info());
-    KernelHarness shuffles(device, shape), trees(device, shape, false);
+    KernelHarness shuffles(device, shape), trees(device, shape, {}, false);
     if (!shuffles.kernels.warp_shuffles())
         GTEST_SKIP() << device.info().name << " offers no warp shuffles (NVIDIA's 32-wide warps): nothing to compare";
     ASSERT_FALSE(trees.kernels.warp_shuffles());
     std::mt19937 rng(2024);
-    // (Both builds' outputs are also checked against the reference: KernelShapes/KernelVsReference.gpu.)
+    // (Both builds' outputs are also checked against the reference: KernelShapes/KernelVsReference.gpu_f32.)
     const auto same = [&](const std::function<cl::Buffer(KernelHarness&)>& run, std::size_t n, const std::string& what) {
         const std::vector<float> got = shuffles.download(run(shuffles), n);
         EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); })) << what;
@@ -217,8 +227,12 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),
-                         [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference,
+                         ::testing::Combine(::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),
+                                            ::testing::Values(ElementType::f32, ElementType::f16)),
+                         [](const auto& p) {
+                             return std::get<0>(p.param) + "_" + element_name(std::get<1>(p.param));
+                         });
 
 }  // namespace
 

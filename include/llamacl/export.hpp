@@ -1,6 +1,7 @@
 #pragma once
 // Writing checkpoints as llama2.c's export.py does, from an fp32 checkpoint: version-2 (Q8_0) files for
 // `llama-cl quantize`, and the same tensors in memory in any weight format for --weights.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -20,6 +21,8 @@ void check_group_size_flag(const Config& config, int group_size, const std::stri
 // q = round(w / scale) with halves to even (torch.round); a group of zeros (0 / 0) gives zeros.
 void quantize_q80(std::int8_t* q, float* scales, const float* w, std::uint64_t n, int group_size);
 std::uint16_t float_to_half(float f);  // IEEE half, rounded to nearest even (torch's .half())
+// `n` fp32 weights stored as `format` at `out` (format.bytes(n) bytes; for q8_0 the values, then the scales).
+void encode_weights(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format);
 
 // Writes the fp32 checkpoint `fp32` as a version-2 file at `path`, the bytes export.py's version2_export
 // writes for the same weights. The file appears complete or not at all (written aside, then renamed).

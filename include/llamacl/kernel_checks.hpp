@@ -1,22 +1,25 @@
 #pragma once
-// Every OpenCL kernel of the forward pass, decode and prefill, called directly on seeded random inputs of awkward sizes and
-// compared with its CPU twin (model_math.hpp, softmax in sampler.hpp), for one launch shape: what the
-// kernel tests (tests/test_kernels.cpp) assert for each shape and what `llama-cl check` runs on the
-// chosen device. Tolerances, and why:
+// Every OpenCL kernel of the forward pass, decode and prefill, called directly on seeded random inputs of
+// awkward sizes and compared with its CPU twin (model_math.hpp, softmax in sampler.hpp), for one launch
+// shape and one weight format: what the kernel tests (tests/test_kernels.cpp) assert for each and what
+// `llama-cl check` runs on the chosen device. The matrices are drawn as floats and stored in the format
+// (encode_weights, as --weights converts a checkpoint); the reference multiplies what is stored. Tolerances,
+// and why:
 //  * Exact shape (one work-item per row, run.c's loops) on a device with correctly rounded divide and
 //    sqrt, kernels without exp(): BIT-IDENTICAL. Each work-item runs run.c's loops in run.c's order with
 //    FP contraction off on both sides (attn_qkv_rope, matvec_residual, classifier, ffn_gate_up's xn, gemm,
-//    rmsnorm_rows, rope_rows).
-//    Without correctly rounded divide and sqrt these fall back to the relative tolerance below.
-//  * Exact shape, kernels with exp() (attention's softmax, ffn_gate_up's silu): OpenCL's exp() may be up
-//    to 3 ulp from glibc's expf, so max |device - reference| <= 1e-5 x max |reference| of the tensor.
+//    rmsnorm_rows, rope_rows). Without correctly rounded divide and sqrt these fall back to the relative
+//    tolerance below.
+//  * Exact shape, kernels with exp() (attention's softmax, ffn_gate_up's and swiglu's silu): OpenCL's
+//    exp() may be up to 3 ulp from glibc's expf, so max |device - reference| <= 1e-5 x max |reference| of
+//    the tensor.
 //  * Every other shape: sums are reassociated (SIMD partial sums, lanes, tree reductions, 1/sum
 //    multiplied in attention), so max |device - reference| <= 1e-4 x max |reference|. Inputs are O(1)
 //    and dot products short (<= 1174 terms), so reassociation error stays ~1e-6 relative; 1e-4 still
 //    catches any wrong index or missing term.
 //  * Everything a kernel must not touch (other KV-cache rows, elements past `rows`, logits outside the
-//    classifier block, xn when row_base > 0, a GEMM's output outside its positions) is checked bit for bit against a sentinel, and reads past
-//    the valid range are caught by NaN in the cache rows after `pos`.
+//    classifier block, xn when row_base > 0, a GEMM's output outside its positions) is checked bit for bit
+//    against a sentinel, and reads past the valid range are caught by NaN in the cache rows after `pos`.
 #include <cstddef>
 #include <random>
 #include <span>
@@ -26,6 +29,7 @@
 
 #include "llamacl/device.hpp"
 #include "llamacl/kernel_set.hpp"
+#include "llamacl/weight_format.hpp"
 
 namespace llamacl {
 
@@ -40,15 +44,33 @@ struct KernelCheckResult {
     bool passed() const { return failures.empty(); }
 };
 
-// One device and the kernels of one launch shape, with buffers and launches as the runtime makes them.
+// One device and the kernels of one launch shape for matrices of one weight format, with buffers and
+// launches as the runtime makes them.
 class KernelHarness {
 public:
-    KernelHarness(Device& device, const LaunchShape& shape, bool warp_shuffles = true);
+    KernelHarness(Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
+                  bool warp_shuffles = true);
 
     Device& device;
     KernelSet kernels;
+    const WeightFormat weights;
     const bool exact;        // the exact shape on a device with correctly rounded divide and sqrt
     const double tolerance;  // relative to the tensor's largest magnitude, where not exact
+
+    // A matrix of `rows` rows of n weights stored in the harness's format, on the device as the runtime
+    // stages it and on the host for the reference.
+    struct Matrix {
+        WeightFormat format;
+        int rows = 0, n = 0;
+        std::vector<std::byte> stored;  // encode_weights' bytes
+        cl::Buffer buffer;
+        WeightTensor tensor() const;
+        std::vector<float> widened() const;  // what the kernels read: the stored weights as floats
+    };
+    Matrix upload_matrix(const std::vector<float>& w, int rows, int n);
+    // out(rows) = w . x as the reference computes it for the stored weights (run.c's matmul on the
+    // widened weights; runq.c's for quantized ones).
+    static void matmul(float* out, const float* x, const Matrix& w);
 
     cl::Buffer upload(const std::vector<float>& data);
     std::vector<float> download(const cl::Buffer& buffer, std::size_t n);
