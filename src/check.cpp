@@ -186,7 +186,7 @@ Outcome Ladder::device_facts() {
                  (k.shape().gpu_family() ? ")" : ", GPU shapes only)") +
                  "; fp16 storage (vload_half): core, cl_khr_fp16 " + yes_no(has_extension(extensions, "cl_khr_fp16")) +
                  ", not used (f32 weights); fp64: cl_khr_fp64 " + yes_no(has_extension(extensions, "cl_khr_fp64")) +
-                 (k.shape().family() == ShapeFamily::exact && device_.info().fp64 ? ", used (glibc's expf)" : ", not used") + "; inline PTX: " + (k.warp_shuffles() ? "used (warp shuffles)" : nvidia ? "found, not used" : "not found") +
+                 (k.glibc_expf() ? ", used (glibc's expf)" : ", not used") + "; inline PTX: " + (k.warp_shuffles() ? "used (warp shuffles)" : nvidia ? "found, not used" : "not found") +
                  "; correctly rounded divide/sqrt: " + yes_no(harness_->exact || (d.getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() &
                                                                                   CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT));
     return out;

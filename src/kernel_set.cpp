@@ -105,7 +105,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
-    if (shape_.family() == ShapeFamily::exact && device.info().fp64) common_options_ += glibc_expf_option();
+    if (glibc_expf()) common_options_ += glibc_expf_option();
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);

@@ -166,6 +166,9 @@ public:
     // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in reductions.cl): GPU shapes
     // of whole warps on a device with 32-wide warps whose compiler takes PTX (NVIDIA's).
     bool warp_shuffles() const { return warp_shuffles_; }
+    // Whether exp() is glibc's expf bit for bit (GLIBC_EXPF in kernels/expf.cl): the exact shape on a
+    // device with doubles.
+    bool glibc_expf() const { return shape_.family() == ShapeFamily::exact && device_.info().fp64; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
     // as -D options (and any option of the device's own compiler), `longest_row` the most elements a row
