@@ -162,6 +162,13 @@ double prefill_flops(const Config& c, int prompt) {
     return c.n_layers * (2 * layer_params * n + attention) + 2.0 * c.vocab_size * dim;
 }
 
+double prefill_bytes(const Config& c, int prompt, int batch) {
+    const TokenTraffic t = token_traffic(c, Finalize::device, 0, prompt);  // kv_read_bytes: the mean per position
+    const int batches = (prompt + batch - 1) / batch;
+    return static_cast<double>(batches) * static_cast<double>(t.layer_weight_bytes) +
+           static_cast<double>(t.classifier_bytes) + static_cast<double>(t.kv_read_bytes) * prompt;
+}
+
 TokenTraffic token_traffic(const Config& c, Finalize finalize, int first_pos, int tokens) {
     const ModelSize size(c);
     TokenTraffic t;

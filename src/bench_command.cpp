@@ -76,7 +76,8 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
         ->check(positive_number());
     cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
-    cmd->add_option("--plot", a.plot, "write the roofline (copy bandwidth, each --profile kernel, the whole token) as an SVG file")
+    cmd->add_option("--plot", a.plot, "write the roofline as an SVG file: copy bandwidth (and with --prompt FMA throughput) as the roof, "
+                    "each --profile kernel, the whole token (and the whole prompt) as points")
         ->check(not_empty("a file name, e.g. --plot roofline.svg"))
         ->needs("--profile");
 }

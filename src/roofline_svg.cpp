@@ -12,7 +12,7 @@ namespace llamacl {
 namespace {
 
 // The page: the plot on the left, a legend of the points on the right.
-constexpr double kWidth = 1060, kHeight = 560, kLeft = 80, kRight = 640, kTop = 50, kBottom = 490;
+constexpr double kWidth = 1120, kHeight = 560, kLeft = 80, kRight = 640, kTop = 50, kBottom = 490;
 const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -60,7 +60,7 @@ Roofline roofline_from_bench(const BenchResult& r) {
     Roofline roof;
     roof.title = r.device.name + " - " + r.model;
     roof.copy_gbs = r.device_copy_gbs;
-    // The FMA ceiling joins here once bench measures one (BenchResult has no such figure yet).
+    if (r.device_fma_gflops > 0) roof.fma_gflops = r.device_fma_gflops;  // measured with --prompt
     for (const CommandProfile& p : r.profile) {
         if (p.flops_per_token == 0 || p.bytes_per_token == 0 || !(p.ms_per_token > 0)) continue;
         roof.points.push_back({p.name, static_cast<double>(p.flops_per_token) / static_cast<double>(p.bytes_per_token),
@@ -70,6 +70,10 @@ Roofline roofline_from_bench(const BenchResult& r) {
     const double bytes = static_cast<double>(r.traffic.total());
     if (flops > 0 && bytes > 0 && r.decode_tok_s > 0)
         roof.points.push_back({"whole token", flops / bytes, flops * r.decode_tok_s / 1e9});
+    if (r.prompt > 0 && r.prompt_gflops > 0)
+        roof.points.push_back({"whole prompt (" + std::to_string(r.prompt) + " positions)",
+                               prefill_flops(r.config, r.prompt) / prefill_bytes(r.config, r.prompt, r.plan.prefill_batch),
+                               r.prompt_gflops});
     return roof;
 }
 

@@ -162,6 +162,32 @@ TEST(Roofline, BenchPlotsEveryProfiledKernelAndTheToken) {
     EXPECT_NE(svg.find(">" + std::to_string(kernels.size() + 1) + " whole token: "), std::string::npos);
 }
 
+// bench --prompt adds the FMA roof (fma_f32) and the whole prompt's point, at the intensity of weights read
+// once per batch: above the token's.
+TEST(Roofline, BenchPromptAddsTheFmaRoofAndThePromptPoint) {
+    TempDir dir;
+    const CommandResult r = run_llama_cl("bench --synthetic tiny -n 2 --runs 1 --prompt 20 --profile --json --plot " +
+                                         quote((dir / "r.svg").string()));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    const std::string svg = read_file(dir / "r.svg");
+    ASSERT_EQ(check_xml(svg).error, "") << svg;
+    char fma[64];
+    std::snprintf(fma, sizeof fma, "FMA %.4g GFLOP/s", j.at("device_fma_gflops").get<double>());
+    EXPECT_NE(svg.find(fma), std::string::npos) << fma << "\n" << svg;
+    const std::string prompt = " whole prompt (20 positions): ";
+    const std::size_t at = svg.find(prompt);
+    ASSERT_NE(at, std::string::npos) << svg;
+    const std::size_t token_at = svg.find(" whole token: ");
+    ASSERT_NE(token_at, std::string::npos) << svg;
+    const double prompt_intensity = std::stod(svg.substr(at + prompt.size()));
+    const double token_intensity = std::stod(svg.substr(token_at + std::string(" whole token: ").size()));
+    EXPECT_GT(prompt_intensity, 5 * token_intensity) << "20 positions share each weight read";
+    char gflops[64];
+    std::snprintf(gflops, sizeof gflops, "%.4g GFLOP/s", j.at("prompt_gflops").get<double>());
+    EXPECT_NE(svg.find(std::string(gflops), at), std::string::npos) << gflops;
+}
+
 TEST(Roofline, BenchPlotNeedsTheProfile) {
     const CommandResult r = run_llama_cl("bench --synthetic tiny --plot x.svg");
     EXPECT_EQ(r.exit_code, 2);

@@ -44,6 +44,10 @@ std::uint64_t command_flops_per_token(const std::string& name, const Config& con
 // (a multiply-add is two), attention's scores and weighted sums over positions 0..p (4 x dim x (p + 1) per
 // position and layer), and the classifier once, for the last position.
 double prefill_flops(const Config& config, int prompt);
+// The device-memory bytes of that prefill in batches of `batch` positions, counted as token_traffic
+// counts a token's: every layer's weights once per batch, the classifier's once, and attention's K and V
+// rows (positions 0..p for each p).
+double prefill_bytes(const Config& config, int prompt, int batch);
 
 struct BenchOptions {
     int prompt = 0;            // --prompt: positions of a prefill timed per run (0: none)

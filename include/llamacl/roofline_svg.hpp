@@ -1,8 +1,8 @@
 #pragma once
 // `bench --plot` and `check --plot`: the roofline as an SVG picture. Log-log axes of arithmetic intensity
 // (FLOP per byte of device memory read) and achieved GFLOP/s; the roof is the measured copy bandwidth
-// (GB/s x FLOP/byte) and, where bench measures one, the FMA ceiling; each kernel of --profile and the
-// whole token are labelled points.
+// (GB/s x FLOP/byte) and, where bench measures one (--prompt), the FMA ceiling; each kernel of --profile,
+// the whole token and the whole prompt are labelled points.
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,12 +20,13 @@ struct RooflinePoint {
 struct Roofline {
     std::string title;
     double copy_gbs = 0;                 // the memory roof
-    std::optional<double> fma_gflops;    // the compute roof: bench's FMA probe, once it has one
-    std::vector<RooflinePoint> points;   // the kernels, then the whole token
+    std::optional<double> fma_gflops;    // the compute roof: bench's FMA probe (fma_f32)
+    std::vector<RooflinePoint> points;   // the kernels, then the whole token and the whole prompt
 };
 
-// The roofline of a bench run: its copy bandwidth, a point for every profiled command that reads
-// weights and does arithmetic (bytes and FLOPs per token both > 0), and the whole token.
+// The roofline of a bench run: its copy bandwidth and FMA throughput (with --prompt), a point for every
+// profiled decode command that reads weights and does arithmetic (bytes and FLOPs per token both > 0),
+// the whole token, and with --prompt the whole prompt (prefill_flops over prefill_bytes).
 Roofline roofline_from_bench(const BenchResult& result);
 
 // The picture, a complete SVG document.
