@@ -16,6 +16,7 @@
 #include "llamacl/compare.hpp"
 #include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/kernel_checks.hpp"
 #include "llamacl/reference.hpp"
@@ -27,14 +28,53 @@ namespace llamacl {
 namespace {
 
 // The ladder's sizes: enough positions to cross a few of attention's lengths, few enough for a CPU.
-constexpr int kForwardPositions = 8, kGeneratePositions = 24;
+constexpr int kForwardPositions = 8, kGeneratePositions = 24, kPromptTokens = 4;
+// A prefill of a CPU shape's batch and a few more positions (two batches there, more than a GEMM tile on
+// GPU shapes), within the context: the reference runs each position too, so not a GPU shape's batch.
+constexpr int kPrefillPositions = kCpuPrefillBatch + 6;
+constexpr int kPlotPrompt = 32, kPlotTokens = 4;  // check --plot's benchmark: bench --prompt 32 -n 4
 // Buffer round trips and the copy probe stop here on a CPU (PoCL), where memory is the host's own and a
 // larger copy only costs time.
 constexpr std::uint64_t kCpuBufferCap = 64 * kMiB, kGpuBufferCap = 1024 * kMiB;
-constexpr int kCopyReps = 3;
+constexpr int kProbeReps = 3;
 
-const char* const kRungNames[] = {"device",  "buffers",  "kernels",      "layer",
-                                  "forward", "generate", "grid-barrier", "bandwidth"};
+// The ladder's stages, in order: a device stage is one rung, a format stage one rung per weight format.
+enum class Scope { device, format };
+struct Stage {
+    const char* name;
+    Scope scope;
+};
+constexpr Stage kStages[] = {{"device", Scope::device},       {"buffers", Scope::device},  {"kernels", Scope::format},
+                             {"layer", Scope::format},        {"forward", Scope::format},  {"prefill", Scope::format},
+                             {"generate", Scope::format},     {"grid-barrier", Scope::format},
+                             {"bandwidth", Scope::device}};
+
+// One rung: a stage, in a format where the stage has one.
+struct RungRef {
+    std::size_t stage;
+    std::optional<ElementType> format;
+    std::string name() const {
+        return std::string(kStages[stage].name) + (format ? std::string(":") + element_name(*format) : "");
+    }
+};
+
+// The rungs in climbing order. A run of format stages is climbed whole in one format before the next, so
+// that each format's runtime is released before the next one's is loaded.
+std::vector<RungRef> ladder(std::span<const ElementType> formats) {
+    std::vector<RungRef> rungs;
+    for (std::size_t i = 0; i < std::size(kStages);) {
+        if (kStages[i].scope == Scope::device) {
+            rungs.push_back({i++, std::nullopt});
+            continue;
+        }
+        std::size_t end = i;
+        while (end < std::size(kStages) && kStages[end].scope == Scope::format) ++end;
+        for (ElementType format : formats)
+            for (std::size_t stage = i; stage < end; ++stage) rungs.push_back({stage, format});
+        i = end;
+    }
+    return rungs;
+}
 
 std::string g_text(double v) {
     char buf[32];
@@ -52,19 +92,24 @@ bool has_extension(const std::string& extensions, const std::string& name) {
     return (" " + extensions + " ").find(" " + name + " ") != std::string::npos;
 }
 
+bool device_reads(ElementType type) {
+    return std::find(std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes), type) !=
+           std::end(kDeviceElementTypes);
+}
+
 // A rung's outcome as its body reports it: failures as strings, figures where it compares numbers.
 struct Outcome {
     std::string failure;  // empty: passed
     std::string detail;
     std::optional<double> max_abs_err, tolerance;
     bool skipped = false;
-    std::string hint;  // instead of the rung's own
+    std::string hint;  // instead of the stage's own
 };
 
 class Ladder {
 public:
     Ladder(Device& device, const Checkpoint& ck, const Tokenizer& tokenizer, const CheckOptions& o)
-        : device_(device), ck_(ck), tokenizer_(tokenizer), o_(o), c_(ck.config()),
+        : device_(device), base_(ck), tokenizer_(tokenizer), o_(o),
           shape_(o.device.shape ? *o.device.shape : choose_launch_shape(device.info())) {}
 
     CheckReport climb();
@@ -75,38 +120,48 @@ private:
     Outcome kernels();
     Outcome layer();
     Outcome forward();
+    Outcome prefill();
     Outcome generation();
     Outcome grid_barrier();
     Outcome bandwidth();
-    std::string hint(const std::string& rung) const;
+    std::string hint(const RungRef& rung) const;
+
+    // The format the rungs now climb: the checkpoint converted to it, the previous format's runtime gone.
+    void enter(std::optional<ElementType> format);
+    const Checkpoint& checkpoint() const { return *ck_; }
+    const Config& config() const { return ck_->config(); }
     DeviceForward& model();
     std::vector<int> tokens(int count) const;
 
     Device& device_;
-    const Checkpoint& ck_;
+    const Checkpoint& base_;
     const Tokenizer& tokenizer_;
     const CheckOptions& o_;
-    Config c_;
     LaunchShape shape_;
-    std::unique_ptr<KernelHarness> harness_;  // built by the device rung, run by the kernel rung
-    std::unique_ptr<DeviceForward> model_;     // the runtime, shared by the rungs that run the model
+    std::optional<ElementType> format_;
+    std::optional<Checkpoint> ck_;             // base_ in format_
+    std::unique_ptr<KernelHarness> harness_;  // the device rung's (f32), then the kernel rung's format's
+    std::unique_ptr<DeviceForward> model_;     // the runtime, shared by the format's rungs that run the model
+    int token_groups_ = 0;                     // model_'s token kernel's work-groups when it started (0: none)
 };
 
 CheckReport Ladder::climb() {
+    // In kStages' order.
     const std::function<Outcome()> bodies[] = {
-        [this] { return device_facts(); }, [this] { return buffers(); },    [this] { return kernels(); },
-        [this] { return layer(); },        [this] { return forward(); },    [this] { return generation(); },
-        [this] { return grid_barrier(); }, [this] { return bandwidth(); }};
+        [this] { return device_facts(); }, [this] { return buffers(); },      [this] { return kernels(); },
+        [this] { return layer(); },        [this] { return forward(); },      [this] { return prefill(); },
+        [this] { return generation(); },   [this] { return grid_barrier(); }, [this] { return bandwidth(); }};
+    static_assert(std::size(bodies) == std::size(kStages), "a body for each stage");
     CheckReport report;
     report.device = device_.info();
-    report.model = ck_.path();
+    report.model = base_.path();
     report.shape = shape_.describe();
     const auto start = std::chrono::steady_clock::now();
     bool failed = false;
-    static_assert(std::size(bodies) == std::size(kRungNames), "a body for each rung");
-    for (std::size_t i = 0; i < std::size(bodies); ++i) {
+    for (const RungRef& ref : ladder(o_.formats)) {
         Rung rung;
-        rung.name = rung_names().at(i);
+        rung.name = ref.name();
+        rung.format = ref.format;
         if (failed) {
             report.rungs.push_back(rung);
             continue;
@@ -114,7 +169,8 @@ CheckReport Ladder::climb() {
         const auto t0 = std::chrono::steady_clock::now();
         Outcome out;
         try {
-            out = bodies[i]();
+            enter(ref.format);
+            out = bodies[ref.stage]();
         } catch (const cl::Error& e) {
             out.failure = describe(e);
         } catch (const std::exception& e) {
@@ -128,7 +184,7 @@ CheckReport Ladder::climb() {
         rung.status = !out.failure.empty() ? RungStatus::fail : out.skipped ? RungStatus::skip : RungStatus::pass;
         rung.detail = out.failure.empty() ? out.detail : out.failure;
         if (rung.status == RungStatus::fail) {
-            rung.hint = out.hint.empty() ? hint(rung.name) : out.hint;
+            rung.hint = out.hint.empty() ? hint(ref) : out.hint;
             failed = true;
         }
         report.rungs.push_back(rung);
@@ -137,31 +193,53 @@ CheckReport Ladder::climb() {
     return report;
 }
 
-std::string Ladder::hint(const std::string& rung) const {
-    if (rung == "device")
-        return "`llama-cl devices` lists the devices; pick another with --platform/--device (a kernel build log names "
-               "what the compiler refused)";
-    if (rung == "buffers")
-        return "the driver loses data in large buffers: try --max-device-memory MIB (smaller allocations) or another "
-               "device";
-    if (rung == "kernels")
-        return shape_.family() == ShapeFamily::exact
-                   ? "even the exact shape (run.c's loops) disagrees: the device's compiler or arithmetic is at fault; "
-                     "try another device"
-                   : "the kernels of this shape (" + shape_.describe() +
-                         ") disagree with the CPU: try `llama-cl check --work-shape exact`, then other shapes "
-                         "(--work-shape cpu, gpu or ROWxLOCAL)";
-    if (rung == "layer" || rung == "forward")
-        return "`llama-cl generate CHECKPOINT -z TOKENIZER --compare-cpu -v` prints every boundary; try --schedule "
-               "per-op, then --work-shape exact";
-    if (rung == "generate") return "the device decodes other tokens: try --schedule per-op, then --work-shape exact";
-    if (rung == "grid-barrier")
-        return "the token kernel's work-groups do not all run at once on this device: use --schedule per-op";
-    return "the copy kernel timed nothing: check that the device's queue supports profiling";
+std::string Ladder::hint(const RungRef& rung) const {
+    const std::string stage = kStages[rung.stage].name;
+    std::string h;
+    if (stage == "device")
+        h = "`llama-cl devices` lists the devices; pick another with --platform/--device (a kernel build log names "
+            "what the compiler refused)";
+    else if (stage == "buffers")
+        h = "the driver loses data in large buffers: try --max-device-memory MIB (smaller allocations) or another "
+            "device";
+    else if (stage == "kernels")
+        h = shape_.family() == ShapeFamily::exact
+                ? "even the exact shape (run.c's loops) disagrees: the device's compiler or arithmetic is at fault; "
+                  "try another device"
+                : "the kernels of this shape (" + shape_.describe() +
+                      ") disagree with the CPU: try `llama-cl check --work-shape exact`, then other shapes "
+                      "(--work-shape cpu, gpu or ROWxLOCAL)";
+    else if (stage == "layer" || stage == "forward")
+        h = "`llama-cl generate CHECKPOINT -z TOKENIZER --compare-cpu -v` prints every boundary; try --schedule "
+            "per-op, then --work-shape exact";
+    else if (stage == "prefill")
+        h = "the prompt's batches (kernels/prefill.cl) disagree with the reference: `llama-cl generate CHECKPOINT -z "
+            "TOKENIZER -i PROMPT --compare-cpu` names the first position; try --work-shape exact";
+    else if (stage == "generate")
+        h = "the device decodes other tokens: try --schedule per-op, then --work-shape exact";
+    else if (stage == "grid-barrier")
+        h = "the token kernel's work-groups do not all run at once on this device: use --schedule per-op";
+    else
+        h = "the probes timed nothing: check that the device's queue supports profiling";
+    // A later format failing where the first passed leaves that one to run.
+    if (rung.format && *rung.format != o_.formats.front())
+        h += "; the " + std::string(element_name(o_.formats.front())) + " rungs passed: --weights " +
+             element_name(o_.formats.front()) + " runs on them";
+    return h;
+}
+
+void Ladder::enter(std::optional<ElementType> format) {
+    if (!format || format == format_) return;
+    model_.reset();
+    format_ = format;
+    ck_ = with_weights(base_, format);
 }
 
 DeviceForward& Ladder::model() {
-    if (!model_) model_ = std::make_unique<DeviceForward>(device_, ck_, o_.device);
+    if (!model_) {
+        model_ = std::make_unique<DeviceForward>(device_, checkpoint(), o_.device);
+        token_groups_ = model_->token_groups();
+    }
     return *model_;
 }
 
@@ -169,7 +247,8 @@ DeviceForward& Ladder::model() {
 std::vector<int> Ladder::tokens(int count) const {
     std::mt19937 rng(7);
     std::vector<int> t(static_cast<std::size_t>(count), 1);
-    for (std::size_t i = 1; i < t.size(); ++i) t[i] = static_cast<int>(rng() % static_cast<std::uint32_t>(c_.vocab_size));
+    for (std::size_t i = 1; i < t.size(); ++i)
+        t[i] = static_cast<int>(rng() % static_cast<std::uint32_t>(base_.config().vocab_size));
     return t;
 }
 
@@ -177,25 +256,33 @@ Outcome Ladder::device_facts() {
     const cl::Device& d = device_.device();
     const std::string c_version = d.getInfo<CL_DEVICE_OPENCL_C_VERSION>();
     const std::string extensions = d.getInfo<CL_DEVICE_EXTENSIONS>();
-    // Building the shape's kernels is what the device must manage first; the kernel rung runs them.
+    // Building the shape's kernels is what the device must manage first; the kernel rungs run them.
     harness_ = std::make_unique<KernelHarness>(device_, shape_);
     const KernelSet& k = harness_->kernels;
     const bool nvidia = has_extension(extensions, "cl_nv_device_attribute_query");
+    const auto& f = o_.formats;
+    const bool f16 = std::find(f.begin(), f.end(), ElementType::f16) != f.end();
+    std::string formats;
+    for (ElementType type : f) formats += (formats.empty() ? "" : ", ") + std::string(element_name(type));
     Outcome out;
-    out.detail = c_version + "; device fences: " + (k.device_fences() ? "used" : "not used") + " (OpenCL C 2.0 scopes" +
-                 (k.shape().gpu_family() ? ")" : ", GPU shapes only)") +
-                 "; fp16 storage (vload_half): core, cl_khr_fp16 " + yes_no(has_extension(extensions, "cl_khr_fp16")) +
-                 ", not used (f32 weights); fp64: cl_khr_fp64 " + yes_no(has_extension(extensions, "cl_khr_fp64")) +
-                 (k.glibc_expf() ? ", used (glibc's expf)" : ", not used") + "; inline PTX: " + (k.warp_shuffles() ? "used (warp shuffles)" : nvidia ? "found, not used" : "not found") +
-                 "; correctly rounded divide/sqrt: " + yes_no(harness_->exact || (d.getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() &
-                                                                                  CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT));
+    out.detail = c_version + "; weights: " + formats + "; device fences: " +
+                 (k.device_fences() ? "used" : k.shape().gpu_family() ? "not used" : "not used (GPU shapes only)") +
+                 "; fp16 (vload_half, core): " + (f16 ? "used" : "not used") + ", cl_khr_fp16 " +
+                 yes_no(has_extension(extensions, "cl_khr_fp16")) + "; fp64: " +
+                 (k.glibc_expf() ? "used (glibc's expf)" : "not used") + ", cl_khr_fp64 " +
+                 yes_no(has_extension(extensions, "cl_khr_fp64")) + "; inline PTX: " +
+                 (k.warp_shuffles() ? "used (warp shuffles)" : nvidia ? "found, not used" : "not found") +
+                 "; correctly rounded divide/sqrt: " +
+                 yes_no((d.getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0);
     return out;
 }
 
 Outcome Ladder::buffers() {
-    // The largest buffer the plan allocates: one layer's weights, the KV cache or the classifier.
-    const CapacityPlan plan = plan_capacity(c_, device_.info(), o_.device.finalize, o_.device.layers_per_offload,
-                                            o_.device.memory_limit, prefill_batch_for(shape_, c_));
+    // The largest buffer the plan allocates: one layer's weights, the KV cache or the classifier, in the
+    // checkpoint's own format (the first climbed, and the largest: fp32 where it converts).
+    const Config& c = base_.config();
+    const CapacityPlan plan = plan_capacity(c, device_.info(), o_.device.finalize, o_.device.layers_per_offload,
+                                            o_.device.memory_limit, prefill_batch_for(shape_, c));
     const std::uint64_t largest = std::max({plan.layer_bytes, plan.kv_cache_bytes, plan.constant_bytes});
     const std::uint64_t cap = std::min({largest, device_.info().max_alloc_bytes,
                                         device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap});
@@ -228,6 +315,13 @@ Outcome Ladder::buffers() {
 
 Outcome Ladder::kernels() {
     Outcome out;
+    if (!device_reads(*format_)) {
+        out.failure = std::string("the device's kernels do not read ") + element_name(*format_) + " weights yet";
+        out.hint = "run this checkpoint with --backend cpu; its fp32 original checks every format the kernels read";
+        return out;
+    }
+    if (harness_->weights.type != *format_)
+        harness_ = std::make_unique<KernelHarness>(device_, shape_, config().weight_format);
     double worst_ratio = -1;
     int checks = 0;
     for (const KernelCheckResult& r : check_all_kernels(*harness_)) {
@@ -242,8 +336,8 @@ Outcome Ladder::kernels() {
             out.failure = r.name + ": " + r.failures.front() +
                           (r.failures.size() > 1 ? " (and " + std::to_string(r.failures.size() - 1) + " more)" : "");
     }
-    out.detail = std::to_string(checks) + " kernel checks, shape " + shape_.describe() +
-                 (harness_->exact ? " (bit-identical where exact)" : "");
+    out.detail = std::to_string(checks) + " kernel checks, " + element_name(*format_) + " weights" +
+                 (harness_->exact ? harness_->exact_exp ? ", bit-identical" : ", bit-identical but for exp()" : "");
     return out;
 }
 
@@ -259,8 +353,8 @@ Outcome Ladder::layer() {
         return out;
     }
     DeviceForward& device = model();
-    if (const auto fault = fault_from_environment(c_)) device.inject_fault(*fault);
-    LockstepCompare compare(device, ck_, kDefaultTolerance);
+    if (const auto fault = fault_from_environment(config())) device.inject_fault(*fault);
+    LockstepCompare compare(device, checkpoint(), kDefaultTolerance);
     compare.forward(tokens(1)[0], 0);
     out.max_abs_err = 0;
     out.tolerance = kDefaultTolerance;
@@ -275,28 +369,46 @@ Outcome Ladder::layer() {
     return out;
 }
 
-Outcome Ladder::forward() {
-    LockstepCompare compare(model(), ck_, kDefaultTolerance);
-    const int positions = std::min(kForwardPositions, c_.seq_len);
-    const std::vector<int> t = tokens(positions);
-    for (int pos = 0; pos < positions; ++pos) compare.forward(t[static_cast<std::size_t>(pos)], pos);
+// A LockstepCompare's result as a rung's: its figures, and its summary line when it diverged.
+Outcome compared(const LockstepCompare& compare, const std::string& detail) {
     Outcome out;
     out.max_abs_err = compare.max_abs_error();
     out.tolerance = kDefaultTolerance;
     if (compare.first_divergence()) out.failure = compare.summary().substr(std::strlen("compare-cpu: "));
-    out.detail = std::to_string(positions) + " positions, " + std::to_string(c_.n_layers) + " layers, every boundary";
+    out.detail = detail;
     return out;
 }
 
-// The bytes generate() prints from position 0, greedy, with `model`.
-std::string greedy_text(Forward& model, const Tokenizer& tokenizer, const Config& c, int steps) {
+Outcome Ladder::forward() {
+    LockstepCompare compare(model(), checkpoint(), kDefaultTolerance);
+    const int positions = std::min(kForwardPositions, config().seq_len);
+    const std::vector<int> t = tokens(positions);
+    for (int pos = 0; pos < positions; ++pos) compare.forward(t[static_cast<std::size_t>(pos)], pos);
+    return compared(compare, std::to_string(positions) + " positions, " + std::to_string(config().n_layers) +
+                                 " layers, every boundary");
+}
+
+Outcome Ladder::prefill() {
+    DeviceForward& device = model();
+    LockstepCompare compare(device, checkpoint(), kDefaultTolerance);
+    const int positions = std::min(kPrefillPositions, config().seq_len);
+    compare.prefill(tokens(positions), 0);
+    const int batch = device.prefill_batch(), batches = (positions + batch - 1) / batch;
+    return compared(compare, std::to_string(positions) + " positions in " + std::to_string(batches) + " batch" +
+                                 (batches == 1 ? "" : "es") + " of up to " + std::to_string(batch) +
+                                 ", every position's logits and the K/V cache");
+}
+
+// The bytes generate() prints for `prompt`, greedy, with `model`.
+std::string greedy_text(Forward& model, const Tokenizer& tokenizer, const Config& c, const std::vector<int>& prompt,
+                        int steps) {
     char* text = nullptr;
     std::size_t size = 0;
     std::FILE* out = open_memstream(&text, &size);
     if (!out) throw Error("check: cannot open a memory stream for the generated text");
     try {
         Sampler sampler(c.vocab_size, 0.0f, 0.9f, 1);
-        generate(model, tokenizer, sampler, {1}, steps, out);
+        generate(model, tokenizer, sampler, prompt, steps, out);
     } catch (...) {
         std::fclose(out);
         std::free(text);
@@ -309,34 +421,43 @@ std::string greedy_text(Forward& model, const Tokenizer& tokenizer, const Config
 }
 
 Outcome Ladder::generation() {
-    const int steps = std::min(kGeneratePositions, c_.seq_len);
-    ReferenceForward reference(ck_);
-    const std::string want = greedy_text(reference, tokenizer_, c_, steps);
-    const std::string got = greedy_text(model(), tokenizer_, c_, steps);
+    // A prompt, prefilled as `generate -i` does, then greedy decoding.
+    const int steps = std::min(kGeneratePositions, config().seq_len);
+    const std::vector<int> prompt = tokens(std::min(kPromptTokens, steps));
+    ReferenceForward reference(checkpoint());
+    const std::string want = greedy_text(reference, tokenizer_, config(), prompt, steps);
+    const std::string got = greedy_text(model(), tokenizer_, config(), prompt, steps);
     Outcome out;
     if (got != want) {
         const auto at = std::mismatch(want.begin(), want.end(), got.begin(), got.end()).first - want.begin();
         out.failure = "greedy text differs from the reference's at byte " + std::to_string(at) + " of " +
                       std::to_string(want.size());
     }
-    out.detail = std::to_string(steps) + " positions greedy, " + std::to_string(want.size()) +
-                 " bytes identical to the reference's";
+    out.detail = std::to_string(steps) + " positions greedy after a prompt of " + std::to_string(prompt.size()) +
+                 ", " + std::to_string(want.size()) + " bytes identical to the reference's";
     return out;
 }
 
 Outcome Ladder::grid_barrier() {
     DeviceForward& device = model();
     Outcome out;
-    if (!device.token_schedule()) {
+    const int groups = token_groups_;
+    if (groups == 0) {
         out.skipped = true;
         out.detail = "no token kernel here: " + device.per_op_reason();
         return out;
     }
     // The token kernel gives up (and the runtime narrows it or leaves it) when a work-group waits at a
-    // barrier for one that never ran; its launches must keep every work-group and match the reference.
-    const int groups = device.token_groups();
-    ReferenceForward reference(ck_);
-    const int positions = std::min(kForwardPositions, c_.seq_len);
+    // barrier for one that never ran; its launches, the generate rung's included, must keep every
+    // work-group and match the reference.
+    const auto all_ran = [&] { return device.token_schedule() && device.token_groups() == groups; };
+    if (!all_ran()) {
+        out.failure = "the token kernel's " + std::to_string(groups) + " work-groups did not all run at once (in the "
+                      "generate rung)";
+        return out;
+    }
+    ReferenceForward reference(checkpoint());
+    const int positions = std::min(kForwardPositions, config().seq_len);
     const std::vector<int> t = tokens(positions);
     out.max_abs_err = 0;
     out.tolerance = kDefaultTolerance;
@@ -348,7 +469,7 @@ Outcome Ladder::grid_barrier() {
         }();
         const BoundaryStats s = compare_tensor(device.forward(token, pos), want, kDefaultTolerance);
         out.max_abs_err = std::max(*out.max_abs_err, s.max_abs);
-        if (!device.token_schedule() || device.token_groups() != groups) {
+        if (!all_ran()) {
             out.failure = "the token kernel's " + std::to_string(groups) + " work-groups did not all run at once (position " +
                           std::to_string(pos) + ")";
             return out;
@@ -364,27 +485,34 @@ Outcome Ladder::grid_barrier() {
 }
 
 Outcome Ladder::bandwidth() {
+    model_.reset();  // the probes and --plot's benchmark have the device to themselves
     const std::uint64_t bytes = probe_size(std::min(default_probe_bytes(device_.info()),
                                                     device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap));
     Outcome out;
-    double gbs = 0;
+    double gbs = 0, gflops = 0;
     if (o_.plot_path.empty()) {
-        gbs = measure_copy_gbs(device_, bytes, kCopyReps);
+        gbs = measure_copy_gbs(device_, bytes, kProbeReps);
+        gflops = measure_fma_gflops(device_, kProbeReps);
     } else {
-        // The roofline's points are bench --profile's: a short benchmark on a runtime of its own.
+        // The roofline's points are bench --profile's, with a prompt for the FMA roof and the prefill's point:
+        // a short benchmark on a runtime of its own, in the first format.
+        const Checkpoint ck = with_weights(base_, o_.formats.front());
         BenchOptions b;
-        b.tokens = 4;
+        b.prompt = std::min(kPlotPrompt, ck.config().seq_len);
+        b.tokens = std::min(kPlotTokens, ck.config().seq_len);
         b.runs = 1;
         b.device = o_.device;
         b.probe_bytes = bytes;
-        b.probe_reps = kCopyReps;
+        b.probe_reps = kProbeReps;
         b.profile = true;
-        const BenchResult result = run_benchmark(device_, ck_, ck_.path(), b);
+        const BenchResult result = run_benchmark(device_, ck, ck.path(), b);
         gbs = result.device_copy_gbs;
+        gflops = result.device_fma_gflops;
         write_roofline_svg(o_.plot_path, roofline_from_bench(result));
     }
     if (!(gbs > 0 && std::isfinite(gbs))) out.failure = "the copy probe measured " + g_text(gbs) + " GB/s";
-    out.detail = "copy " + g_text(gbs) + " GB/s over " + mib_text(bytes) +
+    else if (!(gflops > 0 && std::isfinite(gflops))) out.failure = "the FMA probe measured " + g_text(gflops) + " GFLOP/s";
+    out.detail = "copy " + g_text(gbs) + " GB/s over " + mib_text(bytes) + ", FMA " + g_text(gflops) + " GFLOP/s" +
                  (o_.plot_path.empty() ? "" : "; roofline written to " + o_.plot_path);
     return out;
 }
@@ -401,8 +529,15 @@ const char* rung_status_name(RungStatus status) {
     return "not run";
 }
 
-const std::vector<std::string>& rung_names() {
-    static const std::vector<std::string> names(std::begin(kRungNames), std::end(kRungNames));
+std::vector<ElementType> check_formats(const Checkpoint& checkpoint) {
+    const ElementType own = checkpoint.weight_format().type;
+    if (own != ElementType::f32) return {own};
+    return {std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes)};
+}
+
+std::vector<std::string> rung_names(std::span<const ElementType> formats) {
+    std::vector<std::string> names;
+    for (const RungRef& r : ladder(formats)) names.push_back(r.name());
     return names;
 }
 
@@ -427,7 +562,7 @@ std::string format_check_text(const CheckReport& report) {
         char line[256];
         const std::string err = r.max_abs_err ? g_text(*r.max_abs_err) : "-";
         const std::string tol = r.tolerance ? g_text(*r.tolerance) : "-";
-        std::snprintf(line, sizeof line, "  %-12s  %-7s  max abs err %-9s  tolerance %-9s  %7.3f s  ", r.name.c_str(),
+        std::snprintf(line, sizeof line, "  %-16s  %-7s  max abs err %-9s  tolerance %-9s  %7.3f s  ", r.name.c_str(),
                       rung_status_name(r.status), err.c_str(), tol.c_str(), r.seconds);
         out += line + r.detail + "\n";
     }
@@ -449,7 +584,8 @@ std::string format_check_json(const CheckReport& report) {
     };
     json rungs = json::array();
     for (const Rung& r : report.rungs)
-        rungs.push_back({{"name", r.name}, {"status", rung_status_name(r.status)}, {"max_abs_err", number(r.max_abs_err)},
+        rungs.push_back({{"name", r.name}, {"format", r.format ? json(element_name(*r.format)) : json(nullptr)},
+                         {"status", rung_status_name(r.status)}, {"max_abs_err", number(r.max_abs_err)},
                          {"tolerance", number(r.tolerance)}, {"seconds", r.seconds}, {"detail", r.detail},
                          {"hint", r.hint}});
     const Rung* f = report.first_failure();

@@ -9,13 +9,18 @@
 #include "llamacl/check.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
+#include "llamacl/kernel_set.hpp"
 #include "llamacl/synthetic.hpp"
 
 namespace llamacl {
 
 namespace {
 
+// The generated model: tiny's shape, with a context of two CPU prefill batches (so that the prefill rung
+// crosses one there).
 constexpr const char* kGeneratedPreset = "tiny";
+constexpr int kGeneratedContext = 2 * kCpuPrefillBatch;
 constexpr std::uint64_t kGeneratedSeed = 1;
 constexpr int kCheckFailed = 4;
 
@@ -34,12 +39,20 @@ Tokenizer generated_tokenizer(int vocab_size) {
     }
 }
 
+Checkpoint generated_checkpoint() {
+    Config c = *preset_config(kGeneratedPreset);
+    c.seq_len = kGeneratedContext;
+    return Checkpoint::from_image(synthetic_checkpoint_image(c, 0, kGeneratedSeed),
+                                  std::string("synthetic:") + kGeneratedPreset + " (seq_len " +
+                                      std::to_string(kGeneratedContext) + ")");
+}
+
 // LLAMACL_INJECT_FAULT=rung:NAME, checked against the rungs' names.
-std::optional<std::string> injected_rung() {
+std::optional<std::string> injected_rung(std::span<const ElementType> formats) {
     const std::optional<std::string> rung = rung_fault_from_environment();
     if (!rung) return rung;
     std::string names;
-    for (const std::string& n : rung_names()) {
+    for (const std::string& n : rung_names(formats)) {
         if (n == *rung) return rung;
         names += (names.empty() ? "" : ", ") + n;
     }
@@ -50,10 +63,16 @@ std::optional<std::string> injected_rung() {
 
 void add_check_command(CLI::App& app, CheckArgs& a) {
     CLI::App* cmd = app.add_subcommand(
-        "check", "Bring-up ladder on an OpenCL device: device facts, buffers, kernels, a layer, the forward pass, "
-                 "generation, the grid barrier and bandwidth, each against the CPU reference");
+        "check", "Bring-up ladder on an OpenCL device: device facts and buffers; then for each weight format the "
+                 "device's kernels read: the kernels, a layer, the forward pass, a prefill, greedy generation and the "
+                 "grid barrier, each against the CPU reference; last copy bandwidth and FMA throughput. Exit status "
+                 "4 at the first failing rung");
     cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (default: a generated model)");
     cmd->add_option("-z", a.tokenizer, "tokenizer file, with a CHECKPOINT")->capture_default_str();
+    add_weights_option(*cmd, a.weights);
+    cmd->get_option("--weights")
+        ->description("climb the model's rungs in this format alone: f32, f16 or q8_0 (default: each format the "
+                      "device's kernels read, f32 and f16, for an fp32 checkpoint; any other in its own)");
     add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--plot", a.plot, "write the roofline of a short profiled benchmark as an SVG file")
         ->check(not_empty("a file name, e.g. --plot roofline.svg"));
@@ -61,14 +80,14 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
 }
 
 int run_check_command(const CheckArgs& a, std::FILE* out) {
-    CheckOptions o;
-    o.injected_rung = injected_rung();
-    o.plot_path = a.plot;
     const bool generated = a.checkpoint.empty();
-    const Checkpoint ck =
-        generated ? Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(kGeneratedPreset), 0, kGeneratedSeed),
-                                           std::string("synthetic:") + kGeneratedPreset)
-                  : Checkpoint::open(a.checkpoint);
+    const std::optional<ElementType> weights = weights_format(a.weights);
+    const Checkpoint ck = with_weights(generated ? generated_checkpoint() : Checkpoint::open(a.checkpoint), weights);
+    CheckOptions o;
+    // --weights F: F alone, even where the checkpoint converts to others.
+    o.formats = weights ? std::vector<ElementType>{*weights} : check_formats(ck);
+    o.injected_rung = injected_rung(o.formats);
+    o.plot_path = a.plot;
     fault_from_environment(ck.config());  // a malformed boundary fault is a usage error before anything runs
     const Tokenizer tokenizer =
         generated ? generated_tokenizer(ck.config().vocab_size) : Tokenizer::load(a.tokenizer, ck.config().vocab_size);

@@ -1,5 +1,6 @@
-// `llama-cl check`: the ladder passes on PoCL for the generated model and a real checkpoint, its JSON
-// says the same, and an injected fault fails the rung it names with exit status 4 and nothing after it run.
+// `llama-cl check`: the ladder passes on PoCL for the generated model and a real checkpoint in every
+// weight format the device reads, its JSON says the same, and an injected fault fails the rung it names
+// with exit status 4 and nothing after it run.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -27,20 +28,38 @@ std::string status_of(const std::string& out, const std::string& name) {
     return line.rfind("not run", 0) == 0 ? "not run" : line.substr(0, line.find(' '));
 }
 
+// `llama-cl check ARGS` with LLAMACL_INJECT_FAULT=FAULT.
+CommandResult check_with_fault(const std::string& fault, const std::string& args = "") {
+    return run_command("LLAMACL_INJECT_FAULT=" + fault + " '" + std::string(LLAMACL_BINARY) + "' check" + args);
+}
+
+const std::vector<ElementType> kBothFormats = {ElementType::f32, ElementType::f16};
+
+TEST(Check, TheFormatStagesRepeatForEachFormat) {
+    EXPECT_EQ(rung_names(kBothFormats),
+              (std::vector<std::string>{"device", "buffers", "kernels:f32", "layer:f32", "forward:f32", "prefill:f32",
+                                        "generate:f32", "grid-barrier:f32", "kernels:f16", "layer:f16", "forward:f16",
+                                        "prefill:f16", "generate:f16", "grid-barrier:f16", "bandwidth"}));
+    EXPECT_EQ(std::vector<ElementType>(std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes)), kBothFormats);
+}
+
 TEST(Check, EveryRungPassesOnTheGeneratedModel) {
     const CommandResult r = run_llama_cl("check");
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    for (const std::string& name : rung_names()) {
+    for (const std::string& name : rung_names(kBothFormats)) {
         const std::string status = status_of(r.out, name);
         // The token kernel (and so its grid barrier) runs on GPUs only; PoCL says why not.
-        if (name == "grid-barrier" && status == "skip") {
+        if (name.rfind("grid-barrier:", 0) == 0 && status == "skip") {
             EXPECT_NE(rung_line(r.out, name).find("no token kernel here"), std::string::npos) << r.out;
             continue;
         }
         EXPECT_EQ(status, "pass") << name << "\n" << r.out;
     }
     EXPECT_NE(r.out.find("check: passed: "), std::string::npos) << r.out;
-    EXPECT_NE(rung_line(r.out, "kernels").find("max abs err "), std::string::npos) << r.out;
+    EXPECT_NE(rung_line(r.out, "kernels:f16").find("12 kernel checks, f16 weights"), std::string::npos) << r.out;
+    // The generated model's context holds two of a CPU shape's prefill batches, and the rung crosses one.
+    EXPECT_NE(rung_line(r.out, "prefill:f32").find("70 positions in 2 batches of up to 64"), std::string::npos)
+        << r.out;
 }
 
 TEST(Check, JsonReportsTheSameRungsInOrder) {
@@ -49,11 +68,17 @@ TEST(Check, JsonReportsTheSameRungsInOrder) {
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j.at("passed"), true);
     EXPECT_TRUE(j.at("first_failure").is_null());
-    EXPECT_EQ(j.at("model"), "synthetic:tiny");
-    ASSERT_EQ(j.at("rungs").size(), rung_names().size());
-    for (std::size_t i = 0; i < rung_names().size(); ++i) {
+    EXPECT_EQ(j.at("model"), "synthetic:tiny (seq_len 128)");
+    const std::vector<std::string> names = rung_names(kBothFormats);
+    ASSERT_EQ(j.at("rungs").size(), names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
         const nlohmann::json& rung = j.at("rungs").at(i);
-        EXPECT_EQ(rung.at("name"), rung_names()[i]);
+        EXPECT_EQ(rung.at("name"), names[i]);
+        const std::size_t colon = names[i].find(':');
+        if (colon == std::string::npos)
+            EXPECT_TRUE(rung.at("format").is_null()) << rung.dump();
+        else
+            EXPECT_EQ(rung.at("format"), names[i].substr(colon + 1));
         EXPECT_TRUE(rung.at("status") == "pass" || rung.at("status") == "skip") << rung.dump();
         EXPECT_GE(rung.at("seconds").get<double>(), 0.0);
     }
@@ -62,39 +87,71 @@ TEST(Check, JsonReportsTheSameRungsInOrder) {
 }
 
 TEST(Check, InjectedRungFaultExitsFourNamingTheRung) {
-    const CommandResult r = run_command("LLAMACL_INJECT_FAULT=rung:kernels '" + std::string(LLAMACL_BINARY) + "' check");
+    const CommandResult r = check_with_fault("rung:kernels:f32");
     EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
     EXPECT_EQ(status_of(r.out, "buffers"), "pass") << r.out;
-    EXPECT_EQ(status_of(r.out, "kernels"), "fail") << r.out;
-    EXPECT_EQ(status_of(r.out, "layer"), "not run") << r.out;
+    EXPECT_EQ(status_of(r.out, "kernels:f32"), "fail") << r.out;
+    EXPECT_EQ(status_of(r.out, "layer:f32"), "not run") << r.out;
+    EXPECT_EQ(status_of(r.out, "kernels:f16"), "not run") << r.out;
     EXPECT_EQ(status_of(r.out, "bandwidth"), "not run") << r.out;
-    EXPECT_NE(r.out.find("check: FAILED at kernels: injected fault (LLAMACL_INJECT_FAULT=rung:kernels)"),
+    EXPECT_NE(r.out.find("check: FAILED at kernels:f32: injected fault (LLAMACL_INJECT_FAULT=rung:kernels:f32)"),
               std::string::npos) << r.out;
     EXPECT_NE(r.out.find("check: next: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--work-shape exact"), std::string::npos) << r.out;
 
-    const CommandResult j = run_command("LLAMACL_INJECT_FAULT=rung:bandwidth '" + std::string(LLAMACL_BINARY) + "' check --json");
+    const CommandResult j = check_with_fault("rung:bandwidth", " --json");
     EXPECT_EQ(j.exit_code, 4) << j.out << j.err;
     EXPECT_EQ(nlohmann::json::parse(j.out).at("first_failure"), "bandwidth");
+}
+
+// A later format's rung failing after the first format's passed says that one runs.
+TEST(Check, AFailureInTheSecondFormatNamesTheFirst) {
+    const CommandResult r = check_with_fault("rung:prefill:f16");
+    EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+    EXPECT_EQ(status_of(r.out, "generate:f32"), "pass") << r.out;
+    EXPECT_EQ(status_of(r.out, "forward:f16"), "pass") << r.out;
+    EXPECT_EQ(status_of(r.out, "prefill:f16"), "fail") << r.out;
+    EXPECT_EQ(status_of(r.out, "generate:f16"), "not run") << r.out;
+    EXPECT_NE(r.out.find("; the f32 rungs passed: --weights f32 runs on them\n"), std::string::npos) << r.out;
+}
+
+// --weights F climbs the model's rungs in F alone; a format the device's kernels do not read fails its
+// kernel rung, before any runtime is started.
+TEST(Check, WeightsChoosesTheFormat) {
+    const CommandResult r = run_llama_cl("check --weights f16 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    const std::vector<std::string> names = rung_names(std::vector<ElementType>{ElementType::f16});
+    ASSERT_EQ(j.at("rungs").size(), names.size()) << r.out;
+    EXPECT_EQ(j.at("rungs").at(2).at("name"), "kernels:f16");
+
+    const CommandResult q = run_llama_cl("check --weights q8_0");
+    EXPECT_EQ(q.exit_code, 4) << q.out << q.err;
+    EXPECT_EQ(status_of(q.out, "buffers"), "pass") << q.out;
+    EXPECT_NE(q.out.find("check: FAILED at kernels:q8_0: the device's kernels do not read q8_0 weights yet"),
+              std::string::npos) << q.out;
+    EXPECT_NE(q.out.find("check: next: run this checkpoint with --backend cpu"), std::string::npos) << q.out;
 }
 
 // A boundary fault (compare.hpp's syntax) corrupts the device's result itself: layer 1's q passes the
 // one-layer rung (layer 0) and fails the whole forward pass there.
 TEST(Check, BoundaryFaultFailsTheForwardRungAtItsBoundary) {
-    const CommandResult r = run_command("LLAMACL_INJECT_FAULT=layer:1,op:q '" + std::string(LLAMACL_BINARY) + "' check");
+    const CommandResult r = check_with_fault("layer:1,op:q");
     EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
-    EXPECT_EQ(status_of(r.out, "layer"), "pass") << r.out;
-    EXPECT_EQ(status_of(r.out, "forward"), "fail") << r.out;
-    EXPECT_NE(r.out.find("check: FAILED at forward: first divergence at token 0, layer 1, q"), std::string::npos) << r.out;
+    EXPECT_EQ(status_of(r.out, "layer:f32"), "pass") << r.out;
+    EXPECT_EQ(status_of(r.out, "forward:f32"), "fail") << r.out;
+    EXPECT_NE(r.out.find("check: FAILED at forward:f32: first divergence at token 0, layer 1, q"), std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("--schedule per-op"), std::string::npos) << r.out;
 }
 
 TEST(Check, UnknownRungIsAUsageError) {
-    const CommandResult r = run_command("LLAMACL_INJECT_FAULT=rung:nope '" + std::string(LLAMACL_BINARY) + "' check");
+    const CommandResult r = check_with_fault("rung:nope");
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(r.out, "");
-    EXPECT_EQ(r.err, "llama-cl: LLAMACL_INJECT_FAULT=rung:nope: unknown rung; rungs: device, buffers, kernels, layer, "
-                     "forward, generate, grid-barrier, bandwidth\n");
+    EXPECT_EQ(r.err, "llama-cl: LLAMACL_INJECT_FAULT=rung:nope: unknown rung; rungs: device, buffers, kernels:f32, "
+                     "layer:f32, forward:f32, prefill:f32, generate:f32, grid-barrier:f32, kernels:f16, layer:f16, "
+                     "forward:f16, prefill:f16, generate:f16, grid-barrier:f16, bandwidth\n");
 }
 
 TEST(Check, RealCheckpointPassesWithTheRoofline) {
@@ -104,11 +161,13 @@ TEST(Check, RealCheckpointPassesWithTheRoofline) {
                                          quote((shared / "models" / "tok512.bin").string()) + " --plot " +
                                          quote((dir / "roofline.svg").string()));
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    EXPECT_EQ(status_of(r.out, "generate"), "pass") << r.out;
+    EXPECT_EQ(status_of(r.out, "generate:f32"), "pass") << r.out;
+    EXPECT_EQ(status_of(r.out, "generate:f16"), "pass") << r.out;
     EXPECT_NE(rung_line(r.out, "bandwidth").find("roofline written to"), std::string::npos) << r.out;
     const std::string svg = read_file(dir / "roofline.svg");
     EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
-    EXPECT_NE(svg.find("whole token"), std::string::npos);
+    for (const char* part : {"whole token: ", "whole prompt (32 positions): ", "FMA "})
+        EXPECT_NE(svg.find(part), std::string::npos) << part;
 }
 
 TEST(Check, MissingCheckpointIsABadFile) {
@@ -123,8 +182,8 @@ TEST(Check, MissingCheckpointIsABadFile) {
 TEST(Check, RuntimeThatCannotStartFailsTheLayerRungWithItsRemedy) {
     const CommandResult r = run_llama_cl("check --work-shape cpu --schedule token");
     EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
-    EXPECT_EQ(status_of(r.out, "kernels"), "pass") << r.out;
-    EXPECT_NE(r.out.find("check: FAILED at layer: the runtime did not start: "), std::string::npos) << r.out;
+    EXPECT_EQ(status_of(r.out, "kernels:f32"), "pass") << r.out;
+    EXPECT_NE(r.out.find("check: FAILED at layer:f32: the runtime did not start: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--schedule token"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("check: next: change or drop the option the message names"), std::string::npos) << r.out;
 }

@@ -1,9 +1,11 @@
 #pragma once
 // `llama-cl check`: the bring-up ladder on one device, each rung in order, stopping at the first that
-// fails: device facts, buffer round trips, each kernel against its CPU twin (kernel_checks.hpp), one
-// layer and the whole forward pass against the reference (compare.hpp), greedy generation identical to
-// the reference's, the token kernel's grid barrier, and the copy bandwidth.
+// fails: device facts and buffer round trips; then for each weight format the runtime would use there,
+// each kernel against its CPU twin (kernel_checks.hpp), one layer, the whole forward pass and a prefill
+// against the reference (compare.hpp), greedy generation identical to the reference's and the token
+// kernel's grid barrier; last the copy bandwidth and FMA throughput.
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@ const char* rung_status_name(RungStatus status);  // "pass", "fail", "skip", "no
 
 struct Rung {
     std::string name;
+    std::optional<ElementType> format;  // the weight format of a format stage's rung
     RungStatus status = RungStatus::not_run;
     std::optional<double> max_abs_err, tolerance;  // where the rung compares numbers
     double seconds = 0;
@@ -26,11 +29,17 @@ struct Rung {
     std::string hint;    // fail: what to try next
 };
 
-// The rungs' names, in order.
-const std::vector<std::string>& rung_names();
+// The weight formats the model's rungs run in: every one the device's kernels read (kDeviceElementTypes)
+// for an fp32 checkpoint, which converts to each as --weights does; any other checkpoint's own.
+std::vector<ElementType> check_formats(const Checkpoint& checkpoint);
+
+// The rungs' names, in order: "device", "buffers", then "kernels:F", "layer:F", "forward:F",
+// "prefill:F", "generate:F" and "grid-barrier:F" for each format F, then "bandwidth".
+std::vector<std::string> rung_names(std::span<const ElementType> formats);
 
 struct CheckOptions {
     DeviceOptions device;
+    std::vector<ElementType> formats;          // check_formats(), or --weights' alone
     std::optional<std::string> injected_rung;  // LLAMACL_INJECT_FAULT=rung:NAME: that rung fails
     std::string plot_path;                     // non-empty: the bandwidth rung writes a roofline SVG there
 };
@@ -43,7 +52,8 @@ struct CheckReport {
     const Rung* first_failure() const;
 };
 
-// Climbs the ladder for `checkpoint` on `device` (opened with profiling when options.plot_path is set).
+// Climbs the ladder for `checkpoint` (fp32 where options.formats convert it) on `device` (opened with
+// profiling when options.plot_path is set).
 CheckReport run_check(Device& device, const Checkpoint& checkpoint, const Tokenizer& tokenizer,
                       const CheckOptions& options);
 
