@@ -317,7 +317,8 @@ Outcome Ladder::kernels() {
     Outcome out;
     if (!device_reads(*format_)) {
         out.failure = std::string("the device's kernels do not read ") + element_name(*format_) + " weights yet";
-        out.hint = "run this checkpoint with --backend cpu; its fp32 original checks every format the kernels read";
+        out.hint = "run this checkpoint with `llama-cl generate --backend cpu`; check its fp32 original, which converts "
+                   "to every format the kernels read";
         return out;
     }
     if (harness_->weights.type != *format_)

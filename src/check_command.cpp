@@ -63,10 +63,9 @@ std::optional<std::string> injected_rung(std::span<const ElementType> formats) {
 
 void add_check_command(CLI::App& app, CheckArgs& a) {
     CLI::App* cmd = app.add_subcommand(
-        "check", "Bring-up ladder on an OpenCL device: device facts and buffers; then for each weight format the "
-                 "device's kernels read: the kernels, a layer, the forward pass, a prefill, greedy generation and the "
-                 "grid barrier, each against the CPU reference; last copy bandwidth and FMA throughput. Exit status "
-                 "4 at the first failing rung");
+        "check", "Bring-up ladder on an OpenCL device: buffers, each kernel, a layer, the forward pass, a prefill "
+                 "and generation against the CPU reference in each weight format, the grid barrier, bandwidth; exit 4 "
+                 "at the first failing rung");
     cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (default: a generated model)");
     cmd->add_option("-z", a.tokenizer, "tokenizer file, with a CHECKPOINT")->capture_default_str();
     add_weights_option(*cmd, a.weights);
@@ -74,7 +73,7 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
         ->description("climb the model's rungs in this format alone: f32, f16 or q8_0 (default: each format the "
                       "device's kernels read, f32 and f16, for an fp32 checkpoint; any other in its own)");
     add_runtime_options(*cmd, a.runtime);
-    cmd->add_option("--plot", a.plot, "write the roofline of a short profiled benchmark as an SVG file")
+    cmd->add_option("--plot", a.plot, "write the roofline of a short benchmark (bench --prompt 32 -n 4 --profile) as an SVG file")
         ->check(not_empty("a file name, e.g. --plot roofline.svg"));
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
 }

@@ -130,7 +130,8 @@ TEST(Check, WeightsChoosesTheFormat) {
     EXPECT_EQ(status_of(q.out, "buffers"), "pass") << q.out;
     EXPECT_NE(q.out.find("check: FAILED at kernels:q8_0: the device's kernels do not read q8_0 weights yet"),
               std::string::npos) << q.out;
-    EXPECT_NE(q.out.find("check: next: run this checkpoint with --backend cpu"), std::string::npos) << q.out;
+    EXPECT_NE(q.out.find("check: next: run this checkpoint with `llama-cl generate --backend cpu`"), std::string::npos)
+        << q.out;
 }
 
 // A boundary fault (compare.hpp's syntax) corrupts the device's result itself: layer 1's q passes the

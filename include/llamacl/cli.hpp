@@ -1,5 +1,5 @@
 #pragma once
-// The llama-cl command line (CLI11): generate, tokenize, info, devices, bench, chat, perplexity.
+// The llama-cl command line (CLI11): generate, tokenize, info, quantize, devices, bench, check, chat, perplexity.
 namespace llamacl {
 // Parses argv, runs the subcommand and returns the process exit status: 0 success, 1 a bad file or
 // device, 2 bad usage, 3 a --compare-cpu divergence, 4 a failed `check` rung.
