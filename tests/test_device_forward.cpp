@@ -279,27 +279,32 @@ std::uint64_t allocated_bytes(const WorkingBuffers& w) {
     std::uint64_t bytes = 0;
     for (const cl::Buffer* b : {&w.x, &w.xn, &w.q, &w.xb, &w.hb, &w.att, &w.att_partial, &w.att_arrivals, &w.logits,
                                 &w.tokens, &w.argmax_partial, &w.batch_x, &w.batch_xn, &w.batch_q, &w.batch_xb,
-                                &w.batch_hb, &w.batch_hb_up, &w.batch_att})
+                                &w.batch_hb, &w.batch_hb_up, &w.batch_att, &w.batch_xq})
         bytes += b->getInfo<CL_MEM_SIZE>();
     return bytes;
 }
 
 TEST(DeviceCapacity, WorkingBytesAreWhatWorkingBuffersAllocate) {
-    Config c = small_config();
-    c.seq_len = 300;  // long enough for attention to split a head into chunks
-    Device device = open_test_device();
-    const int batch = 17;
-    const CapacityPlan plan = plan_capacity(c, device.info(), Finalize::device, 0, 0, batch);
-    // The plan's bounds: the most chunks any device splits a head into, argmax groups for every compute
-    // unit, the scores in memory, the prefill batch's rows; plus the token kernel's chunk length per position.
-    const int groups = kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units);
-    const WorkingBuffers most(device, c, max_attention_chunks(c), groups, true, batch);
-    EXPECT_EQ(plan.working_bytes, allocated_bytes(most) + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int));
-    // What this device's kernels ask for stays within the plan's bounds.
-    const KernelSet kernels(device, choose_launch_shape(device.info()));
-    const WorkingBuffers built(device, c, kernels.attention_chunks(c.n_heads, c.head_size(), c.seq_len),
-                               kernels.argmax_groups(), !kernels.device_fences(), batch);
-    EXPECT_LE(allocated_bytes(built), allocated_bytes(most));
+    // For float weights, and for Q8_0's, whose prefill quantizes its inputs into a buffer of its own.
+    for (const WeightFormat format : {WeightFormat{}, WeightFormat{ElementType::q8_0, 4}}) {
+        SCOPED_TRACE(format.describe());
+        Config c = small_config();
+        c.seq_len = 300;  // long enough for attention to split a head into chunks
+        c.weight_format = format;
+        Device device = open_test_device();
+        const int batch = 17;
+        const CapacityPlan plan = plan_capacity(c, device.info(), Finalize::device, 0, 0, batch);
+        // The plan's bounds: the most chunks any device splits a head into, argmax groups for every compute
+        // unit, the scores in memory, the prefill batch's rows; plus the token kernel's chunk length per position.
+        const int groups = kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units);
+        const WorkingBuffers most(device, c, max_attention_chunks(c), groups, true, batch);
+        EXPECT_EQ(plan.working_bytes, allocated_bytes(most) + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int));
+        // What this device's kernels ask for stays within the plan's bounds.
+        const KernelSet kernels(device, choose_launch_shape(device.info(), format), format);
+        const WorkingBuffers built(device, c, kernels.attention_chunks(c.n_heads, c.head_size(), c.seq_len),
+                                   kernels.argmax_groups(), !kernels.device_fences(), batch);
+        EXPECT_LE(allocated_bytes(built), allocated_bytes(most));
+    }
 }
 
 TEST(DeviceCapacity, VerboseReportsThePlanAndCountersThroughTheCli) {
