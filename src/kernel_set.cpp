@@ -188,8 +188,12 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
-    const int threads = widened_row_threads(shape_, rows, n, min_groups_);
-    const int batch = dot_batch(n, threads);
+    // Q8_0 rows are dealt to their lanes a group at a time: widened no further than a group per lane, and
+    // one build per width (DOT_BATCH is the float formats' row products').
+    const WeightFormat& format = layout_.format;
+    const int lane_elements = format.type == ElementType::q8_0 ? 4 * (n / format.group_size) : n;
+    const int threads = widened_row_threads(shape_, rows, lane_elements, min_groups_);
+    const int batch = format.type == ElementType::q8_0 ? kLongDotBatch : dot_batch(n, threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
     if (it == builds_.end())
