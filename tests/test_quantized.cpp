@@ -360,37 +360,29 @@ TEST(GenerateQ80, TheOpenclBackendRefusesGroupsItCannotRead) {
     }
 }
 
-TEST(BenchQ80, CountsTheValuesAndScalesItReads) {
-    const CommandResult r = run_llama_cl("bench --synthetic tiny --weights q8_0 -n 2 --runs 1 --json");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j.at("config").at("weights"), "q8_0");
-    Config c = *preset_config("tiny");
-    const std::uint64_t fp32_layer = ModelSize(c).layer_bytes(), norms = 2 * 4 * static_cast<std::uint64_t>(c.dim);
-    const int gs = default_group_size(c);
-    c.weight_format = {ElementType::q8_0, gs};
-    const ModelSize size(c);
-    // The norms stay floats; every matrix element is a byte, and every group of them adds a float scale.
-    const std::uint64_t elements = (fp32_layer - norms) / 4;
-    EXPECT_EQ(size.layer_bytes(), elements + elements / static_cast<std::uint64_t>(gs) * 4 + norms);
-    EXPECT_EQ(j.at("bytes_per_token_breakdown").at("layer_weights"), size.layer_bytes() * c.n_layers);
-    const std::uint64_t table = static_cast<std::uint64_t>(c.vocab_size) * c.dim;
-    EXPECT_EQ(j.at("bytes_per_token_breakdown").at("final_norm_and_classifier"),
-              table + table / static_cast<std::uint64_t>(gs) * 4 + 4 * c.dim);
-}
 
-TEST(BenchF16, CountsTheHalvesItReads) {
-    const CommandResult r = run_llama_cl("bench --synthetic tiny --weights f16 -n 2 --runs 1 --json");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j.at("config").at("weights"), "f16");
+TEST(BenchWeights, CountTheBytesTheyRead) {
+    // The norms stay floats; every matrix element is two bytes (f16), or a byte and, per group, a float
+    // scale (q8_0, in the default group size).
     Config c = *preset_config("tiny");
+    const int gs = default_group_size(c);
     const std::uint64_t fp32_layer = ModelSize(c).layer_bytes(), norms = 2 * 4 * static_cast<std::uint64_t>(c.dim);
-    c.weight_format = {ElementType::f16, 0};
-    const ModelSize size(c);
-    // The norms stay floats; every matrix element is two bytes.
-    EXPECT_EQ(size.layer_bytes(), (fp32_layer - norms) / 2 + norms);
-    EXPECT_EQ(j.at("bytes_per_token_breakdown").at("layer_weights"), size.layer_bytes() * c.n_layers);
-    EXPECT_EQ(j.at("bytes_per_token_breakdown").at("final_norm_and_classifier"),
-              2 * static_cast<std::uint64_t>(c.vocab_size) * c.dim + 4 * c.dim);
+    const std::uint64_t table = static_cast<std::uint64_t>(c.vocab_size) * c.dim;
+    const std::pair<WeightFormat, std::uint64_t (*)(std::uint64_t, std::uint64_t)> formats[] = {
+        {{ElementType::f16, 0}, [](std::uint64_t n, std::uint64_t) { return 2 * n; }},
+        {{ElementType::q8_0, gs}, [](std::uint64_t n, std::uint64_t group) { return n + n / group * 4; }}};
+    for (const auto& [format, stored] : formats) {
+        SCOPED_TRACE(format.describe());
+        const CommandResult r = run_llama_cl(std::string("bench --synthetic tiny --weights ") +
+                                             element_name(format.type) + " -n 2 --runs 1 --json");
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const auto j = nlohmann::json::parse(r.out);
+        EXPECT_EQ(j.at("config").at("weights"), element_name(format.type));
+        c.weight_format = format;
+        const ModelSize size(c);
+        EXPECT_EQ(size.layer_bytes(), stored((fp32_layer - norms) / 4, static_cast<std::uint64_t>(gs)) + norms);
+        EXPECT_EQ(j.at("bytes_per_token_breakdown").at("layer_weights"), size.layer_bytes() * c.n_layers);
+        EXPECT_EQ(j.at("bytes_per_token_breakdown").at("final_norm_and_classifier"),
+                  stored(table, static_cast<std::uint64_t>(gs)) + 4 * c.dim);
+    }
 }
