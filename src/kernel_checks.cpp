@@ -71,6 +71,18 @@ cl::Buffer KernelHarness::upload(const std::vector<float>& data) {
     return buffer;
 }
 
+cl::Buffer KernelHarness::upload_bytes(const std::vector<std::byte>& data) {
+    cl::Buffer buffer = device.allocate(data.size(), "kernel check buffer");
+    device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, data.size(), data.data());
+    return buffer;
+}
+
+std::vector<std::byte> KernelHarness::download_bytes(const cl::Buffer& buffer, std::size_t n) {
+    std::vector<std::byte> out(n);
+    device.queue().enqueueReadBuffer(buffer, CL_TRUE, 0, n, out.data());
+    return out;
+}
+
 std::vector<float> KernelHarness::download(const cl::Buffer& buffer, std::size_t n) {
     std::vector<float> out(n);
     device.queue().enqueueReadBuffer(buffer, CL_TRUE, 0, n * sizeof(float), out.data());

@@ -74,7 +74,9 @@ public:
     static void matmul(float* out, const float* x, const Matrix& w);
 
     cl::Buffer upload(const std::vector<float>& data);
+    cl::Buffer upload_bytes(const std::vector<std::byte>& data);
     std::vector<float> download(const cl::Buffer& buffer, std::size_t n);
+    std::vector<std::byte> download_bytes(const cl::Buffer& buffer, std::size_t n);
     template <typename... Args>
     void run(cl::Kernel& kernel, const KernelSet::Range& range, const Args&... args) {
         cl_uint index = 0;
