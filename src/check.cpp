@@ -92,11 +92,6 @@ bool has_extension(const std::string& extensions, const std::string& name) {
     return (" " + extensions + " ").find(" " + name + " ") != std::string::npos;
 }
 
-bool device_reads(ElementType type) {
-    return std::find(std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes), type) !=
-           std::end(kDeviceElementTypes);
-}
-
 // A rung's outcome as its body reports it: failures as strings, figures where it compares numbers.
 struct Outcome {
     std::string failure;  // empty: passed
@@ -109,8 +104,7 @@ struct Outcome {
 class Ladder {
 public:
     Ladder(Device& device, const Checkpoint& ck, const Tokenizer& tokenizer, const CheckOptions& o)
-        : device_(device), base_(ck), tokenizer_(tokenizer), o_(o),
-          shape_(o.device.shape ? *o.device.shape : choose_launch_shape(device.info())) {}
+        : device_(device), base_(ck), tokenizer_(tokenizer), o_(o) {}
 
     CheckReport climb();
 
@@ -125,6 +119,9 @@ private:
     Outcome grid_barrier();
     Outcome bandwidth();
     std::string hint(const RungRef& rung) const;
+    // The launch shape the runtime takes for weights of `format` here (--work-shape's, where given).
+    LaunchShape shape(ElementType format) const;
+    std::string describe_shapes() const;  // the first format's shape, and any other format's that differs
 
     // The format the rungs now climb: the checkpoint converted to it, the previous format's runtime gone.
     void enter(std::optional<ElementType> format);
@@ -137,7 +134,6 @@ private:
     const Checkpoint& base_;
     const Tokenizer& tokenizer_;
     const CheckOptions& o_;
-    LaunchShape shape_;
     std::optional<ElementType> format_;
     std::optional<Checkpoint> ck_;             // base_ in format_
     std::unique_ptr<KernelHarness> harness_;  // the device rung's (f32), then the kernel rung's format's
@@ -155,7 +151,7 @@ CheckReport Ladder::climb() {
     CheckReport report;
     report.device = device_.info();
     report.model = base_.path();
-    report.shape = shape_.describe();
+    report.shape = describe_shapes();
     const auto start = std::chrono::steady_clock::now();
     bool failed = false;
     for (const RungRef& ref : ladder(o_.formats)) {
@@ -193,6 +189,18 @@ CheckReport Ladder::climb() {
     return report;
 }
 
+LaunchShape Ladder::shape(ElementType format) const {
+    return o_.device.shape ? *o_.device.shape : choose_launch_shape(device_.info(), WeightFormat{format});
+}
+
+std::string Ladder::describe_shapes() const {
+    const LaunchShape first = shape(o_.formats.front());
+    std::string text = first.describe();
+    for (ElementType f : o_.formats)
+        if (shape(f) != first) text += "; " + std::string(element_name(f)) + ": " + shape(f).describe();
+    return text;
+}
+
 std::string Ladder::hint(const RungRef& rung) const {
     const std::string stage = kStages[rung.stage].name;
     std::string h;
@@ -203,10 +211,10 @@ std::string Ladder::hint(const RungRef& rung) const {
         h = "the driver loses data in large buffers: try --max-device-memory MIB (smaller allocations) or another "
             "device";
     else if (stage == "kernels")
-        h = shape_.family() == ShapeFamily::exact
+        h = shape(*rung.format).family() == ShapeFamily::exact
                 ? "even the exact shape (run.c's loops) disagrees: the device's compiler or arithmetic is at fault; "
                   "try another device"
-                : "the kernels of this shape (" + shape_.describe() +
+                : "the kernels of this shape (" + shape(*rung.format).describe() +
                       ") disagree with the CPU: try `llama-cl check --work-shape exact`, then other shapes "
                       "(--work-shape cpu, gpu or ROWxLOCAL)";
     else if (stage == "layer" || stage == "forward")
@@ -257,7 +265,7 @@ Outcome Ladder::device_facts() {
     const std::string c_version = d.getInfo<CL_DEVICE_OPENCL_C_VERSION>();
     const std::string extensions = d.getInfo<CL_DEVICE_EXTENSIONS>();
     // Building the shape's kernels is what the device must manage first; the kernel rungs run them.
-    harness_ = std::make_unique<KernelHarness>(device_, shape_);
+    harness_ = std::make_unique<KernelHarness>(device_, shape(o_.formats.front()));
     const KernelSet& k = harness_->kernels;
     const bool nvidia = has_extension(extensions, "cl_nv_device_attribute_query");
     const auto& f = o_.formats;
@@ -282,7 +290,7 @@ Outcome Ladder::buffers() {
     // checkpoint's own format (the first climbed, and the largest: fp32 where it converts).
     const Config& c = base_.config();
     const CapacityPlan plan = plan_capacity(c, device_.info(), o_.device.finalize, o_.device.layers_per_offload,
-                                            o_.device.memory_limit, prefill_batch_for(shape_, c));
+                                            o_.device.memory_limit, prefill_batch_for(shape(o_.formats.front()), c));
     const std::uint64_t largest = std::max({plan.layer_bytes, plan.kv_cache_bytes, plan.constant_bytes});
     const std::uint64_t cap = std::min({largest, device_.info().max_alloc_bytes,
                                         device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap});
@@ -315,14 +323,17 @@ Outcome Ladder::buffers() {
 
 Outcome Ladder::kernels() {
     Outcome out;
-    if (!device_reads(*format_)) {
-        out.failure = std::string("the device's kernels do not read ") + element_name(*format_) + " weights yet";
-        out.hint = "run this checkpoint with `llama-cl generate --backend cpu`; check its fp32 original, which converts "
-                   "to every format the kernels read";
+    const LaunchShape here = shape(*format_);
+    try {
+        device_weights(checkpoint(), device_.info(), here);
+    } catch (const Error& e) {
+        out.failure = e.what();
+        out.hint = "the message names the remedy; check the fp32 original, which converts to every format the "
+                   "kernels read";
         return out;
     }
-    if (harness_->weights.type != *format_)
-        harness_ = std::make_unique<KernelHarness>(device_, shape_, config().weight_format);
+    if (harness_->weights != config().weight_format || harness_->kernels.shape() != here)
+        harness_ = std::make_unique<KernelHarness>(device_, here, config().weight_format);
     double worst_ratio = -1;
     int checks = 0;
     for (const KernelCheckResult& r : check_all_kernels(*harness_)) {
@@ -337,8 +348,11 @@ Outcome Ladder::kernels() {
             out.failure = r.name + ": " + r.failures.front() +
                           (r.failures.size() > 1 ? " (and " + std::to_string(r.failures.size() - 1) + " more)" : "");
     }
-    out.detail = std::to_string(checks) + " kernel checks, " + element_name(*format_) + " weights" +
-                 (harness_->exact ? harness_->exact_exp ? ", bit-identical" : ", bit-identical but for exp()" : "");
+    const KernelHarness& h = *harness_;
+    out.detail = std::to_string(checks) + " kernel checks, " + h.weights.describe() + " weights, " +
+                 (h.exact ? h.exact_exp ? "bit-identical" : "bit-identical but for exp()"
+                          : h.exact_products ? "products bit-identical" : "within tolerance") +
+                 " on " + here.describe();
     return out;
 }
 
@@ -563,7 +577,7 @@ std::string format_check_text(const CheckReport& report) {
         char line[256];
         const std::string err = r.max_abs_err ? g_text(*r.max_abs_err) : "-";
         const std::string tol = r.tolerance ? g_text(*r.tolerance) : "-";
-        std::snprintf(line, sizeof line, "  %-16s  %-7s  max abs err %-9s  tolerance %-9s  %7.3f s  ", r.name.c_str(),
+        std::snprintf(line, sizeof line, "  %-17s  %-7s  max abs err %-9s  tolerance %-9s  %7.3f s  ", r.name.c_str(),
                       rung_status_name(r.status), err.c_str(), tol.c_str(), r.seconds);
         out += line + r.detail + "\n";
     }

@@ -13,8 +13,16 @@ namespace llamacl {
 
 namespace {
 
-// Q8_0 on the device reads a row 4 weights at a time, from an input its work-groups quantize into local
-// memory (kernels/weights.cl, dot_q8.cl).
+bool out_of_memory(cl_int code) {
+    return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
+}
+
+LaunchShape launch_shape(const Device& device, const DeviceOptions& options, const WeightFormat& weights) {
+    return options.shape ? *options.shape : choose_launch_shape(device.info(), weights);
+}
+
+}  // namespace
+
 const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape) {
     const Config& c = ck.config();
     const WeightFormat& format = c.weight_format;
@@ -30,16 +38,6 @@ const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, con
                     " weights that the q8_0 kernels stage there; run generate with --backend cpu");
     return c;
 }
-
-bool out_of_memory(cl_int code) {
-    return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
-}
-
-LaunchShape launch_shape(const Device& device, const DeviceOptions& options, const WeightFormat& weights) {
-    return options.shape ? *options.shape : choose_launch_shape(device.info(), weights);
-}
-
-}  // namespace
 
 std::string describe_schedule(int token_groups, const std::string& per_op_reason) {
     return token_groups > 0 ? "token (the whole forward pass in one kernel launch of " + std::to_string(token_groups) +

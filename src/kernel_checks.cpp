@@ -4,7 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -27,14 +29,28 @@ std::vector<float> sentinels(std::size_t n) { return std::vector<float>(n, kKern
 
 }  // namespace
 
+namespace {
+
+bool correctly_rounded_division(const Device& d) {
+    return (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+}
+
+}  // namespace
+
 KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFormat& w, bool warp_shuffles)
     : device(d),
       kernels(d, shape, w, warp_shuffles),
       weights(w),
-      exact(shape.family() == ShapeFamily::exact &&
-            (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
+      exact(shape.family() == ShapeFamily::exact && correctly_rounded_division(d)),
       exact_exp(exact && kernels.glibc_expf()),
+      exact_products(w.type == ElementType::q8_0 ? !shape.gpu_family() && correctly_rounded_division(d) : exact),
+      exact_gemm(w.type == ElementType::q8_0 ? correctly_rounded_division(d) : exact),
       tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4) {}
+
+int KernelHarness::row_length(int n, int multiple) const {
+    const int step = weights.type == ElementType::q8_0 ? std::lcm(multiple, weights.group_size) : multiple;
+    return (n + step - 1) / step * step;
+}
 
 WeightTensor KernelHarness::Matrix::tensor() const {
     const std::uint64_t n_weights = static_cast<std::uint64_t>(rows) * n;
@@ -54,8 +70,9 @@ KernelHarness::Matrix KernelHarness::upload_matrix(const std::vector<float>& w, 
     if (w.size() != static_cast<std::size_t>(rows) * n) throw std::logic_error("upload_matrix: not rows x n weights");
     Matrix m{weights, rows, n, std::vector<std::byte>(weights.bytes(w.size())), {}};
     encode_weights(m.stored.data(), w.data(), w.size(), weights);
-    m.buffer = device.allocate(m.stored.size(), "kernel check matrix");
-    device.queue().enqueueWriteBuffer(m.buffer, CL_TRUE, 0, m.stored.size(), m.stored.data());
+    std::vector<std::byte> rows_on_device(m.stored.size());
+    kernels.weight_layout().write_rows(rows_on_device.data(), m.tensor(), 0, rows, n);
+    m.buffer = upload_bytes(rows_on_device);
     return m;
 }
 
@@ -63,6 +80,14 @@ void KernelHarness::matmul(float* out, const float* x, const Matrix& w) {
     MatmulInput input(w.format, w.n);
     input.set(x);
     llamacl::matmul(out, input, w.tensor(), w.rows);
+}
+
+cl::Buffer KernelHarness::gemm_input(const std::vector<float>& in, int positions, int n) {
+    const cl::Buffer floats = upload(in);
+    if (weights.type != ElementType::q8_0) return floats;
+    cl::Buffer quantized = device.allocate(weights.bytes(static_cast<std::uint64_t>(positions) * n), "quantized rows");
+    run(kernels.quantize_rows, kernels.groups(positions), floats, quantized, n, kernels.staged_space(n));
+    return quantized;
 }
 
 cl::Buffer KernelHarness::upload(const std::vector<float>& data) {
@@ -174,6 +199,14 @@ void KernelComparer::match_exp(const KernelHarness& h, std::span<const float> go
     match(h, h.exact_exp, got, want, what);
 }
 
+void KernelComparer::match_product(const KernelHarness& h, std::span<const float> got, std::span<const float> want,
+                                   const std::string& what) {
+    if (h.exact_products)
+        bit_identical(got, want, what);
+    else
+        close(got, want, h.tolerance, what);
+}
+
 void KernelComparer::untouched(std::span<const float> got, const std::string& what) {
     std::size_t changed = 0, first = 0;
     for (std::size_t i = 0; i < got.size(); ++i) {
@@ -201,7 +234,7 @@ KernelCheckResult check_attn_qkv_rope(KernelHarness& h) {
     const int seq_len = 9;
     std::mt19937 rng(1234);
     for (const Case& c : cases) {
-        const int head_size = c.dim / c.n_heads, kv_dim = head_size * c.n_kv_heads, dim = c.dim;
+        const int dim = h.row_length(c.dim, c.n_heads), head_size = dim / c.n_heads, kv_dim = head_size * c.n_kv_heads;
         const cl::Buffer rope_buf = h.upload(rope_table(seq_len, head_size));
         for (int pos : {0, 1, 5, seq_len - 1}) {
             std::ostringstream trace;
@@ -213,14 +246,6 @@ KernelCheckResult check_attn_qkv_rope(KernelHarness& h) {
             const auto wq = h.upload_matrix(random_vector(static_cast<std::size_t>(dim) * dim, rng), dim, dim);
             const auto wk = h.upload_matrix(random_vector(static_cast<std::size_t>(kv_dim) * dim, rng), kv_dim, dim);
             const auto wv = h.upload_matrix(random_vector(static_cast<std::size_t>(kv_dim) * dim, rng), kv_dim, dim);
-
-            // reference
-            std::vector<float> xn(dim), q(dim), k(kv_dim), v(kv_dim);
-            rmsnorm(xn.data(), x.data(), rms_w.data(), dim);
-            KernelHarness::matmul(q.data(), xn.data(), wq);
-            KernelHarness::matmul(k.data(), xn.data(), wk);
-            KernelHarness::matmul(v.data(), xn.data(), wv);
-            rope(q.data(), k.data(), pos, dim, kv_dim, head_size);
 
             // device
             const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
@@ -234,10 +259,18 @@ KernelCheckResult check_attn_qkv_rope(KernelHarness& h) {
             const auto kc_d = h.download(kc_b, cache_size), vc_d = h.download(vc_b, cache_size);
             const std::size_t at = static_cast<std::size_t>(pos) * kv_dim;
 
-            cmp.match(h, true, q_d, q, "q");
-            cmp.match(h, true, slice(kc_d, at, kv_dim), k, "key cache row at pos");
-            cmp.match(h, true, slice(vc_d, at, kv_dim), v, "value cache row at pos");
+            // reference: the products of the xn the kernel wrote (the tolerances' rule for Q8_0)
+            std::vector<float> xn(dim), q(dim), k(kv_dim), v(kv_dim);
+            rmsnorm(xn.data(), x.data(), rms_w.data(), dim);
+            KernelHarness::matmul(q.data(), xn_d.data(), wq);
+            KernelHarness::matmul(k.data(), xn_d.data(), wk);
+            KernelHarness::matmul(v.data(), xn_d.data(), wv);
+            rope(q.data(), k.data(), pos, dim, kv_dim, head_size);
+
             cmp.match(h, true, xn_d, xn, "xn");
+            cmp.match_product(h, q_d, q, "q");
+            cmp.match_product(h, slice(kc_d, at, kv_dim), k, "key cache row at pos");
+            cmp.match_product(h, slice(vc_d, at, kv_dim), v, "value cache row at pos");
             cmp.untouched(slice(kc_d, 0, at), "key cache rows before pos");
             cmp.untouched(slice(kc_d, at + kv_dim, cache_size - at - kv_dim), "key cache rows after pos");
             cmp.untouched(slice(vc_d, 0, at), "value cache rows before pos");
@@ -370,7 +403,8 @@ KernelCheckResult check_matvec_residual(KernelHarness& h) {
     const Case cases[] = {{37, 11}, {100, 36}, {1, 1}, {3, 5}, {260, 3}, {6, 300}, {64, 17}, {1174, 64}};
     const int pad = 7;  // sentinels after the last row catch writes by clamped rows
     std::mt19937 rng(99);
-    for (const Case& c : cases) {
+    for (const Case& shape : cases) {
+        const Case c{h.row_length(shape.n), shape.rows};
         cmp.context = "n " + std::to_string(c.n) + " rows " + std::to_string(c.rows);
         const auto w = h.upload_matrix(random_vector(static_cast<std::size_t>(c.rows) * c.n, rng), c.rows, c.n);
         const auto in = random_vector(c.n, rng, -2.0f, 2.0f);
@@ -386,7 +420,7 @@ KernelCheckResult check_matvec_residual(KernelHarness& h) {
         h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n, w.buffer, in_b, x_b, c.n, c.rows,
               h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
         const auto x_d = h.download(x_b, x.size());
-        cmp.match(h, true, slice(x_d, 0, c.rows), expected, "x");
+        cmp.match_product(h, slice(x_d, 0, c.rows), expected, "x");
         cmp.untouched(slice(x_d, c.rows, pad), "x past rows");
     }
     return result;
@@ -404,27 +438,30 @@ KernelCheckResult check_ffn_gate_up(KernelHarness& h) {
     const Case cases[] = {{36, 100}, {37, 11}, {1, 1}, {100, 37}, {260, 3}, {6, 300}};
     const int pad = 5;
     std::mt19937 rng(4242);
-    for (const Case& c : cases) {
+    for (const Case& shape : cases) {
+        const Case c{h.row_length(shape.dim), shape.hidden};
         cmp.context = "dim " + std::to_string(c.dim) + " hidden " + std::to_string(c.hidden);
         const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
         const auto rms_w = random_vector(c.dim, rng, 0.5f, 1.5f);
         const auto w1 = h.upload_matrix(random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng), c.hidden, c.dim);
         const auto w3 = h.upload_matrix(random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng), c.hidden, c.dim);
 
-        std::vector<float> xn(c.dim), hb(c.hidden), hb2(c.hidden);
-        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
-        KernelHarness::matmul(hb.data(), xn.data(), w1);
-        KernelHarness::matmul(hb2.data(), xn.data(), w3);
-        swiglu(hb.data(), hb2.data(), c.hidden);
-
         cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w);
         cl::Buffer hb_b = h.upload(sentinels(c.hidden + pad)), xn_b = h.upload(sentinels(c.dim));
         h.run(KernelSet::Matvec::ffn_gate_up, c.hidden, c.dim, x_b, w_b, w1.buffer, w3.buffer, hb_b, xn_b, c.dim,
               c.hidden, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
-        const auto hb_d = h.download(hb_b, c.hidden + pad);
+        const auto hb_d = h.download(hb_b, c.hidden + pad), xn_d = h.download(xn_b, c.dim);
+
+        // reference: the products of the xn the kernel wrote
+        std::vector<float> xn(c.dim), hb(c.hidden), hb2(c.hidden);
+        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
+        KernelHarness::matmul(hb.data(), xn_d.data(), w1);
+        KernelHarness::matmul(hb2.data(), xn_d.data(), w3);
+        swiglu(hb.data(), hb2.data(), c.hidden);
+
+        cmp.match(h, true, xn_d, xn, "xn");
         cmp.match_exp(h, slice(hb_d, 0, c.hidden), hb, "hb");  // through silu
         cmp.untouched(slice(hb_d, c.hidden, pad), "hb past hidden_dim");
-        cmp.match(h, true, h.download(xn_b, c.dim), xn, "xn");
     }
     return result;
 }
@@ -440,7 +477,8 @@ KernelCheckResult check_classifier(KernelHarness& h) {
     };
     const Case cases[] = {{36, 37, 11}, {37, 300, 259}, {1, 5, 1}, {260, 9, 4}, {6, 70, 1}};
     std::mt19937 rng(555);
-    for (const Case& c : cases) {
+    for (const Case& shape : cases) {
+        const Case c{h.row_length(shape.dim), shape.vocab, shape.split};
         cmp.context = "dim " + std::to_string(c.dim) + " vocab " + std::to_string(c.vocab) + " split at " +
                       std::to_string(c.split);
         const auto x = random_vector(c.dim, rng, -2.0f, 2.0f);
@@ -454,11 +492,6 @@ KernelCheckResult check_classifier(KernelHarness& h) {
         const auto second = h.upload_matrix(std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(split_at), w.end()),
                                             rows2, c.dim);
 
-        std::vector<float> xn(c.dim), logits(c.vocab);
-        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
-        KernelHarness::matmul(logits.data(), xn.data(), first);
-        KernelHarness::matmul(logits.data() + c.split, xn.data(), second);
-
         const int pad = 3;
         cl::Buffer x_b = h.upload(x), rw_b = h.upload(rms_w);
         cl::Buffer logits_b = h.upload(sentinels(c.vocab + pad)), xn_b = h.upload(sentinels(c.dim));
@@ -466,19 +499,26 @@ KernelCheckResult check_classifier(KernelHarness& h) {
         // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
         h.run(KernelSet::Matvec::classifier, rows2, c.dim, x_b, rw_b, second.buffer, logits_b, xn_b, c.dim, rows2,
               c.split, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
-        auto got = h.download(logits_b, c.vocab + pad);
-        cmp.untouched(slice(got, 0, c.split), "logits before row_base");
-        cmp.match(h, true, slice(got, c.split, rows2), slice(logits, c.split, rows2), "logits of the block at row_base");
-        cmp.untouched(slice(got, c.vocab, pad), "logits past the block");
+        const auto later = h.download(logits_b, c.vocab + pad);
+        cmp.untouched(slice(later, 0, c.split), "logits before row_base");
+        cmp.untouched(slice(later, c.vocab, pad), "logits past the block");
         cmp.untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
 
         // Then the block at row 0: the rest of the logits, and xn.
         h.run(KernelSet::Matvec::classifier, c.split, c.dim, x_b, rw_b, first.buffer, logits_b, xn_b, c.dim, c.split, 0,
               h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
-        got = h.download(logits_b, c.vocab + pad);
-        cmp.match(h, true, slice(got, 0, c.vocab), logits, "all logits");
-        cmp.untouched(slice(got, c.vocab, pad), "logits past the vocabulary");
-        cmp.match(h, true, h.download(xn_b, c.dim), xn, "xn with row_base == 0");
+        const auto all = h.download(logits_b, c.vocab + pad), xn_d = h.download(xn_b, c.dim);
+
+        // reference: the products of the xn the kernel wrote
+        std::vector<float> xn(c.dim), logits(c.vocab);
+        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
+        KernelHarness::matmul(logits.data(), xn_d.data(), first);
+        KernelHarness::matmul(logits.data() + c.split, xn_d.data(), second);
+
+        cmp.match(h, true, xn_d, xn, "xn with row_base == 0");
+        cmp.match_product(h, slice(later, c.split, rows2), slice(logits, c.split, rows2), "logits of the block at row_base");
+        cmp.match_product(h, slice(all, 0, c.vocab), logits, "all logits");
+        cmp.untouched(slice(all, c.vocab, pad), "logits past the vocabulary");
     }
     return result;
 }
@@ -494,7 +534,7 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
     KernelComparer cmp(result);
     const std::vector<float> pool = {kNaN, -0.0f, 0.0f, -INFINITY, INFINITY, 1.0f, 2.0f, -1.0f};
     std::mt19937 rng(777);
-    const int dim = 3, groups = h.kernels.argmax_groups(), pos = 5;
+    const int dim = h.row_length(3), groups = h.kernels.argmax_groups(), pos = 5;
     cl::Buffer partial_b = h.device.allocate(static_cast<std::size_t>(groups) * sizeof(cl_int), "partial");
     cl::Buffer tokens_b = h.device.allocate((pos + 2) * sizeof(cl_int), "tokens");
     cl::Buffer x_b = h.upload(sentinels(dim));
@@ -573,6 +613,95 @@ KernelCheckResult check_rmsnorm_rows(KernelHarness& h) {
     return result;
 }
 
+namespace {
+
+// Rows of x in groups: random ones and awkward ones where `degenerate`: a group whose values over its scale
+// (1) are exact halves, a group of zeros and one of negative zeros (0 / 0 quantizes to 0), subnormal
+// maxima where the device has subnormals (scales that underflow: x / 0), and a NaN and an infinity (the
+// degenerate scales runq.c's build turns into low bytes of INT32_MIN).
+std::vector<float> awkward_rows(std::size_t count, int group_size, bool degenerate, bool subnormals, std::mt19937& rng) {
+    std::vector<float> x = random_vector(count, rng, -3.0f, 3.0f);
+    for (std::size_t g = 0; degenerate && g < count / group_size; ++g) {
+        float* v = x.data() + g * group_size;
+        switch (g % 7) {
+            case 1:
+                for (int i = 0; i < group_size; ++i) v[i] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i % 127) + 0.5f);
+                v[0] = 127.0f;
+                break;
+            case 2: std::fill(v, v + group_size, 0.0f); break;
+            case 3: std::fill(v, v + group_size, -0.0f); break;
+            case 4:
+                if (subnormals)
+                    for (int i = 0; i < group_size; ++i) v[i] *= i % 2 ? 0x1p-130f : 0x1p-149f;
+                break;
+            case 5: v[group_size / 2] = g % 2 ? kNaN : INFINITY; break;
+            default: break;
+        }
+    }
+    return x;
+}
+
+}  // namespace
+
+// quantize_rows: each position's row as runq.c's quantize writes it (model_math's), in the layout the
+// kernels read weights in (DeviceWeightLayout), bit for bit where division is correctly rounded.
+KernelCheckResult check_quantize_rows(KernelHarness& h) {
+    KernelCheckResult result("quantize_rows");
+    KernelComparer cmp(result);
+    const int gs = h.weights.group_size, positions = 3;
+    const bool exact = correctly_rounded_division(h.device);
+    const bool subnormals = (h.device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_DENORM) != 0;
+    std::mt19937 rng(81);
+    // Groups fewer than, as many as and more than a GPU work-group's work-items, where the row fits the
+    // local memory it is staged in.
+    for (int groups : {1, 3, 20, 275}) {
+        const int n = groups * gs;
+        if (!staged_input_fits(h.device.info(), h.kernels.shape(), h.weights, n)) continue;
+        cmp.context = "n " + std::to_string(n) + " positions " + std::to_string(positions);
+        const std::size_t count = static_cast<std::size_t>(positions) * n, scale_count = count / gs;
+        const auto x = awkward_rows(count, gs, exact, subnormals, rng);
+        std::vector<std::int8_t> q(count);
+        std::vector<float> scales(scale_count);
+        quantize(q.data(), scales.data(), x.data(), static_cast<int>(count), gs);
+        std::vector<std::byte> want(h.weights.bytes(count));
+        h.kernels.weight_layout().write_rows(want.data(), {h.weights, q.data(), scales.data()}, 0, positions, n);
+
+        const cl::Buffer out_b = h.upload_bytes(std::vector<std::byte>(want.size(), std::byte{0x5a}));
+        h.run(h.kernels.quantize_rows, h.kernels.groups(positions), h.upload(x), out_b, n, h.kernels.staged_space(n));
+        const std::vector<std::byte> got = h.download_bytes(out_b, want.size());
+        if (exact) {
+            const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
+            cmp.expect(diff.first == got.end(),
+                       "first difference from runq.c's bytes at byte " + std::to_string(diff.first - got.begin()) +
+                           " of " + std::to_string(got.size()));
+            continue;
+        }
+        // Finite groups only (the rule in kernel_checks.hpp): each value byte, at its place in the layout,
+        // runq.c's or a neighbouring integer; the scales within 3 ulp of the largest (a 2.5 ulp division).
+        const std::size_t row_bytes = h.weights.bytes(n);
+        std::vector<float> got_scales, want_scales;
+        for (int p = 0; p < positions; ++p) {
+            const std::byte* g = got.data() + p * row_bytes;
+            const std::byte* w = want.data() + p * row_bytes;
+            for (int i = 0; i < n; ++i)
+                if (!cmp.expect(std::abs(static_cast<int>(static_cast<std::int8_t>(g[i])) -
+                                         static_cast<int>(static_cast<std::int8_t>(w[i]))) <= 1,
+                                "value byte " + std::to_string(i) + " of row " + std::to_string(p) +
+                                    " more than 1 from runq.c's"))
+                    break;
+            for (int k = 0; k < groups; ++k) {
+                float a = 0, b = 0;
+                std::memcpy(&a, g + n + k * sizeof(float), sizeof a);
+                std::memcpy(&b, w + n + k * sizeof(float), sizeof b);
+                got_scales.push_back(a);
+                want_scales.push_back(b);
+            }
+        }
+        cmp.close(got_scales, want_scales, 3 * 0x1p-23, "scales");
+    }
+    return result;
+}
+
 // gemm: out[p] = w . in[p] for every position, stored or added to the residual, from out_offset on.
 KernelCheckResult check_gemm(KernelHarness& h) {
     KernelCheckResult result("gemm");
@@ -585,7 +714,8 @@ KernelCheckResult check_gemm(KernelHarness& h) {
     const Case cases[] = {{37, 11}, {1, 1}, {3, 65}, {260, 64}, {17, 130}, {64, 5}};
     const int pad = 7;  // sentinels before and after the output catch writes of clamped rows and positions
     std::mt19937 rng(123);
-    for (const Case& c : cases) {
+    for (const Case& shape : cases) {
+        const Case c{h.row_length(shape.n), shape.rows};
         for (int positions : kBatchPositions) {
             for (int accumulate : {0, 1}) {
                 cmp.context = "n " + std::to_string(c.n) + " rows " + std::to_string(c.rows) + " positions " +
@@ -607,11 +737,14 @@ KernelCheckResult check_gemm(KernelHarness& h) {
                         expected[at] = accumulate ? initial[at] + tmp[r] : tmp[r];
                     }
                 }
-                cl::Buffer in_b = h.upload(in), out_b = h.upload(out);
+                cl::Buffer in_b = h.gemm_input(in, positions, c.n), out_b = h.upload(out);
                 h.run(h.kernels.gemm, h.kernels.gemm_range(c.rows, positions), w.buffer, in_b, out_b, pad, c.n, c.rows,
                       positions, accumulate);
                 const auto got = h.download(out_b, out.size());
-                cmp.match(h, true, slice(got, pad, count), expected, "out");
+                if (h.exact_gemm)
+                    cmp.bit_identical(slice(got, pad, count), expected, "out");
+                else
+                    cmp.close(slice(got, pad, count), expected, h.tolerance, "out");
                 cmp.untouched(slice(got, 0, pad), "out before out_offset");
                 cmp.untouched(slice(got, pad + count, pad), "out past the last position");
             }
@@ -717,11 +850,21 @@ KernelCheckResult check_swiglu(KernelHarness& h) {
     return result;
 }
 
+std::vector<KernelCheck> kernel_checks(const KernelHarness& h) {
+    std::vector<KernelCheck> checks = {check_attn_qkv_rope, check_attention,    check_attention_long_context,
+                                       check_matvec_residual, check_ffn_gate_up, check_classifier,
+                                       check_greedy_argmax};
+    // Prefill's, in the order a layer's batch runs them.
+    checks.push_back(check_rmsnorm_rows);
+    if (h.weights.type == ElementType::q8_0) checks.push_back(check_quantize_rows);
+    for (KernelCheck c : {check_gemm, check_rope_rows, check_attention_rows, check_swiglu}) checks.push_back(c);
+    return checks;
+}
+
 std::vector<KernelCheckResult> check_all_kernels(KernelHarness& h) {
-    return {check_attn_qkv_rope(h),  check_attention(h),       check_attention_long_context(h),
-            check_matvec_residual(h), check_ffn_gate_up(h),    check_classifier(h),
-            check_greedy_argmax(h),   check_rmsnorm_rows(h),   check_gemm(h),
-            check_rope_rows(h),       check_attention_rows(h), check_swiglu(h)};
+    std::vector<KernelCheckResult> results;
+    for (KernelCheck check : kernel_checks(h)) results.push_back(check(h));
+    return results;
 }
 
 }  // namespace llamacl

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "llamacl/check.hpp"
+#include "models.hpp"
 #include "support.hpp"
 
 using namespace llamacl;
@@ -33,20 +34,22 @@ CommandResult check_with_fault(const std::string& fault, const std::string& args
     return run_command("LLAMACL_INJECT_FAULT=" + fault + " '" + std::string(LLAMACL_BINARY) + "' check" + args);
 }
 
-const std::vector<ElementType> kBothFormats = {ElementType::f32, ElementType::f16};
+const std::vector<ElementType> kDeviceFormats = {ElementType::f32, ElementType::f16, ElementType::q8_0};
 
 TEST(Check, TheFormatStagesRepeatForEachFormat) {
-    EXPECT_EQ(rung_names(kBothFormats),
+    EXPECT_EQ(rung_names(kDeviceFormats),
               (std::vector<std::string>{"device", "buffers", "kernels:f32", "layer:f32", "forward:f32", "prefill:f32",
                                         "generate:f32", "grid-barrier:f32", "kernels:f16", "layer:f16", "forward:f16",
-                                        "prefill:f16", "generate:f16", "grid-barrier:f16", "bandwidth"}));
-    EXPECT_EQ(std::vector<ElementType>(std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes)), kBothFormats);
+                                        "prefill:f16", "generate:f16", "grid-barrier:f16", "kernels:q8_0", "layer:q8_0",
+                                        "forward:q8_0", "prefill:q8_0", "generate:q8_0", "grid-barrier:q8_0",
+                                        "bandwidth"}));
+    EXPECT_EQ(std::vector<ElementType>(std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes)), kDeviceFormats);
 }
 
 TEST(Check, EveryRungPassesOnTheGeneratedModel) {
     const CommandResult r = run_llama_cl("check");
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    for (const std::string& name : rung_names(kBothFormats)) {
+    for (const std::string& name : rung_names(kDeviceFormats)) {
         const std::string status = status_of(r.out, name);
         // The token kernel (and so its grid barrier) runs on GPUs only; PoCL says why not.
         if (name.rfind("grid-barrier:", 0) == 0 && status == "skip") {
@@ -57,6 +60,15 @@ TEST(Check, EveryRungPassesOnTheGeneratedModel) {
     }
     EXPECT_NE(r.out.find("check: passed: "), std::string::npos) << r.out;
     EXPECT_NE(rung_line(r.out, "kernels:f16").find("12 kernel checks, f16 weights"), std::string::npos) << r.out;
+    // Q8_0 on a CPU: the exact shape, as the runtime takes it there, in the generated model's groups (tiny:
+    // dim 32, hidden 72: 8), quantize_rows one more check.
+    EXPECT_NE(rung_line(r.out, "kernels:q8_0")
+                  .find("13 kernel checks, q8_0 (group size 8) weights, bit-identical on 1 work-item per row, work-groups "
+                        "of 1, run.c's sequential loops"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("q8_0: 1 work-item per row, work-groups of 1, run.c's sequential loops"), std::string::npos)
+        << r.out;
     // The generated model's context holds two of a CPU shape's prefill batches, and the rung crosses one.
     EXPECT_NE(rung_line(r.out, "prefill:f32").find("70 positions in 2 batches of up to 64"), std::string::npos)
         << r.out;
@@ -69,7 +81,7 @@ TEST(Check, JsonReportsTheSameRungsInOrder) {
     EXPECT_EQ(j.at("passed"), true);
     EXPECT_TRUE(j.at("first_failure").is_null());
     EXPECT_EQ(j.at("model"), "synthetic:tiny (seq_len 128)");
-    const std::vector<std::string> names = rung_names(kBothFormats);
+    const std::vector<std::string> names = rung_names(kDeviceFormats);
     ASSERT_EQ(j.at("rungs").size(), names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
         const nlohmann::json& rung = j.at("rungs").at(i);
@@ -104,34 +116,55 @@ TEST(Check, InjectedRungFaultExitsFourNamingTheRung) {
     EXPECT_EQ(nlohmann::json::parse(j.out).at("first_failure"), "bandwidth");
 }
 
-// A later format's rung failing after the first format's passed says that one runs.
-TEST(Check, AFailureInTheSecondFormatNamesTheFirst) {
-    const CommandResult r = check_with_fault("rung:prefill:f16");
-    EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
-    EXPECT_EQ(status_of(r.out, "generate:f32"), "pass") << r.out;
-    EXPECT_EQ(status_of(r.out, "forward:f16"), "pass") << r.out;
-    EXPECT_EQ(status_of(r.out, "prefill:f16"), "fail") << r.out;
-    EXPECT_EQ(status_of(r.out, "generate:f16"), "not run") << r.out;
-    EXPECT_NE(r.out.find("; the f32 rungs passed: --weights f32 runs on them\n"), std::string::npos) << r.out;
+// A later format's rung failing after the first format's passed says that one runs; the fault reaches
+// every format's rungs (q8_0's after f16's passed).
+TEST(Check, AFailureInALaterFormatNamesTheFirst) {
+    for (const std::string format : {"f16", "q8_0"}) {
+        const CommandResult r = check_with_fault("rung:prefill:" + format);
+        EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+        EXPECT_EQ(status_of(r.out, "generate:f32"), "pass") << r.out;
+        EXPECT_EQ(status_of(r.out, "forward:" + format), "pass") << r.out;
+        EXPECT_EQ(status_of(r.out, "prefill:" + format), "fail") << r.out;
+        EXPECT_EQ(status_of(r.out, "generate:" + format), "not run") << r.out;
+        EXPECT_EQ(status_of(r.out, "generate:f16"), format == "f16" ? "not run" : "pass") << r.out;
+        EXPECT_NE(r.out.find("check: FAILED at prefill:" + format + ": injected fault"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("; the f32 rungs passed: --weights f32 runs on them\n"), std::string::npos) << r.out;
+    }
 }
 
-// --weights F climbs the model's rungs in F alone; a format the device's kernels do not read fails its
-// kernel rung, before any runtime is started.
+// --weights F climbs the model's rungs in F alone, Q8_0 included.
 TEST(Check, WeightsChoosesTheFormat) {
-    const CommandResult r = run_llama_cl("check --weights f16 --json");
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    const nlohmann::json j = nlohmann::json::parse(r.out);
-    const std::vector<std::string> names = rung_names(std::vector<ElementType>{ElementType::f16});
-    ASSERT_EQ(j.at("rungs").size(), names.size()) << r.out;
-    EXPECT_EQ(j.at("rungs").at(2).at("name"), "kernels:f16");
+    for (ElementType format : {ElementType::f16, ElementType::q8_0}) {
+        const std::string name = element_name(format);
+        const CommandResult r = run_llama_cl("check --weights " + name + " --json");
+        ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        const std::vector<std::string> names = rung_names(std::vector<ElementType>{format});
+        ASSERT_EQ(j.at("rungs").size(), names.size()) << r.out;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            const nlohmann::json& rung = j.at("rungs").at(i);
+            EXPECT_EQ(rung.at("name"), names[i]);
+            EXPECT_TRUE(rung.at("status") == "pass" || rung.at("status") == "skip") << rung.dump();
+        }
+        EXPECT_EQ(j.at("rungs").at(2).at("name"), "kernels:" + name);
+    }
+}
 
-    const CommandResult q = run_llama_cl("check --weights q8_0");
-    EXPECT_EQ(q.exit_code, 4) << q.out << q.err;
-    EXPECT_EQ(status_of(q.out, "buffers"), "pass") << q.out;
-    EXPECT_NE(q.out.find("check: FAILED at kernels:q8_0: the device's kernels do not read q8_0 weights yet"),
-              std::string::npos) << q.out;
-    EXPECT_NE(q.out.find("check: next: run this checkpoint with `llama-cl generate --backend cpu`"), std::string::npos)
-        << q.out;
+// An fp32 model whose widths only 2 divides converts to Q8_0 in groups of 2, which the device cannot read
+// (a word of 4 weights at a time): the kernel rung fails with the runtime's own message, before any
+// runtime is started.
+TEST(Check, Q8GroupsTheDeviceCannotReadFailTheKernelRung) {
+    TempDir dir;
+    const auto model = write_model(dir, {36, 98, 2, 6, 2, 300, 40, true}, 1);
+    const CommandResult r =
+        run_llama_cl("check " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " --weights q8_0");
+    EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+    EXPECT_EQ(status_of(r.out, "buffers"), "pass") << r.out;
+    EXPECT_NE(r.out.find("check: FAILED at kernels:q8_0: " + model.string() +
+                         " (--weights q8_0): the OpenCL backend runs q8_0 weights in groups of a multiple of 4"),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("check: next: the message names the remedy"), std::string::npos) << r.out;
+    EXPECT_EQ(status_of(r.out, "layer:q8_0"), "not run") << r.out;
 }
 
 // A boundary fault (compare.hpp's syntax) corrupts the device's result itself: layer 1's q passes the
@@ -152,7 +185,8 @@ TEST(Check, UnknownRungIsAUsageError) {
     EXPECT_EQ(r.out, "");
     EXPECT_EQ(r.err, "llama-cl: LLAMACL_INJECT_FAULT=rung:nope: unknown rung; rungs: device, buffers, kernels:f32, "
                      "layer:f32, forward:f32, prefill:f32, generate:f32, grid-barrier:f32, kernels:f16, layer:f16, "
-                     "forward:f16, prefill:f16, generate:f16, grid-barrier:f16, bandwidth\n");
+                     "forward:f16, prefill:f16, generate:f16, grid-barrier:f16, kernels:q8_0, layer:q8_0, "
+                     "forward:q8_0, prefill:q8_0, generate:q8_0, grid-barrier:q8_0, bandwidth\n");
 }
 
 TEST(Check, RealCheckpointPassesWithTheRoofline) {
@@ -164,6 +198,7 @@ TEST(Check, RealCheckpointPassesWithTheRoofline) {
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_EQ(status_of(r.out, "generate:f32"), "pass") << r.out;
     EXPECT_EQ(status_of(r.out, "generate:f16"), "pass") << r.out;
+    EXPECT_EQ(status_of(r.out, "generate:q8_0"), "pass") << r.out;
     EXPECT_NE(rung_line(r.out, "bandwidth").find("roofline written to"), std::string::npos) << r.out;
     const std::string svg = read_file(dir / "roofline.svg");
     EXPECT_EQ(svg.rfind("<?xml", 0), 0u);

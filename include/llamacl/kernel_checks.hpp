@@ -17,6 +17,17 @@
 //    multiplied in attention), so max |device - reference| <= 1e-4 x max |reference|. Inputs are O(1)
 //    and dot products short (<= 1174 terms), so reassociation error stays ~1e-6 relative; 1e-4 still
 //    catches any wrong index or missing term.
+//  * Q8_0 weights: the reference multiplies the same integers. MatmulInput quantizes an input as the
+//    kernels quantize what they stage (runq.c's quantize), and the normalizing kernels' products are
+//    the reference's of the xn the kernel wrote (compared with rmsnorm's on its own: a last-bit
+//    difference there rounds a value to another integer, the RMSNorm's error, not the product's). A
+//    group's integer dot is exact, so where division is correctly rounded (the quantization's max / 127
+//    and x / scale) the products are BIT-IDENTICAL on the CPU families, whose work-item per row adds the
+//    groups' terms in runq.c's order, and every family's gemm (each element runq.c's matmul); the GPU
+//    family's matrix-vector lanes add their groups' sums in a tree: the relative 1e-4 above, by the same
+//    argument (n / group size terms reassociated). quantize_rows' bytes are runq.c's bit for bit there,
+//    degenerate groups included; without correctly rounded division each value may round to the
+//    neighbouring integer and each scale be 3 ulp off (OpenCL's 2.5 ulp division), finite groups only.
 //  * Everything a kernel must not touch (other KV-cache rows, elements past `rows`, logits outside the
 //    classifier block, xn when row_base > 0, a GEMM's output outside its positions) is checked bit for bit
 //    against a sentinel, and reads past the valid range are caught by NaN in the cache rows after `pos`.
@@ -54,9 +65,15 @@ public:
     Device& device;
     KernelSet kernels;
     const WeightFormat weights;
-    const bool exact;        // the exact shape on a device with correctly rounded divide and sqrt
-    const bool exact_exp;    // exact, and exp() is glibc's expf (kernels/expf.cl)
-    const double tolerance;  // relative to the tensor's largest magnitude, where not exact
+    const bool exact;           // the exact shape on a device with correctly rounded divide and sqrt
+    const bool exact_exp;       // exact, and exp() is glibc's expf (kernels/expf.cl)
+    const bool exact_products;  // the matrix-vector products bit-identical (exact; Q8_0: the rule above)
+    const bool exact_gemm;      // the gemm's too
+    const double tolerance;     // relative to the tensor's largest magnitude, where not exact
+
+    // The smallest length from n up that is a multiple of `multiple` and, for Q8_0, of the group size: a
+    // case keeps its awkward counts of rows, heads and positions while its rows hold whole groups.
+    int row_length(int n, int multiple = 1) const;
 
     // A matrix of `rows` rows of n weights stored in the harness's format, on the device as the runtime
     // stages it and on the host for the reference.
@@ -72,6 +89,9 @@ public:
     // out(rows) = w . x as the reference computes it for the stored weights (run.c's matmul on the
     // widened weights; runq.c's for quantized ones).
     static void matmul(float* out, const float* x, const Matrix& w);
+    // A gemm's input of `positions` rows of n floats on the device: for Q8_0 quantized there first
+    // (quantize_rows), as the runtime quantizes every GEMM's input.
+    cl::Buffer gemm_input(const std::vector<float>& in, int positions, int n);
 
     cl::Buffer upload(const std::vector<float>& data);
     cl::Buffer upload_bytes(const std::vector<std::byte>& data);
@@ -109,6 +129,10 @@ public:
     // match() for a tensor computed through exp(): bit-identical only where the device's exp is glibc's.
     void match_exp(const KernelHarness& h, std::span<const float> got, std::span<const float> want,
                    const std::string& what);
+    // For a matrix-vector product (after rope, where the kernel applies it): bit-identical where
+    // h.exact_products.
+    void match_product(const KernelHarness& h, std::span<const float> got, std::span<const float> want,
+                       const std::string& what);
     // Every element still the sentinel the harness filled it with.
     void untouched(std::span<const float> got, const std::string& what);
     // Records a failure unless `ok`; returns `ok`.
@@ -134,14 +158,19 @@ KernelCheckResult check_matvec_residual(KernelHarness& h);
 KernelCheckResult check_ffn_gate_up(KernelHarness& h);
 KernelCheckResult check_classifier(KernelHarness& h);
 KernelCheckResult check_greedy_argmax(KernelHarness& h);
-// Prefill's (kernels/prefill.cl): a batch of positions at once, row-major (positions, width).
+// Prefill's (kernels/prefill.cl, prefill_q8.cl): a batch of positions at once, row-major (positions, width).
 KernelCheckResult check_rmsnorm_rows(KernelHarness& h);
+// Q8_0 only: each position's row quantized as runq.c quantizes, in the weights' device layout.
+KernelCheckResult check_quantize_rows(KernelHarness& h);
 KernelCheckResult check_gemm(KernelHarness& h);
 KernelCheckResult check_rope_rows(KernelHarness& h);
 KernelCheckResult check_attention_rows(KernelHarness& h);
 KernelCheckResult check_swiglu(KernelHarness& h);
 
-// All of the above, decode's in the forward pass's order, then prefill's (`check`'s kernel rung).
+using KernelCheck = KernelCheckResult (*)(KernelHarness&);
+// The checks of h's kernels: decode's in the forward pass's order, then prefill's (quantize_rows for
+// Q8_0 builds alone): what `check`'s kernel rung runs and the tests enumerate.
+std::vector<KernelCheck> kernel_checks(const KernelHarness& h);
 std::vector<KernelCheckResult> check_all_kernels(KernelHarness& h);
 
 }  // namespace llamacl

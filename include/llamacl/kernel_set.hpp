@@ -28,6 +28,7 @@ struct LaunchShape {
     }
     bool gpu_family() const { return family() == ShapeFamily::gpu; }
     std::string describe() const;
+    bool operator==(const LaunchShape&) const = default;
 };
 
 // CPUs (PoCL): work-groups of one work-item per row, float16 multiply-adds along the row for the SIMD

@@ -26,8 +26,9 @@ struct WeightFormat {
     bool operator==(const WeightFormat&) const = default;
 };
 
-// The element types the device's kernels read (build_option()), in the order `llama-cl check` climbs them.
-inline constexpr ElementType kDeviceElementTypes[] = {ElementType::f32, ElementType::f16};
+// The element types the device's kernels read (DeviceWeightLayout::build_options()), in the order
+// `llama-cl check` climbs them.
+inline constexpr ElementType kDeviceElementTypes[] = {ElementType::f32, ElementType::f16, ElementType::q8_0};
 
 // A weight tensor (or rows of one) in memory, elements in row-major order.
 struct WeightTensor {
