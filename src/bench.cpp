@@ -148,6 +148,10 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, 
     return 0;
 }
 
+double roofline_share(double achieved_gbs, double copy_gbs) {
+    return achieved_gbs >= copy_gbs ? 100.0 : achieved_gbs / copy_gbs * 100;
+}
+
 BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::string& model_name,
                           const BenchOptions& o) {
     const Config& c = ck.config();
@@ -164,17 +168,19 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
     r.context_requested = o.context;
     r.context = std::min(o.context, c.seq_len - o.tokens);  // the last timed token is at most seq_len - 1
     r.traffic = token_traffic(c, r.finalize, r.context, r.tokens);
+    DeviceOptions options = o.device;
+    options.positions = r.context + r.tokens;  // the KV cache holds what the runs reach
     try {
         // The probes run and free their buffers before the model is loaded, so they never compete with
         // the weights for device memory; the plan says beforehand whether weights will stream.
-        const CapacityPlan plan = plan_capacity(c, device.info(), o.device.finalize, o.device.layers_per_offload,
-                                                o.device.memory_limit);
-        r.probe_bytes = probe_size(o.probe_bytes ? o.probe_bytes : default_probe_bytes(device.info()));
+        const CapacityPlan plan = plan_capacity(c, device.info(), options.finalize, options.layers_per_offload,
+                                                options.memory_limit, options.positions);
+        r.probe_bytes = probe_bytes_for(device.info(), o.probe_bytes);
         r.probe_reps = o.probe_reps;
         r.device_copy_gbs = measure_copy_gbs(device, r.probe_bytes, o.probe_reps);
         if (!plan.resident()) r.h2d_gbs = measure_h2d_gbs(device, r.probe_bytes, o.probe_reps);
 
-        DeviceForward model(device, ck, o.device);
+        DeviceForward model(device, ck, options);
         r.plan = model.plan();
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
@@ -188,7 +194,8 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         throw Error(device.info().name + ": " + describe(e));
     }
     r.achieved_gbs = static_cast<double>(r.traffic.total()) * r.decode_tok_s / 1e9;
-    r.roofline_pct = r.achieved_gbs / r.device_copy_gbs * 100;
+    r.roofline_pct = roofline_share(r.achieved_gbs, r.device_copy_gbs);
+    r.roofline_capped = r.achieved_gbs > r.device_copy_gbs;
     r.upload_gbs = r.uploaded_bytes_per_token * r.decode_tok_s / 1e9;
     return r;
 }

@@ -182,15 +182,19 @@ Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
 }
 
 // The forward pass the flags ask for: the OpenCL device (with --compare-cpu, in lockstep with the CPU
-// reference) or the CPU reference. Not movable: the model holds on to the device.
+// reference) or the CPU reference, sized for positions 0 .. positions - 1. Not movable: the model holds on
+// to the device.
 struct Backend {
-    Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault) : device(open_device(a)) {
+    Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions)
+        : device(open_device(a)) {
         if (!device) {
-            model = std::make_unique<ReferenceForward>(ck);
+            model = std::make_unique<ReferenceForward>(ck, positions);
             if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
             return;
         }
-        auto forward = std::make_unique<DeviceForward>(*device, ck, device_options(a.runtime, device->info()));
+        DeviceOptions options = device_options(a.runtime, device->info());
+        options.positions = positions;
+        auto forward = std::make_unique<DeviceForward>(*device, ck, options);
         on_device = forward.get();
         if (fault) {
             on_device->inject_fault(*fault);
@@ -242,7 +246,7 @@ int run_generate(const GenerateArgs& a) {
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
-    Backend backend(a, ck, fault);
+    Backend backend(a, ck, fault, steps);
     const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
     return backend.report(a, stats.positions);
@@ -274,7 +278,7 @@ int run_chat(const ChatArgs& a) {
     options.steps = effective_steps(a.run.steps, c.seq_len);
     options.seq_len = c.seq_len;
     options.vocab_size = c.vocab_size;
-    Backend backend(a.run, ck, fault);
+    Backend backend(a.run, ck, fault, options.steps);  // run.c's chat stops at -n positions in all
     const ChatStats stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
     return backend.report(a.run, stats.positions);
 }
@@ -336,7 +340,7 @@ int run_perplexity(const PerplexityArgs& a) {
     const std::vector<int> tokens = encode_text(tokenizer, read_text(a.text_file), c.vocab_size, "the text");
     if (tokens.size() < 2)
         throw Error(a.text_file + ": the text is empty; perplexity needs at least one token to score");
-    Backend backend(a.run, ck, fault);
+    Backend backend(a.run, ck, fault, windows.context);
     // A window at a time on a terminal, the line rewritten in place; nothing when stderr is a file.
     const bool terminal = isatty(fileno(stderr));
     const auto start = std::chrono::steady_clock::now();
@@ -400,6 +404,8 @@ int run_info(const std::string& path) {
     std::printf("weight bytes: %s\n", bytes_str(size.weight_bytes()).c_str());
     std::printf("bytes per layer: %s\n", bytes_str(size.layer_bytes()).c_str());
     std::printf("kv cache bytes (full context): %s\n", bytes_str(size.kv_cache_bytes).c_str());
+    // A run allocates the cache for the positions it can reach (-n), this much each.
+    std::printf("kv cache bytes per position: %s\n", bytes_str(ModelSize(within_positions(c, 1)).kv_cache_bytes).c_str());
     std::printf("cpu reference activation bytes: %s\n", bytes_str(size.reference_activation_bytes).c_str());
     return 0;
 }

@@ -248,6 +248,7 @@ std::vector<FoundDevice> enumerate_devices() {
                 info.global_mem_bytes = dev.getInfo<CL_DEVICE_GLOBAL_MEM_SIZE>();
                 info.max_alloc_bytes = dev.getInfo<CL_DEVICE_MAX_MEM_ALLOC_SIZE>();
                 info.local_mem_bytes = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+                info.global_cache_bytes = dev.getInfo<CL_DEVICE_GLOBAL_MEM_CACHE_SIZE>();
                 info.compute_units = dev.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
                 info.max_work_group_size = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
                 info.base_align_bytes = std::max<std::size_t>(4, dev.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / 8);

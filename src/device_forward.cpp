@@ -28,9 +28,10 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
     : device_(device),
       ck_(ck),
-      c_(ck.config()),
+      c_(within_positions(ck.config(), options.positions)),
       finalize_(options.finalize),
-      plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit)),
+      plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload,
+                          options.memory_limit, options.positions)),
       // The staged matrices are the checkpoint's floats.
       kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info()), WeightFormat{}),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),

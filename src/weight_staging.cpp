@@ -94,7 +94,7 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
                                                          " layers");
     }
 
-    const std::vector<float> rope = llamacl::rope_table(c.seq_len, c.head_size());
+    const std::vector<float> rope = llamacl::rope_table(plan.positions, c.head_size());
     rope_ = upload_once(device, rope.data(), rope.size(), "RoPE table");
     if (finalize == Finalize::device) {
         rms_final_ = upload_once(device, ck.rms_final(), c.dim, "final RMSNorm weights");

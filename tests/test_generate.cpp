@@ -99,6 +99,7 @@ TEST(Info, PrintsTheMemoryContract) {
           "parameters: " + std::to_string(size.total_params), "weight bytes: " + std::to_string(size.weight_bytes()),
           "bytes per layer: " + std::to_string(size.layer_bytes()),
         "kv cache bytes (full context): " + std::to_string(size.kv_cache_bytes),
+        "kv cache bytes per position: " + std::to_string(size.kv_cache_bytes / c.seq_len),
         "cpu reference activation bytes: " + std::to_string(size.reference_activation_bytes)};
     for (const std::string& expect : expected)
         EXPECT_NE(r.out.find(expect), std::string::npos) << expect << "\n" << r.out;

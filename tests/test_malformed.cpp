@@ -282,15 +282,48 @@ TEST(MalformedCheckpoint, PathsThatAreNotReadableFiles) {
 
 TEST(MalformedCheckpoint, AContextTooLargeForMemoryIsRefusedBeforeAllocating) {
     // A version 1 header's seq_len is not tied to the file's size: this 300 KB file asks for a KV cache
-    // of 2 x 4 layers x (2^31 - 1) positions x 64 floats, 4 TiB. Both backends must refuse with the
-    // numbers before allocating (the request is far beyond any allocator, so a backend that tries
-    // fails at once instead of touching memory).
+    // of 2 x 4 layers x (2^31 - 1) positions x 64 floats, 4 TiB, when -n 0 runs the whole context. Both
+    // backends must refuse with the numbers before allocating (the request is far beyond any allocator,
+    // so a backend that tries fails at once instead of touching memory).
     TempDir dir;
     const Config huge{64, 64, 4, 8, 8, 260, kInt32Max, true};
     const fs::path model = write_model(dir, huge, 1);
-    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " -n 4";
+    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " -n 0";
     expect_error(run(base + " --backend cpu", /*limit_memory=*/true), 1, {model.string(), "KV cache"}, "cpu");
     expect_error(run(base + " --backend opencl"), 1, {"KV cache", "MiB"}, "opencl");
+}
+
+TEST(BenchUnderALimit, TheProbeFitsTheAddressSpaceOrSaysWhatItNeeds) {
+#ifdef LLAMACL_UNDER_ASAN
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no address-space cap";
+#else
+    // A CPU device's probe buffers are this process's memory: the default fits itself to the limit.
+    const CommandResult fits = run_command("ulimit -v 2000000; timeout 60 " + bin() + " bench --synthetic tiny -n 2 --runs 1");
+    EXPECT_EQ(fits.exit_code, 0) << fits.err;
+    EXPECT_NE(fits.out.find("copy_f32 over"), std::string::npos) << fits.out;
+    // A size given that cannot fit is refused before anything is allocated.
+    expect_error(run_command("ulimit -v 2000000; timeout 60 " + bin() +
+                             " bench --synthetic tiny -n 2 --runs 1 --probe-mib 1024"),
+                 1, {"copy bandwidth probe needs 2 x 1024 MiB", "ulimit -v", "--probe-mib"}, "--probe-mib 1024");
+#endif
+}
+
+TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
+    // seq_len 4,000,000 in a 0.5 MB file: its whole context would need 7.8 GiB of KV cache, but -n 4
+    // reaches four positions, and both backends must run within the 1 GiB address-space cap.
+    TempDir dir;
+    const Config huge{64, 64, 4, 8, 8, 260, 4000000, true};
+    const fs::path model = write_model(dir, huge, 1);
+    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -n 4 -s 1 -v --backend ";
+    const CommandResult cpu = run(base + "cpu", /*limit_memory=*/true);
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+    const CommandResult device = run(base + "opencl", /*limit_memory=*/true);
+    ASSERT_EQ(device.exit_code, 0) << device.err;
+    EXPECT_EQ(device.out, cpu.out);
+    EXPECT_NE(device.err.find("KV cache 0.0 MiB (4 positions; the whole context of 4000000 would need 7812.5 MiB)"),
+              std::string::npos)
+        << device.err;
 }
 
 TEST(MalformedCheckpoint, TruncatedAtEveryByteIsRejectedNamingTheFile) {

@@ -16,17 +16,21 @@ enum class Finalize { cpu, device };
 
 struct CapacityPlan {
     std::uint64_t usable_bytes = 0;      // device memory we allow ourselves (a margin below the total)
-    std::uint64_t kv_cache_bytes = 0;    // keys and values for every layer and position
+    std::uint64_t kv_cache_bytes = 0;    // keys and values for every layer and position the run reaches
+    std::uint64_t context_kv_cache_bytes = 0;  // the same for the model's whole context (seq_len)
     std::uint64_t constant_bytes = 0;    // RoPE table, and with --finalize=device the classifier and final norm
     std::uint64_t working_bytes = 0;     // activations and scratch, rewritten every layer
     std::uint64_t layer_bytes = 0;       // one staging slot: all tensors of one layer
     int n_layers = 0;
+    int positions = 0;                   // the positions the run can reach (at most seq_len)
+    int seq_len = 0;                     // the model's context
     int layers_per_offload = 0;          // K: layers resident at once
 
     bool resident() const { return layers_per_offload == n_layers; }
     int chunks() const { return (n_layers + layers_per_offload - 1) / layers_per_offload; }
     std::uint64_t persistent_bytes() const { return kv_cache_bytes + constant_bytes; }
     std::uint64_t total_bytes() const { return persistent_bytes() + working_bytes + layer_bytes * layers_per_offload; }
+    std::string kv_cache() const;  // "KV cache X MiB", with the whole context's figure when that is more
     // One line for --verbose: the contract's terms and the chosen K.
     std::string describe() const;
 };
@@ -34,7 +38,8 @@ struct CapacityPlan {
 // Chooses K (requested_k == 0: the largest that fits, else validates requested_k). `memory_limit`
 // (0: none) caps the device memory considered, to rehearse small devices. Throws Error with the
 // numbers when even K = 1 cannot fit, or when one tensor exceeds the device's largest allocation.
+// Per-position terms count the `positions` the run can reach (0: seq_len; see within_positions).
 CapacityPlan plan_capacity(const Config& config, const DeviceInfo& device, Finalize finalize, int requested_k,
-                           std::uint64_t memory_limit = 0);
+                           std::uint64_t memory_limit = 0, int positions = 0);
 
 }  // namespace llamacl

@@ -28,6 +28,7 @@ struct DeviceInfo {
     std::string type;            // "GPU", "CPU", "ACCELERATOR" or "OTHER"
     bool is_cpu = false;
     std::uint64_t global_mem_bytes = 0, max_alloc_bytes = 0, local_mem_bytes = 0;
+    std::uint64_t global_cache_bytes = 0;  // CL_DEVICE_GLOBAL_MEM_CACHE_SIZE: the last-level cache, or 0
     std::uint32_t compute_units = 0;
     std::size_t max_work_group_size = 0;
     std::size_t base_align_bytes = 4;  // CL_DEVICE_MEM_BASE_ADDR_ALIGN: where a sub-buffer may start
