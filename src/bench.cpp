@@ -6,6 +6,7 @@
 #include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/progress.hpp"
 #include "llamacl/sampler.hpp"
 
 namespace llamacl {
@@ -68,10 +69,11 @@ std::vector<CommandProfile> summarize_profile(const std::vector<LaunchRecord>& l
 
 // The timed part: every run decodes the same `tokens` positions from the same token, so the runs do the
 // same work and their median is a fair tokens/s.
-void time_decode(DeviceForward& model, const BenchOptions& o, BenchResult& r) {
+void time_decode(DeviceForward& model, const BenchOptions& o, BenchResult& r, const ProgressLine& progress) {
     // Untimed: the context, then one token at the first timed position, which pays the first launch of
     // every kernel (PoCL compiles kernels for their work-group size then). The timed runs rewrite the KV
     // rows of their positions with the same values.
+    progress.update("bench: running the context (" + std::to_string(r.context) + " positions) and a first token");
     const int start = decode(model, kBos, 0, r.context);
     decode(model, start, r.context, 1);
 
@@ -83,6 +85,7 @@ void time_decode(DeviceForward& model, const BenchOptions& o, BenchResult& r) {
     const RuntimeCounters before = model.counters();
     double total_s = 0;
     for (int run = 0; run < o.runs; ++run) {
+        progress.update("bench: timed run " + std::to_string(run + 1) + " of " + std::to_string(o.runs));
         const auto t0 = std::chrono::steady_clock::now();
         decode(model, start, r.context, r.tokens);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -176,15 +179,18 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         const CapacityPlan plan = plan_capacity(c, device.info(), options.finalize, options.layers_per_offload,
                                                 options.memory_limit, options.positions);
         r.probe_bytes = probe_bytes_for(device.info(), o.probe_bytes);
+        const ProgressLine progress("bench: measuring the copy bandwidth (" + std::to_string(r.probe_bytes / kMiB) +
+                                    " MiB)");
         r.probe_reps = o.probe_reps;
         r.device_copy_gbs = measure_copy_gbs(device, r.probe_bytes, o.probe_reps);
         if (!plan.resident()) r.h2d_gbs = measure_h2d_gbs(device, r.probe_bytes, o.probe_reps);
 
+        progress.update("bench: loading the model onto " + device.info().name);
         DeviceForward model(device, ck, options);
         r.plan = model.plan();
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
-        time_decode(model, o, r);
+        time_decode(model, o, r, progress);
         // After the runs: the token kernel may have given up during them and left the rest per op.
         r.schedule = model.token_schedule() ? "token" : "per-op";
         r.token_groups = model.token_groups();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "llamacl/bandwidth_probes.hpp"
+#include "llamacl/progress.hpp"
 #include "llamacl/bench.hpp"
 #include "llamacl/bench_report.hpp"
 #include "llamacl/compare.hpp"
@@ -32,6 +33,7 @@ void check_bench_args(const BenchArgs& a) {
 
 Checkpoint load_model(const BenchArgs& a) {
     if (a.synthetic.empty()) return Checkpoint::open(a.checkpoint);
+    const ProgressLine progress("bench: writing the synthetic " + a.synthetic + " model");
     return Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
                                   "synthetic:" + a.synthetic);
 }

@@ -25,6 +25,7 @@
 #include "llamacl/error.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/perplexity.hpp"
+#include "llamacl/progress.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/runtime_args.hpp"
 #include "llamacl/sampler.hpp"
@@ -46,6 +47,7 @@ struct GenerateArgs {
     std::string backend = "auto";
     RuntimeArgs runtime;
     bool verbose = false;
+    bool quiet = false;
     bool compare_cpu = false;
     double tolerance = kDefaultTolerance;
 };
@@ -87,7 +89,8 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
 void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
-                    "exists, else cpu)")
+                    "exists, else cpu; where the only devices are CPUs, the CPU reference for models under 4 MiB "
+                    "of weights)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
     add_runtime_options(*cmd, a.runtime);
@@ -100,6 +103,9 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
                     "reference tensor's largest magnitude)")
         ->capture_default_str();
+    cmd->add_flag("-q,--quiet", a.quiet,
+                  "no status lines on stderr: neither --backend auto's choice nor progress while kernels compile "
+                  "and weights upload (shown only on a terminal)");
     cmd->add_flag("-v,--verbose", a.verbose,
                   "print the device, capacity plan and per-token counters on stderr (with --compare-cpu: the "
                   "boundary tables of the first token and of the first diverging token)");
@@ -129,11 +135,36 @@ void check_generate_args(const GenerateArgs& a) {
     }
 }
 
-// Opens the OpenCL device for --backend opencl/auto; nullopt when auto finds no OpenCL at all.
-std::optional<Device> open_device(const GenerateArgs& a) {
+// --backend auto where the only OpenCL devices are CPUs: the CPU reference below this many weight bytes,
+// where PoCL's cost per command outweighs its second thread (docs/benchmarks.md has the crossover).
+constexpr std::uint64_t kAutoReferenceWeightBytes = std::uint64_t{4} << 20;
+
+// Whether --backend auto leaves `device`, a CPU and the best device there is, for the CPU reference; says
+// which it chose on stderr unless -q.
+bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, const Checkpoint& ck) {
+    if (a.backend != "auto" || !device.is_cpu || !a.runtime.platform.empty() || !a.runtime.device.empty() ||
+        a.compare_cpu || a.runtime.shapes_the_runtime())
+        return false;
+    const std::uint64_t weights = ModelSize(ck.config()).weight_bytes();
+    const bool reference = weights < kAutoReferenceWeightBytes;
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1f MiB", static_cast<double>(weights) / (1 << 20));
+    if (!a.quiet)
+        report(std::string("--backend auto: ") +
+               (reference ? "the CPU reference (" + std::string(size) + " of weights run faster there than on " +
+                                device.name + "; --backend opencl to use it)"
+                          : "OpenCL on " + device.name + " (" + size + " of weights; --backend cpu for the reference)"));
+    return reference;
+}
+
+// Opens the OpenCL device for --backend opencl/auto; nullopt when auto finds no OpenCL at all, or chooses
+// the CPU reference for a small model on a machine whose devices are CPUs.
+std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck) {
     if (a.backend == "cpu") return std::nullopt;
     try {
-        return Device::open(a.runtime.platform, a.runtime.device);
+        Device device = Device::open(a.runtime.platform, a.runtime.device);
+        if (auto_prefers_reference(a, device.info(), ck)) return std::nullopt;
+        return device;
     } catch (const Error& e) {
         // auto falls back to the reference only when there is no OpenCL at all; a selector that
         // matches nothing is still the user's mistake.
@@ -186,7 +217,8 @@ Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
 // to the device.
 struct Backend {
     Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions)
-        : device(open_device(a)) {
+        : device(open_device(a, ck)) {
+        set_progress_quiet(a.quiet);
         if (!device) {
             model = std::make_unique<ReferenceForward>(ck, positions);
             if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
@@ -196,6 +228,19 @@ struct Backend {
         options.positions = positions;
         auto forward = std::make_unique<DeviceForward>(*device, ck, options);
         on_device = forward.get();
+        {
+            // PoCL generates each kernel's code at its first launch: an untimed pass at position 0, and one
+            // greedy step (which the run restarts and rewrites), keep that out of the printed tok/s, as
+            // run.c's timing skips its first pass.
+            const ProgressLine progress("preparing the kernels' first launch on " + device->info().name +
+                                        " (the driver caches them for the next run)");
+            forward->forward(1, 0);
+            if (GreedyDecoder* greedy = forward->greedy_decoder()) {  // and greedy decoding's own kernels
+                const int bos = 1;
+                greedy->start(0, std::span(&bos, 1), 1);
+                greedy->next(0);
+            }
+        }
         if (fault) {
             on_device->inject_fault(*fault);
             llamacl::report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +

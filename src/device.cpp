@@ -14,6 +14,7 @@
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/progress.hpp"
 
 namespace llamacl {
 
@@ -364,6 +365,7 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
                                               const std::string& standard) const {
     const std::string all_options = "-cl-std=" + standard + (options.empty() ? "" : " " + options);
     cl::Program program;
+    const ProgressLine progress("compiling kernels for " + info_.name + " (the driver caches them for the next run)");
     try {
         program = cl::Program(context_, source);
         program.build(device_, all_options.c_str());

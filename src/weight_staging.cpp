@@ -9,6 +9,7 @@
 #include "llamacl/error.hpp"
 #include "llamacl/host_memory.hpp"
 #include "llamacl/model_math.hpp"
+#include "llamacl/progress.hpp"
 
 namespace llamacl {
 
@@ -76,6 +77,8 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
     if (plan.resident()) {
         // Every layer has its own slot, parts of its tensors' stacks (which the token kernel takes whole),
         // filled when first acquired. Upload straight from the mapped file, once, before any token.
+        const ProgressLine progress("uploading " + std::to_string(plan.layer_bytes * c.n_layers >> 20) +
+                                    " MiB of layer weights to " + device.info().name);
         for (const TensorView& t : kLayerTensors) {
             stacks_.push_back(LayerStack::allocate(device, t.floats(c), c.n_layers, stacked, t.name, CL_MEM_READ_ONLY));
             for (int l = 0; l < c.n_layers; ++l) stacks_.back().write(device.queue(), l, ck.layer(l).*t.host);
