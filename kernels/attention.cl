@@ -36,12 +36,12 @@ inline float combined_output(__global const float* p, int i, int head_size, int 
         float batch_max = m;
 #pragma unroll
         for (int k = 0; k < COMBINE_BATCH; k++) batch_max = fmax(batch_max, mc[k]);
-        const float rescale = exp(m - batch_max);
+        const float rescale = model_exp(m - batch_max);
         total *= rescale;
         acc *= rescale;
 #pragma unroll
         for (int k = 0; k < COMBINE_BATCH; k++) {
-            const float e = exp(mc[k] - batch_max);
+            const float e = model_exp(mc[k] - batch_max);
             total += e * sc[k];
             acc += e * oc[k];
         }
@@ -166,7 +166,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     const float max_val = group_reduce(local_max, 1, scratch);
     float local_sum = 0.0f;
     for (int t = t0 + lid; t < t1; t += LOCAL) {
-        const float e = exp(SCORE(t) - max_val);
+        const float e = model_exp(SCORE(t) - max_val);
         SCORE(t) = e;
         local_sum += e;
     }

@@ -1,25 +1,37 @@
-// The CPU families' attention (attention.cl's kernel on SHAPE_EXACT and SHAPE_CPU): one work-item per head
-// `h`, the whole of positions 0..pos in one chunk, the scores in `att`.
-#if SHAPE_FAMILY != SHAPE_GPU
+// The CPU families' attention (attention.cl's kernel on SHAPE_EXACT and SHAPE_CPU, and prefill's
+// attention_rows on every family): one work-item per head `h`, the whole of positions 0..pos in one chunk,
+// the scores in `att`.
+#if SHAPE_FAMILY == SHAPE_GPU
+// A score's dot product by one work-item alone, in run.c's order (the GPU family's partial_dot is a lane's
+// share of a row).
+inline float key_dot(__global const float* k, __global const float* q, int n) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) sum += k[j] * q[j];
+    return sum;
+}
+#else
+#define key_dot(k, q, n) partial_dot_floats(k, q, n)  // the keys are floats whatever the weights are
+#endif
+
 UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const float* key_cache,
                                   __global const float* value_cache, __global float* att, __global float* out,
                                   int n_heads, int head_size, int kv_dim, int kv_mul, int seq_len, int pos) {
     const float scale = sqrt((float)head_size);
     // CPU shapes: one work-item per head running run.c's loops. Every output element sums its terms in
-    // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are partial_dot's,
-    // float16 steps on the "cpu" shape, and the weighted sum takes floatv's elements of the output at a time
-    // over the positions, in registers rather than through global memory.
-    // (The keys are floats: their dot product is partial_dot's while the weights are f32 too.)
+    // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are the rows'
+    // (key_dot), float16 steps on the "cpu" shape,
+    // and the weighted sum takes floatv's elements of the output at a time over the positions, in
+    // registers rather than through global memory.
     if (h >= n_heads) return;
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
-    for (int t = 0; t <= pos; t++) a[t] = partial_dot(key_cache + (size_t)t * kv_dim + kv_off, qh, head_size, 0) / scale;
+    for (int t = 0; t <= pos; t++) a[t] = key_dot(key_cache + (size_t)t * kv_dim + kv_off, qh, head_size) / scale;
     float max_val = a[0];
     for (int t = 1; t <= pos; t++) max_val = a[t] > max_val ? a[t] : max_val;
     float sum = 0.0f;
     for (int t = 0; t <= pos; t++) {
-        a[t] = exp(a[t] - max_val);
+        a[t] = model_exp(a[t] - max_val);
         sum += a[t];
     }
     for (int t = 0; t <= pos; t++) a[t] /= sum;
@@ -37,4 +49,3 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
         o[i] = acc;
     }
 }
-#endif

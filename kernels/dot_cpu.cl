@@ -28,19 +28,33 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     return rms_from_sum(ss, n);
 }
 
-// dot(w, in) over n elements (a row has one lane). The exact family's is run.c's matmul loop.
-inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
-    float sum = 0.0f;
+// The body of dot(a, in) over n elements, a's read by LOAD(a, j) (element j as a float) and LOADV(a, j)
+// (floatv elements from j): a weight row, or a key's floats. The exact family's is run.c's matmul loop.
 #if SHAPE_FAMILY == SHAPE_EXACT
-    for (int j = 0; j < n; j++) sum += WEIGHT(w, j) * in[j];
-#else
-    floatv acc = (floatv)(0.0f);
-    int j = 0;
-    for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) acc = mad(WEIGHTV(w, j), vloadv(in + j), acc);
-    sum = hsum(acc);
-    for (; j < n; j++) sum = mad(WEIGHT(w, j), in[j], sum);
-#endif
+#define DOT_BODY(LOAD, LOADV, a, in, n)                     \
+    float sum = 0.0f;                                       \
+    for (int j = 0; j < (n); j++) sum += LOAD(a, j) * (in)[j]; \
     return sum;
+#else
+#define DOT_BODY(LOAD, LOADV, a, in, n)                                                     \
+    floatv acc = (floatv)(0.0f);                                                            \
+    int j = 0;                                                                              \
+    for (; j + VECTOR_WIDTH <= (n); j += VECTOR_WIDTH) acc = mad(LOADV(a, j), vloadv((in) + j), acc); \
+    float sum = hsum(acc);                                                                  \
+    for (; j < (n); j++) sum = mad(LOAD(a, j), (in)[j], sum);                               \
+    return sum;
+#endif
+
+// dot(w, in) over n elements of a weight row (a row has one lane).
+inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
+    DOT_BODY(WEIGHT, WEIGHTV, w, in, n)
+}
+
+// The same dot product of n floats (attention's keys, whatever the weights' format).
+#define FLOAT_AT(a, j) ((a)[j])
+#define FLOATV_AT(a, j) vloadv((a) + (j))
+inline float partial_dot_floats(__global const float* a, __global const float* in, int n) {
+    DOT_BODY(FLOAT_AT, FLOATV_AT, a, in, n)
 }
 
 // As partial_dot, with the input normalized on the fly: in[j] = weight[j] * (ss * x[j]), the exact

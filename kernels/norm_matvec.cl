@@ -71,7 +71,7 @@ UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global 
         row_pair(WEIGHT_ROW(w1, row, dim), WEIGHT_ROW(w3, row, dim), x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
     if (!row_valid || lane != 0) return;
     float val = gate_up.x;
-    val *= (1.0f / (1.0f + exp(-val)));  // silu, as run.c writes it
+    val *= (1.0f / (1.0f + model_exp(-val)));  // silu, as run.c writes it
     val *= gate_up.y;
     hb[row] = val;
 }

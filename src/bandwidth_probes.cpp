@@ -91,6 +91,23 @@ double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps) {
     return 2.0 * static_cast<double>(bytes) / s / 1e9;  // every byte is read once and written once
 }
 
+double measure_fma_gflops(const Device& device, int reps) {
+    // Enough work-items for every compute unit many times over, each long enough that launching is noise.
+    constexpr int kChains = 8, kWidth = 16, kSteps = 4096;  // FMA_CHAINS, float16, steps
+    const std::size_t items = static_cast<std::size_t>(device.info().compute_units) * 1024;
+    cl::CommandQueue queue = profiling_queue(device);
+    cl::Buffer out = device.allocate(items * sizeof(float), "FMA throughput probe");
+    cl::Kernel fma(copy_program(device), "fma_f32");
+    fma.setArg(0, out);
+    fma.setArg(1, 0.999f);
+    fma.setArg(2, 0.001f);
+    fma.setArg(3, kSteps);
+    const double s = best_seconds(queue, reps, [&](cl::Event* event) {
+        queue.enqueueNDRangeKernel(fma, cl::NullRange, cl::NDRange(items), cl::NullRange, nullptr, event);
+    });
+    return 2.0 * kChains * kWidth * kSteps * static_cast<double>(items) / s / 1e9;
+}
+
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps) {
     bytes = probe_size(bytes);
     cl::CommandQueue queue = profiling_queue(device);

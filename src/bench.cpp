@@ -107,7 +107,44 @@ void time_decode(DeviceForward& model, const BenchOptions& o, BenchResult& r, co
     }
 }
 
+// A prompt of `n` tokens: BOS, then tokens spread over the vocabulary.
+std::vector<int> bench_prompt(int n, int vocab) {
+    std::vector<int> tokens = {kBos};
+    for (int i = 1; i < n; ++i) tokens.push_back(static_cast<int>((i * 7919LL + 13) % vocab));
+    return tokens;
+}
+
+// Every run prefills the same prompt from position 0, after one untimed run that pays the kernels' first launches.
+void time_prefill(DeviceForward& model, const BenchOptions& o, BenchResult& r, const ProgressLine& progress) {
+    const std::vector<int> prompt = bench_prompt(r.prompt, r.config.vocab_size);
+    progress.update("bench: a first prefill of the prompt (" + std::to_string(r.prompt) + " positions)");
+    model.prefill(prompt, 0);
+    std::vector<LaunchRecord> log;
+    if (o.profile) model.record_launches(&log);
+    double total_s = 0;
+    for (int run = 0; run < o.runs; ++run) {
+        progress.update("bench: timed prefill " + std::to_string(run + 1) + " of " + std::to_string(o.runs));
+        const auto t0 = std::chrono::steady_clock::now();
+        model.prefill(prompt, 0);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        total_s += s;
+        r.run_prompt_tok_s.push_back(r.prompt / s);
+    }
+    model.record_launches(nullptr);
+    r.prompt_tok_s = median(r.run_prompt_tok_s);
+    r.prompt_gflops = prefill_flops(r.config, r.prompt) * r.prompt_tok_s / r.prompt / 1e9;
+    r.prompt_fma_pct = r.prompt_gflops / r.device_fma_gflops * 100;
+    if (o.profile) {
+        const double timed = static_cast<double>(o.runs) * r.prompt;
+        r.prompt_profiled_ms_per_token = total_s * 1e3 / timed;
+        r.prompt_profile = summarize_profile(log, r, timed, r.prompt_profiled_ms_per_token);
+    }
+}
+
 void check_options(const BenchOptions& o, const Config& c) {
+    if (o.prompt < 0 || o.prompt > c.seq_len)
+        throw usage_error("--prompt: positions must be between 0 (none) and the model's seq_len (" + std::to_string(c.seq_len) +
+                          "), got " + std::to_string(o.prompt));
     if (o.tokens < 1 || o.tokens > c.seq_len)
         throw usage_error("-n: tokens must be between 1 and the model's seq_len (" + std::to_string(c.seq_len) +
                           "), got " + std::to_string(o.tokens));
@@ -122,12 +159,19 @@ bool queue_profiles(const Device& device) {
 
 }  // namespace
 
+double prefill_flops(const Config& c, int prompt) {
+    const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim, n = prompt;
+    const double layer_params = 2 * dim * dim + 2 * dim * kv + 3 * dim * hidden;  // wq, wo; wk, wv; w1, w2, w3
+    const double attention = 4 * dim * n * (n + 1) / 2;                          // positions 0..p for each p
+    return c.n_layers * (2 * layer_params * n + attention) + 2.0 * c.vocab_size * dim;
+}
+
 TokenTraffic token_traffic(const Config& c, Finalize finalize, int first_pos, int tokens) {
     const ModelSize size(c);
     TokenTraffic t;
     t.layer_weight_bytes = size.layer_bytes() * static_cast<std::uint64_t>(c.n_layers);
     // The device's classifier is vocab x dim whether it is the embedding table (shared) or its own matrix.
-    if (finalize == Finalize::device) t.classifier_bytes = (size.embedding_params + c.dim) * sizeof(float);
+    if (finalize == Finalize::device) t.classifier_bytes = size.embedding_bytes() + c.dim * sizeof(float);
     t.kv_read_bytes = kv_read_bytes(c, first_pos, tokens);
     return t;
 }
@@ -135,11 +179,12 @@ TokenTraffic token_traffic(const Config& c, Finalize finalize, int first_pos, in
 std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, Finalize finalize, int first_pos,
                                       int tokens) {
     const std::uint64_t f = sizeof(float), layers = c.n_layers, dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
-    if (name == "attn_qkv_rope") return layers * (dim + dim * dim + 2 * kv * dim) * f;  // rms_att, wq, wk, wv
+    const WeightFormat& w = c.weight_format;  // the matrices' (the norms' weights are floats)
+    if (name == "attn_qkv_rope") return layers * (dim * f + w.bytes(dim * dim + 2 * kv * dim));  // rms_att, wq, wk, wv
     if (name == "attention") return kv_read_bytes(c, first_pos, tokens);
-    if (name == "matvec_residual(wo)") return layers * dim * dim * f;
-    if (name == "ffn_gate_up") return layers * (dim + 2 * hidden * dim) * f;  // rms_ffn, w1, w3
-    if (name == "matvec_residual(w2)") return layers * hidden * dim * f;
+    if (name == "matvec_residual(wo)") return layers * w.bytes(dim * dim);
+    if (name == "ffn_gate_up") return layers * (dim * f + w.bytes(2 * hidden * dim));  // rms_ffn, w1, w3
+    if (name == "matvec_residual(w2)") return layers * w.bytes(hidden * dim);
     // The final norm's weights are counted with the classifier, which reads them when it normalizes itself.
     if (name == "rmsnorm(final)") return 0;
     if (name == "classifier") return token_traffic(c, finalize, first_pos, tokens).classifier_bytes;
@@ -172,24 +217,34 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
     r.context = std::min(o.context, c.seq_len - o.tokens);  // the last timed token is at most seq_len - 1
     r.traffic = token_traffic(c, r.finalize, r.context, r.tokens);
     DeviceOptions options = o.device;
-    options.positions = r.context + r.tokens;  // the KV cache holds what the runs reach
+    // The KV cache holds what the runs reach: the prompt's positions, the context and the timed tokens.
+    options.positions = std::max(o.prompt, r.context + r.tokens);
     try {
         // The probes run and free their buffers before the model is loaded, so they never compete with
         // the weights for device memory; the plan says beforehand whether weights will stream.
-        const CapacityPlan plan = plan_capacity(c, device.info(), options.finalize, options.layers_per_offload,
-                                                options.memory_limit, options.positions);
+        const CapacityPlan plan = plan_capacity(
+            c, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
+            prefill_batch_for(options.shape ? *options.shape : choose_launch_shape(device.info()),
+                              within_positions(c, options.positions)),
+            options.positions);
         r.probe_bytes = probe_bytes_for(device.info(), o.probe_bytes);
         const ProgressLine progress("bench: measuring the copy bandwidth (" + std::to_string(r.probe_bytes / kMiB) +
                                     " MiB)");
         r.probe_reps = o.probe_reps;
         r.device_copy_gbs = measure_copy_gbs(device, r.probe_bytes, o.probe_reps);
         if (!plan.resident()) r.h2d_gbs = measure_h2d_gbs(device, r.probe_bytes, o.probe_reps);
+        r.prompt = o.prompt;
+        if (r.prompt > 0) {
+            progress.update("bench: measuring the FMA throughput");
+            r.device_fma_gflops = measure_fma_gflops(device, o.probe_reps);
+        }
 
         progress.update("bench: loading the model onto " + device.info().name);
         DeviceForward model(device, ck, options);
         r.plan = model.plan();
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
+        if (r.prompt > 0) time_prefill(model, o, r, progress);
         time_decode(model, o, r, progress);
         // After the runs: the token kernel may have given up during them and left the rest per op.
         r.schedule = model.token_schedule() ? "token" : "per-op";

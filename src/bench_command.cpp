@@ -10,6 +10,7 @@
 #include "llamacl/bench_report.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/synthetic.hpp"
 
 namespace llamacl {
@@ -32,10 +33,11 @@ void check_bench_args(const BenchArgs& a) {
 }
 
 Checkpoint load_model(const BenchArgs& a) {
-    if (a.synthetic.empty()) return Checkpoint::open(a.checkpoint);
+    if (a.synthetic.empty()) return with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
     const ProgressLine progress("bench: writing the synthetic " + a.synthetic + " model");
-    return Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
-                                  "synthetic:" + a.synthetic);
+    return with_weights(Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
+                                               "synthetic:" + a.synthetic),
+                        weights_format(a.weights));
 }
 
 std::string g_text(double v) {  // as printf's %g
@@ -60,9 +62,15 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
                     "times the last positions of the context)")
         ->transform(decimal_int())
         ->capture_default_str();
+    cmd->add_option("--prompt", a.prompt,
+                    "also time a prefill of this many prompt positions from position 0 (tokens/s, flops, and the "
+                    "share of the device's measured FMA throughput)")
+        ->transform(decimal_int())
+        ->capture_default_str();
     cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")
         ->transform(decimal_int())
         ->capture_default_str();
+    add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--probe-mib", a.probe_mib,
                     "bandwidth probe buffer size in MiB (default: 8 x the device's last-level cache, 64 to 1024, within "
@@ -78,6 +86,7 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     fault_from_environment(ck.config());  // bench injects nothing, but a malformed value is still an error
     Device device = Device::open(a.runtime.platform, a.runtime.device, a.profile);
     BenchOptions o;
+    o.prompt = a.prompt;
     o.tokens = a.tokens;
     o.context = a.context;
     o.runs = a.runs;

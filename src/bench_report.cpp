@@ -30,19 +30,21 @@ std::string plan_text(const CapacityPlan& p, bool host_mirror) {
            (host_mirror ? "a pinned mirror of the layers" : "one pinned buffer refilled per chunk") + ")";
 }
 
-std::string profile_table(const BenchResult& r) {
-    std::string t = format("\nper command (OpenCL event timestamps, mean over %d timed tokens; %.3f ms wall per token):\n",
-                           static_cast<int>(r.run_tok_s.size()) * r.tokens, r.profiled_ms_per_token);
+// `what` names the timed tokens ("timed tokens", "prefilled prompt positions").
+std::string profile_table(const BenchResult& r, const std::vector<CommandProfile>& rows, int tokens,
+                          double wall_ms_per_token, const char* what) {
+    std::string t = format("\nper command (OpenCL event timestamps, mean over %d %s; %.3f ms wall per token):\n",
+                           tokens, what, wall_ms_per_token);
     t += format("  %-22s %9s %12s %8s %12s %9s\n", "command", "per token", "ms/token", "share", "MB/token", "GB/s");
     double device_ms = 0;
-    for (const CommandProfile& p : r.profile) {
+    for (const CommandProfile& p : rows) {
         t += format("  %-22s %9.2f %12.4f %7.1f%% %12.3f %9.2f\n", p.name.c_str(), p.count_per_token, p.ms_per_token,
                     p.share_pct, mb(p.bytes_per_token), p.gbs);
         device_ms += p.ms_per_token;
     }
-    const double other = r.profiled_ms_per_token - device_ms;
+    const double other = wall_ms_per_token - device_ms;
     t += format("  %-22s %9s %12.4f %7.1f%%   (host work, launch gaps%s)\n", "not in a command", "", other,
-                other / r.profiled_ms_per_token * 100, r.plan.resident() ? "" : ", streamed weight uploads");
+                other / wall_ms_per_token * 100, r.plan.resident() ? "" : ", streamed weight uploads");
     return t;
 }
 
@@ -57,7 +59,9 @@ Json json_config(const Config& c) {
             {"n_kv_heads", c.n_kv_heads},
             {"vocab_size", c.vocab_size},
             {"seq_len", c.seq_len},
-            {"shared_classifier", c.shared_classifier}};
+            {"shared_classifier", c.shared_classifier},
+            {"weights", element_name(c.weight_format.type)},
+            {"group_size", c.weight_format.group_size}};
 }
 
 Json json_profile(const std::vector<CommandProfile>& rows) {
@@ -81,8 +85,8 @@ std::string format_bench_text(const BenchResult& r) {
     t += "device:      " + r.device.name + " (" + r.device.platform_name + ", " + r.device.type + ", driver " +
          r.device.driver_version + ")\n";
     t += "model:       " + r.model +
-         format(": dim %d, hidden %d, %d layers, %d/%d heads, vocab %d, seq_len %d\n", c.dim, c.hidden_dim,
-                c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
+         format(": dim %d, hidden %d, %d layers, %d/%d heads, vocab %d, seq_len %d, %s weights\n", c.dim, c.hidden_dim,
+                c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, c.weight_format.describe().c_str());
     t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
     t += "schedule:    " + describe_schedule(r.token_groups, r.per_op_reason) +
@@ -108,7 +112,23 @@ std::string format_bench_text(const BenchResult& r) {
                     mb(r.uploaded_bytes_per_token), r.upload_gbs, r.upload_gbs / *r.h2d_gbs * 100);
     }
     t += format("per token:   %.2f enqueues, %.2f host waits\n", r.enqueues_per_token, r.waits_per_token);
-    if (r.profiled) t += profile_table(r);
+    if (r.prompt > 0) {
+        std::string prompt_runs;
+        for (double v : r.run_prompt_tok_s) prompt_runs += format(" %.2f", v);
+        t += format("prefill:     %.2f tok/s (%.3f ms for %d positions), median of %d runs; runs:%s\n", r.prompt_tok_s,
+                    r.prompt / r.prompt_tok_s * 1e3, r.prompt, static_cast<int>(r.run_prompt_tok_s.size()),
+                    prompt_runs.c_str());
+        t += format("flops:       %.3f GFLOP per prompt; achieved %.2f GFLOP/s = %.1f%% of the FMA throughput "
+                    "(%.2f GFLOP/s, fma_f32)\n",
+                    prefill_flops(r.config, r.prompt) / 1e9, r.prompt_gflops, r.prompt_fma_pct, r.device_fma_gflops);
+    }
+    if (r.profiled) {
+        t += profile_table(r, r.profile, static_cast<int>(r.run_tok_s.size()) * r.tokens, r.profiled_ms_per_token,
+                           "timed tokens");
+        if (r.prompt > 0)
+            t += profile_table(r, r.prompt_profile, static_cast<int>(r.run_prompt_tok_s.size()) * r.prompt,
+                               r.prompt_profiled_ms_per_token, "prefilled prompt positions");
+    }
     return t;
 }
 
@@ -154,10 +174,23 @@ std::string format_bench_json(const BenchResult& r) {
     j["upload_gbs"] = r.upload_gbs;
     j["enqueues_per_token"] = r.enqueues_per_token;
     j["waits_per_token"] = r.waits_per_token;
+    j["prompt"] = r.prompt;
+    if (r.prompt > 0) {
+        j["run_prompt_tok_s"] = r.run_prompt_tok_s;
+        j["prompt_tok_s"] = r.prompt_tok_s;
+        j["prompt_flops"] = prefill_flops(r.config, r.prompt);
+        j["device_fma_gflops"] = r.device_fma_gflops;
+        j["prompt_gflops"] = r.prompt_gflops;
+        j["prompt_fma_pct"] = r.prompt_fma_pct;
+    }
     j["profiled"] = r.profiled;
     if (r.profiled) {
         j["profiled_ms_per_token"] = r.profiled_ms_per_token;
         j["profile"] = json_profile(r.profile);
+        if (r.prompt > 0) {
+            j["prompt_profiled_ms_per_token"] = r.prompt_profiled_ms_per_token;
+            j["prompt_profile"] = json_profile(r.prompt_profile);
+        }
     }
     // One line; text that is not UTF-8 (a driver's device name, say) is replaced, not a reason to fail.
     return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";

@@ -37,8 +37,26 @@ std::string CapacityPlan::describe() const {
                              " chunks per token");
 }
 
+namespace {
+
+// The largest batch, halving from `most`, whose working bytes fit beside the plan's K layers.
+template <typename WorkingBytes>
+CapacityPlan with_prefill_batch(CapacityPlan p, int most, const WorkingBytes& working_bytes) {
+    for (int b = most; b > 1; b /= 2) {
+        const std::uint64_t working = working_bytes(b);
+        if (p.persistent_bytes() + working + p.layer_bytes * p.layers_per_offload <= p.usable_bytes) {
+            p.prefill_batch = b;
+            p.working_bytes = working;
+            break;
+        }
+    }
+    return p;
+}
+
+}  // namespace
+
 CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finalize finalize, int requested_k,
-                           std::uint64_t memory_limit, int positions) {
+                           std::uint64_t memory_limit, int max_prefill_batch, int positions) {
     const Config c = within_positions(model, positions);
     const ModelSize size(c);
     const std::uint64_t f = sizeof(float);
@@ -53,14 +71,18 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     p.kv_cache_bytes = size.kv_cache_bytes;
     p.context_kv_cache_bytes = ModelSize(model).kv_cache_bytes;
     p.constant_bytes = static_cast<std::uint64_t>(c.seq_len) * c.head_size() * f;  // RoPE cos/sin table
-    if (finalize == Finalize::device) p.constant_bytes += (size.embedding_params + c.dim) * f;
+    if (finalize == Finalize::device) p.constant_bytes += size.embedding_bytes() + c.dim * f;
     // WorkingBuffers as the kernels this device may build size them: attention split into the most
     // chunks any device uses, its scores counted in memory though kernels built with device fences keep
     // them in local memory (the plan precedes the build); then the token kernel's chunk length per
     // position (int, seq_len), counted whether or not it runs.
-    const WorkingBuffers::Sizes work(c, max_attention_chunks(c),
-                                     kMinGroupsPerComputeUnit * static_cast<int>(device.compute_units), true);
-    p.working_bytes = work.total() + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int);
+    const auto working_bytes = [&](int prefill_batch) {
+        const WorkingBuffers::Sizes work(c, max_attention_chunks(c),
+                                         kMinGroupsPerComputeUnit * static_cast<int>(device.compute_units), true,
+                                         prefill_batch);
+        return work.total() + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int);
+    };
+    p.working_bytes = working_bytes(1);
     p.layer_bytes = size.layer_bytes();
 
     const std::uint64_t largest_tensor = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.hidden_dim) * c.dim,
@@ -86,7 +108,7 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
             throw Error("--layers-per-offload " + std::to_string(requested_k) + " does not fit: " + numbers() +
                         (fits >= 1 ? "; use --layers-per-offload " + std::to_string(fits) + " or less" : ""));
         p.layers_per_offload = requested_k;
-        return p;
+        return with_prefill_batch(p, max_prefill_batch, working_bytes);
     }
     if (fits < 1)
         throw Error("model does not fit on the device even one layer at a time: " + numbers() +
@@ -94,7 +116,7 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
                                                   : ";") +
                     " run generate with --backend cpu");
     p.layers_per_offload = fits;
-    return p;
+    return with_prefill_batch(p, max_prefill_batch, working_bytes);
 }
 
 }  // namespace llamacl

@@ -8,10 +8,12 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 
 #include "llamacl/error.hpp"
 #include "llamacl/mapped_file.hpp"
+#include "llamacl/model_math.hpp"
 
 namespace llamacl {
 
@@ -61,16 +63,22 @@ TensorCounts tensor_counts(const Config& c) {
     return t;
 }
 
-std::uint64_t expected_file_bytes(const Config& c, int version, bool& overflow) {
+// What `elements` weights of `format` occupy, with overflow checks (WeightFormat::bytes has none).
+std::uint64_t stored_bytes(const WeightFormat& format, std::uint64_t elements, bool& overflow) {
+    if (format.type != ElementType::q8_0) return mul(elements, format.bytes(1), overflow);
+    return add(elements, mul(elements / static_cast<std::uint64_t>(format.group_size), sizeof(float), overflow), overflow);
+}
+
+// The tensors' bytes after the header: fp32 norms (and v0's RoPE tables), the rest in the weight format.
+std::uint64_t tensor_bytes(const Config& c, bool legacy, bool& overflow) {
     const TensorCounts t = tensor_counts(c);
     overflow = t.overflow;
-    std::uint64_t floats = 0;
-    for (std::uint64_t n : {t.rms_att, t.wq, t.wk, t.wv, t.wo, t.rms_ffn, t.w1, t.w2, t.w3, t.rms_final,
-                            t.embedding, t.classifier})
-        floats = add(floats, n, overflow);
-    if (version == 0) floats = add(floats, t.freq_cis, overflow);
-    const std::uint64_t header = version == 0 ? kV0HeaderBytes : kV1HeaderBytes;
-    return add(header, mul(floats, sizeof(float), overflow), overflow);
+    std::uint64_t norms = 0, matrices = 0;
+    for (std::uint64_t n : {t.rms_att, t.rms_ffn, t.rms_final}) norms = add(norms, n, overflow);
+    if (legacy) norms = add(norms, t.freq_cis, overflow);
+    for (std::uint64_t n : {t.wq, t.wk, t.wv, t.wo, t.w1, t.w2, t.w3, t.embedding, t.classifier})
+        matrices = add(matrices, n, overflow);
+    return add(mul(norms, sizeof(float), overflow), stored_bytes(c.weight_format, matrices, overflow), overflow);
 }
 
 // The byte counts ModelSize derives for the device plan and the CPU reference (KV cache, working
@@ -146,6 +154,22 @@ Config parse_config(const std::string& path, const std::int32_t h[7], bool legac
     return c;
 }
 
+// Version 2's group size: export.py checks only that it divides dim, and runq.c silently drops the tail
+// of every row whose length it does not divide (the rows of w2 are hidden_dim long).
+void check_group_size(const std::string& path, const Config& c) {
+    const int gs = c.weight_format.group_size;
+    const auto bad = [&](const std::string& why) {
+        return Error(path + ": not a valid llama2.c checkpoint: version 2's group size " + std::to_string(gs) + " " +
+                     why + " (header: " + describe(c) + ")");
+    };
+    if (gs <= 0) throw bad("must be positive");
+    if (c.dim % gs != 0) throw bad("does not divide dim");
+    if (c.hidden_dim % gs != 0)
+        throw bad("does not divide hidden_dim, so runq.c would drop the last " + std::to_string(c.hidden_dim % gs) +
+                  " weights of every w2 row; quantize the fp32 model again with a group size that divides both "
+                  "(llama-cl quantize)");
+}
+
 }  // namespace
 
 Config within_positions(const Config& c, int positions) {
@@ -167,11 +191,16 @@ ModelSize::ModelSize(const Config& c) {
     const std::uint64_t floats = 4ull * c.dim + 2ull * c.kv_dim() + 2ull * c.hidden_dim +
                                  static_cast<std::uint64_t>(c.n_heads) * c.seq_len + c.vocab_size;
     reference_activation_bytes = floats * sizeof(float);
+    const WeightFormat& format = c.weight_format;
+    layer_bytes_ = (t.rms_att + t.rms_ffn) / L * sizeof(float) + format.bytes((t.wq + t.wk + t.wv + t.wo + t.w1 + t.w2 + t.w3) / L);
+    weight_bytes_ = layer_bytes_ * L + t.rms_final * sizeof(float) + format.bytes(t.embedding + t.classifier);
+    embedding_bytes_ = format.bytes(t.embedding);
 }
 
 struct Checkpoint::Storage {
     std::optional<MappedFile> file;  // the mapped file, or
     std::vector<std::byte> image;    // an in-memory file image
+    std::vector<float> token_embedding;  // the embedding table in fp32 when stored in another format
     const std::byte* data() const { return file ? file->data() : image.data(); }
     std::uint64_t size() const { return file ? file->size() : image.size(); }
 };
@@ -214,6 +243,21 @@ Checkpoint Checkpoint::from_image(std::vector<std::byte> image, const std::strin
     return ck;
 }
 
+Checkpoint Checkpoint::from_tensors(const Config& config, std::vector<std::byte> tensors, const std::string& name,
+                                    int version) {
+    Checkpoint ck;
+    ck.storage_ = std::make_shared<Storage>();
+    ck.storage_->image = std::move(tensors);
+    ck.path_ = name;
+    ck.config_ = config;
+    ck.version_ = version;
+    bool overflow = false;
+    if (tensor_bytes(config, false, overflow) != ck.storage_->image.size() || overflow)
+        throw std::logic_error("Checkpoint::from_tensors: the tensors do not match the config");
+    ck.map_weights(ck.storage_->data(), false);
+    return ck;
+}
+
 void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
     const std::string& path = path_;
     if (size < kV0HeaderBytes)
@@ -230,15 +274,13 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
                 throw Error(path + ": truncated checkpoint: the versioned header needs 256 bytes, the file has " +
                             std::to_string(size));
             std::memcpy(&version, base + 4, sizeof version);
-            if (version == 2)
-                throw Error(path + ": llama2.c version 2 (int8 quantized) checkpoints are not supported yet; "
-                            "export fp32 weights (version 0 or 1)");
-            if (version != 1)
+            if (version != 1 && version != 2)
                 throw Error(path + ": unknown llama2.c checkpoint version " + std::to_string(version) +
-                            " in its ak42 header (supported: version 1 there, or the legacy format without a header)");
+                            " in its ak42 header (supported: versions 1 and 2 there, or the legacy format without a "
+                            "header)");
             std::memcpy(header, base + 8, sizeof header);
             legacy = false;
-            version_ = 1;
+            version_ = version;
         } else {
             std::memcpy(header, base, sizeof header);
             version_ = 0;
@@ -251,9 +293,17 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
                             std::to_string(shared) + ", expected 0 or 1");
             config_.shared_classifier = shared == 1;
         }
+        if (version_ == 2) {
+            // The group size follows the flag byte, unaligned (export.py packs the header).
+            std::int32_t group_size = 0;
+            std::memcpy(&group_size, base + 8 + sizeof header + 1, sizeof group_size);
+            config_.weight_format = {ElementType::q8_0, group_size};
+            check_group_size(path, config_);
+        }
 
         bool overflow = false;
-        const std::uint64_t expected = expected_file_bytes(config_, version_, overflow);
+        const std::uint64_t expected =
+            add(legacy ? kV0HeaderBytes : kV1HeaderBytes, tensor_bytes(config_, legacy, overflow), overflow);
         if (overflow || memory_sizes_overflow(config_))
             throw Error(path + ": not a valid llama2.c checkpoint: the header's dimensions overflow 64-bit sizes (" +
                         describe(config_) + ")");
@@ -267,60 +317,71 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
         // ever be mistaken for one.
         if (const std::string what = foreign_format(base, size); !what.empty())
             throw Error(path + ": this is " + what + ", not a llama2.c checkpoint; export the model with "
-                        "llama2.c's export.py (version 0 or 1)");
+                        "llama2.c's export.py");
         throw;
     }
-
-    // Tensors are laid out back to back; walk them in file order.
-    const TensorCounts t = tensor_counts(config_);
-    const float* p = reinterpret_cast<const float*>(base + (legacy ? kV0HeaderBytes : kV1HeaderBytes));
-    const auto take = [&p](std::uint64_t n) {
-        const float* tensor = p;
-        p += n;
-        return tensor;
-    };
-    if (legacy) {
-        token_embedding_ = take(t.embedding);
-        rms_att_ = take(t.rms_att);
-        wq_ = take(t.wq);
-        wk_ = take(t.wk);
-        wv_ = take(t.wv);
-        wo_ = take(t.wo);
-        rms_ffn_ = take(t.rms_ffn);
-        w1_ = take(t.w1);
-        w2_ = take(t.w2);
-        w3_ = take(t.w3);
-        rms_final_ = take(t.rms_final);
-        take(t.freq_cis);  // real and imaginary halves: seq_len x head_size/2 each
-    } else {
-        rms_att_ = take(t.rms_att);
-        rms_ffn_ = take(t.rms_ffn);
-        rms_final_ = take(t.rms_final);
-        token_embedding_ = take(t.embedding);
-        wq_ = take(t.wq);
-        wk_ = take(t.wk);
-        wv_ = take(t.wv);
-        wo_ = take(t.wo);
-        w1_ = take(t.w1);
-        w2_ = take(t.w2);
-        w3_ = take(t.w3);
-    }
-    classifier_ = config_.shared_classifier ? token_embedding_ : take(t.classifier);
+    map_weights(base + (legacy ? kV0HeaderBytes : kV1HeaderBytes), legacy);
 }
 
-LayerWeights Checkpoint::layer(int l) const {
-    const std::size_t dim = config_.dim, hidden = config_.hidden_dim, kv = config_.kv_dim(), i = l;
-    return {
-        rms_att_ + i * dim,
-        wq_ + i * dim * dim,
-        wk_ + i * kv * dim,
-        wv_ + i * kv * dim,
-        wo_ + i * dim * dim,
-        rms_ffn_ + i * dim,
-        w1_ + i * hidden * dim,
-        w2_ + i * dim * hidden,
-        w3_ + i * hidden * dim,
+void Checkpoint::map_weights(const std::byte* p, bool legacy) {
+    const Config& c = config_;
+    const WeightFormat norm{}, matrix = c.weight_format;
+    const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
+    // Tensors are laid out back to back; walk them in file order. A Q8_0 tensor is its int8 values, then
+    // one fp32 scale per group.
+    const auto take = [&](const WeightFormat& t, std::uint64_t n) {
+        WeightTensor w{t, p, nullptr};
+        if (t.type != ElementType::q8_0) {
+            p += t.bytes(n);
+            return w;
+        }
+        p += n;
+        if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) != 0)
+            throw Error(path_ + ": a tensor of " + std::to_string(n) +
+                        " int8 values leaves its scales unaligned, which llama-cl cannot map (a group size of 4 or "
+                        "more avoids it: llama-cl quantize --group-size N)");
+        w.scales = reinterpret_cast<const float*>(p);
+        p += n / static_cast<std::uint64_t>(t.group_size) * sizeof(float);
+        return w;
     };
+    layers_.assign(static_cast<std::size_t>(c.n_layers), {});
+    const auto each_layer = [&](WeightTensor LayerWeights::*tensor, const WeightFormat& t, std::uint64_t n) {
+        for (LayerWeights& w : layers_) w.*tensor = take(t, n);
+    };
+    if (legacy) {
+        embedding_ = take(matrix, vocab * dim);
+        each_layer(&LayerWeights::rms_att, norm, dim);
+        each_layer(&LayerWeights::wq, matrix, dim * dim);
+        each_layer(&LayerWeights::wk, matrix, kv * dim);
+        each_layer(&LayerWeights::wv, matrix, kv * dim);
+        each_layer(&LayerWeights::wo, matrix, dim * dim);
+        each_layer(&LayerWeights::rms_ffn, norm, dim);
+        each_layer(&LayerWeights::w1, matrix, hidden * dim);
+        each_layer(&LayerWeights::w2, matrix, dim * hidden);
+        each_layer(&LayerWeights::w3, matrix, hidden * dim);
+        rms_final_ = take(norm, dim).f32();
+        take(norm, tensor_counts(c).freq_cis);  // RoPE's real and imaginary halves: seq_len x head_size/2 each
+    } else {
+        each_layer(&LayerWeights::rms_att, norm, dim);
+        each_layer(&LayerWeights::rms_ffn, norm, dim);
+        rms_final_ = take(norm, dim).f32();
+        embedding_ = take(matrix, vocab * dim);
+        each_layer(&LayerWeights::wq, matrix, dim * dim);
+        each_layer(&LayerWeights::wk, matrix, kv * dim);
+        each_layer(&LayerWeights::wv, matrix, kv * dim);
+        each_layer(&LayerWeights::wo, matrix, dim * dim);
+        each_layer(&LayerWeights::w1, matrix, hidden * dim);
+        each_layer(&LayerWeights::w2, matrix, dim * hidden);
+        each_layer(&LayerWeights::w3, matrix, hidden * dim);
+    }
+    classifier_ = c.shared_classifier ? embedding_ : take(matrix, vocab * dim);
+    if (matrix.type == ElementType::f32) {
+        token_embedding_ = embedding_.f32();
+    } else {
+        storage_->token_embedding.resize(vocab * dim);
+        dequantize(storage_->token_embedding.data(), embedding_, vocab * dim);
+        token_embedding_ = storage_->token_embedding.data();
+    }
 }
 
 }  // namespace llamacl

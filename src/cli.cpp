@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <ctime>
 #include <functional>
 #include <limits>
@@ -23,6 +24,7 @@
 #include "llamacl/device.hpp"
 #include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/perplexity.hpp"
 #include "llamacl/progress.hpp"
@@ -45,6 +47,7 @@ struct GenerateArgs {
     int steps = 256;
     std::string prompt;
     std::string backend = "auto";
+    std::string weights;  // empty: the file's own format
     RuntimeArgs runtime;
     bool verbose = false;
     bool quiet = false;
@@ -54,7 +57,7 @@ struct GenerateArgs {
 
 // The checkpoint and -z, which every command that runs the model takes first.
 void add_model_options(CLI::App* cmd, GenerateArgs& a) {
-    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0 or 1)")->required();
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0, 1 or 2)")->required();
     cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")->capture_default_str();
 }
 
@@ -93,6 +96,7 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                     "of weights)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
+    add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
     cmd->add_flag("--compare-cpu", a.compare_cpu,
                   "run the CPU reference in lockstep and compare every device boundary with it; the last stderr "
@@ -101,7 +105,7 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                   "device result on purpose");
     cmd->add_option("--tolerance", a.tolerance,
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
-                    "reference tensor's largest magnitude)")
+                    "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact)")
         ->capture_default_str();
     cmd->add_flag("-q,--quiet", a.quiet,
                   "no status lines on stderr: neither --backend auto's choice nor progress while kernels compile "
@@ -123,7 +127,8 @@ void check_generate_args(const GenerateArgs& a) {
         throw usage_error("-t: temperature must be a finite number >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
-    if (!(a.tolerance > 0)) throw usage_error("--tolerance: must be positive");
+    if (!(a.tolerance >= 0 && std::isfinite(a.tolerance)))
+        throw usage_error("--tolerance: must be a finite number >= 0 (got " + std::to_string(a.tolerance) + ")");
     if (a.backend == "cpu") {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
@@ -212,6 +217,22 @@ Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
     return Sampler(vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
 }
 
+// PoCL generates each kernel's code at its first launch: untimed passes at position 0 through every kernel
+// the run launches (prefill, a token, greedy decoding's; the run restarts at 0 and rewrites what they wrote)
+// keep that out of the printed tok/s, as run.c's timing skips its first pass. Only with resident weights,
+// where a pass costs a token's time, not a stream of every layer.
+void first_launches(DeviceForward& model, const DeviceInfo& device) {
+    const ProgressLine progress("preparing the kernels' first launch on " + device.name +
+                                " (the driver caches them for the next run)");
+    const int bos = 1;
+    model.prefill(std::span(&bos, 1), 0);
+    model.forward(bos, 0);
+    if (GreedyDecoder* greedy = model.greedy_decoder()) {
+        greedy->start(0, std::span(&bos, 1), 1);
+        greedy->next(0);
+    }
+}
+
 // The forward pass the flags ask for: the OpenCL device (with --compare-cpu, in lockstep with the CPU
 // reference) or the CPU reference, sized for positions 0 .. positions - 1. Not movable: the model holds on
 // to the device.
@@ -228,19 +249,7 @@ struct Backend {
         options.positions = positions;
         auto forward = std::make_unique<DeviceForward>(*device, ck, options);
         on_device = forward.get();
-        {
-            // PoCL generates each kernel's code at its first launch: an untimed pass at position 0, and one
-            // greedy step (which the run restarts and rewrites), keep that out of the printed tok/s, as
-            // run.c's timing skips its first pass.
-            const ProgressLine progress("preparing the kernels' first launch on " + device->info().name +
-                                        " (the driver caches them for the next run)");
-            forward->forward(1, 0);
-            if (GreedyDecoder* greedy = forward->greedy_decoder()) {  // and greedy decoding's own kernels
-                const int bos = 1;
-                greedy->start(0, std::span(&bos, 1), 1);
-                greedy->next(0);
-            }
-        }
+        if (on_device->plan().resident()) first_launches(*on_device, device->info());
         if (fault) {
             on_device->inject_fault(*fault);
             llamacl::report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
@@ -249,10 +258,11 @@ struct Backend {
         model = std::move(forward);
         if (a.compare_cpu) compare = std::make_unique<LockstepCompare>(*on_device, ck, a.tolerance);
         if (a.verbose) {
-            std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s\nschedule: %s\n", device->info().name.c_str(),
-                         device->info().platform_name.c_str(), on_device->plan().describe().c_str(),
+            std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s; %s weights\nschedule: %s\n",
+                         device->info().name.c_str(), device->info().platform_name.c_str(),
+                         on_device->plan().describe().c_str(),
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
-                         on_device->shape().describe().c_str(),
+                         on_device->shape().describe().c_str(), ck.config().weight_format.describe().c_str(),
                          describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
         }
         before = on_device->counters();
@@ -284,7 +294,7 @@ struct Backend {
 };
 
 int run_generate(const GenerateArgs& a) {
-    const Checkpoint ck = Checkpoint::open(a.checkpoint);
+    const Checkpoint ck = with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
     const Tokenizer tokenizer = load_tokenizer(a, c.vocab_size);
@@ -294,6 +304,7 @@ int run_generate(const GenerateArgs& a) {
     Backend backend(a, ck, fault, steps);
     const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
+    if (a.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
     return backend.report(a, stats.positions);
 }
 
@@ -312,7 +323,7 @@ void add_chat(CLI::App& app, ChatArgs& a) {
 }
 
 int run_chat(const ChatArgs& a) {
-    const Checkpoint ck = Checkpoint::open(a.run.checkpoint);
+    const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
     const Tokenizer tokenizer = load_tokenizer(a.run, c.vocab_size);
@@ -356,10 +367,10 @@ void add_perplexity(CLI::App& app, PerplexityArgs& a) {
 }
 
 std::string read_text(const std::string& path) {
+    errno = 0;  // before fopen: its failure's reason is the one to report
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
     std::string text;
     char buffer[1 << 16];
-    errno = 0;
     if (file)
         for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0;) text.append(buffer, got);
     if (!file || std::ferror(file.get()))
@@ -369,7 +380,7 @@ std::string read_text(const std::string& path) {
 }
 
 int run_perplexity(const PerplexityArgs& a) {
-    const Checkpoint ck = Checkpoint::open(a.run.checkpoint);
+    const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
     const Tokenizer tokenizer = load_tokenizer(a.run, c.vocab_size);
@@ -385,7 +396,8 @@ int run_perplexity(const PerplexityArgs& a) {
     const std::vector<int> tokens = encode_text(tokenizer, read_text(a.text_file), c.vocab_size, "the text");
     if (tokens.size() < 2)
         throw Error(a.text_file + ": the text is empty; perplexity needs at least one token to score");
-    Backend backend(a.run, ck, fault, windows.context);
+    // A window holds at most --context positions, and at most the text's tokens but the last.
+    Backend backend(a.run, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)));
     // A window at a time on a terminal, the line rewritten in place; nothing when stderr is a file.
     const bool terminal = isatty(fileno(stderr));
     const auto start = std::chrono::steady_clock::now();
@@ -400,7 +412,7 @@ int run_perplexity(const PerplexityArgs& a) {
     std::fprintf(stderr, "perplexity: %lld positions in %d window%s, %.3f s, %.1f tokens/s\n", r.positions,
                  r.windows, r.windows == 1 ? "" : "s", seconds, tokens_per_s);
     if (a.json) {
-        const nlohmann::json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
+        const nlohmann::ordered_json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
                                   {"perplexity", r.perplexity}, {"windows", r.windows},
                                   {"context", windows.context}, {"stride", windows.stride},
                                   {"positions", r.positions},   {"tokens_per_s", tokens_per_s}};
@@ -441,7 +453,9 @@ int run_info(const std::string& path) {
     const Config& c = ck.config();
     const ModelSize size(c);
     std::printf("checkpoint: %s\n", path.c_str());
-    std::printf("format: llama2.c version %d%s\n", ck.version(), ck.version() == 0 ? " (legacy)" : " (ak42 export)");
+    std::printf("format: llama2.c version %d%s\n", ck.version(),
+                ck.version() == 0 ? " (legacy)" : ck.version() == 1 ? " (ak42 export)" : " (ak42 export, Q8_0)");
+    std::printf("weights: %s\n", ck.weight_format().describe().c_str());
     std::printf("dim: %d\nhidden_dim: %d\nn_layers: %d\nn_heads: %d\nn_kv_heads: %d\nvocab_size: %d\nseq_len: %d\n",
                 c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     std::printf("head_size: %d\nshared_classifier: %s\n", c.head_size(), c.shared_classifier ? "yes" : "no");
@@ -452,6 +466,26 @@ int run_info(const std::string& path) {
     // A run allocates the cache for the positions it can reach (-n), this much each.
     std::printf("kv cache bytes per position: %s\n", bytes_str(ModelSize(within_positions(c, 1)).kv_cache_bytes).c_str());
     std::printf("cpu reference activation bytes: %s\n", bytes_str(size.reference_activation_bytes).c_str());
+    return 0;
+}
+
+struct QuantizeArgs {
+    std::string input, output;
+    int group_size = 0;  // 0: default_group_size
+};
+
+int run_quantize(const QuantizeArgs& a) {
+    const Checkpoint ck = Checkpoint::open(a.input);
+    const int group_size = a.group_size != 0 ? a.group_size : default_group_size(ck.config());
+    // A live progress line only where someone watches it, and only when there is time to watch.
+    const bool live = ::isatty(STDERR_FILENO) && ModelSize(ck.config()).weight_bytes() >= (256ull << 20);
+    write_version2(ck, a.output, group_size, [&](std::uint64_t done, std::uint64_t total) {
+        if (live) std::fprintf(stderr, "\rquantizing: %.1f of %.1f GB", static_cast<double>(done) / 1e9,
+                               static_cast<double>(total) / 1e9);
+    });
+    const Checkpoint written = Checkpoint::open(a.output);  // what a reader will see
+    std::fprintf(stderr, "%swrote %s: llama2.c version 2, %s weights, %s bytes\n", live ? "\n" : "", a.output.c_str(),
+                 written.weight_format().describe().c_str(), std::to_string(std::filesystem::file_size(a.output)).c_str());
     return 0;
 }
 
@@ -478,6 +512,7 @@ private:
     TokenizeArgs tok_;
     std::string info_path_;
     BenchArgs bench_;
+    QuantizeArgs quant_;
     ChatArgs chat_;
     PerplexityArgs perplexity_;
     CLI::App* generate_ = nullptr;
@@ -498,6 +533,15 @@ CommandLine::CommandLine() {
     tokenize_->add_option("text", tok_.text, "text to encode")->required();
     CLI::App* info = app_.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
     info->add_option("checkpoint", info_path_, "llama2.c checkpoint")->required();
+    CLI::App* quantize = app_.add_subcommand(
+        "quantize", "Write a llama2.c version-2 (Q8_0) checkpoint from an fp32 one, as llama2.c's export.py --version 2 does");
+    quantize->add_option("input", quant_.input, "fp32 llama2.c checkpoint (version 0 or 1)")->required();
+    quantize->add_option("output", quant_.output, "version-2 checkpoint to write")->required();
+    quantize->add_option("--group-size", quant_.group_size,
+                         "weights per fp32 scale, a divisor of dim and hidden_dim (default: the largest power of two up "
+                         "to 64 that divides both)")
+        ->transform(decimal_integer(1, std::numeric_limits<int>::max(), "a whole number from 1 to " +
+                                    std::to_string(std::numeric_limits<int>::max()), "POSITIVE INTEGER"));
 
     app_.add_subcommand("devices", "List every OpenCL platform and device");
     add_bench_command(app_, bench_);
@@ -559,6 +603,7 @@ int CommandLine::run() {
         if (perplexity_.cmd->parsed()) return with_output_checked(run_perplexity(perplexity_));
         if (tokenize_->parsed()) return with_output_checked(run_tokenize(tok_));
         if (app_.got_subcommand("info")) return with_output_checked(run_info(info_path_));
+        if (app_.got_subcommand("quantize")) return with_output_checked(run_quantize(quant_));
         if (app_.got_subcommand("devices")) return with_output_checked(run_devices());
         if (app_.got_subcommand("bench")) return with_output_checked(run_bench(bench_));
     } catch (const Error& e) {

@@ -55,14 +55,51 @@ std::span<float> LockstepCompare::forward(int token, int pos) {
         BoundaryStats s = compare_tensor(v, expected_.at(next++), tolerance_);
         s.layer = layer;
         s.op = op;
-        max_abs_ = std::max(max_abs_, s.max_abs);
-        if (s.diverged && !first_) first_ = Divergence{pos, s};
-        current_.push_back(s);
+        record(pos, s);
     });
+    end_position(pos);
+    return logits;
+}
+
+std::span<float> LockstepCompare::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
+    if (device_.fault_injected() || tokens.size() == 1) return Forward::prefill(tokens, first, each);
+    expected_.clear();
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const std::span<float> l = reference_.forward(tokens[i], first + static_cast<int>(i));
+        expected_.emplace_back(l.begin(), l.end());
+    }
+    const int n = static_cast<int>(tokens.size()), last = first + n - 1;
+    return device_.prefill(tokens, first, [&](int pos, std::span<float> l) {
+        current_.clear();
+        BoundaryStats s = compare_tensor(l, expected_.at(static_cast<std::size_t>(pos - first)), tolerance_);
+        s.op = Op::logits;
+        record(pos, s);
+        if (pos == last) {
+            for (int layer = 0; layer < device_.plan().n_layers; ++layer) {
+                for (const Op op : {Op::k, Op::v}) {
+                    BoundaryStats c = compare_tensor(device_.cache_rows(layer, op, first, n),
+                                                     reference_.cache_rows(layer, op, first, n), tolerance_);
+                    c.layer = layer;
+                    c.op = op;
+                    record(pos, c);
+                }
+            }
+        }
+        end_position(pos);
+        if (each) each(pos, l);
+    });
+}
+
+void LockstepCompare::record(int pos, BoundaryStats stats) {
+    max_abs_ = std::max(max_abs_, stats.max_abs);
+    if (stats.diverged && !first_) first_ = Divergence{pos, stats};
+    current_.push_back(stats);
+}
+
+void LockstepCompare::end_position(int pos) {
     if (tokens_ == 0) first_token_ = current_;
     if (first_ && first_->pos == pos) divergent_token_ = current_;
     ++tokens_;
-    return logits;
 }
 
 std::string LockstepCompare::summary() const {

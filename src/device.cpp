@@ -259,6 +259,7 @@ std::vector<FoundDevice> enumerate_devices() {
                     info.warp_size = dev.getInfo<CL_DEVICE_WARP_SIZE_NV>();
                 }
                 info.register_cap_option = extensions.find("cl_nv_compiler_options") != std::string::npos;
+                info.fp64 = extensions.find("cl_khr_fp64") != std::string::npos;
                 found.push_back({std::move(info), dev});
             }
         }

@@ -13,8 +13,21 @@ namespace llamacl {
 
 namespace {
 
+// The device's kernels read f32 and f16 weights so far.
+const Config& device_weights(const Checkpoint& ck) {
+    const WeightFormat& format = ck.weight_format();
+    if (format.type == ElementType::q8_0)
+        throw Error(ck.path() + ": the OpenCL backend runs f32 and f16 weights only so far, and these are " +
+                    format.describe() + "; run generate with --backend cpu");
+    return ck.config();
+}
+
 bool out_of_memory(cl_int code) {
     return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
+}
+
+LaunchShape launch_shape(const Device& device, const DeviceOptions& options) {
+    return options.shape ? *options.shape : choose_launch_shape(device.info());
 }
 
 }  // namespace
@@ -28,18 +41,18 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
     : device_(device),
       ck_(ck),
-      c_(within_positions(ck.config(), options.positions)),
+      c_(within_positions(device_weights(ck), options.positions)),
       finalize_(options.finalize),
-      plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload,
-                          options.memory_limit, options.positions)),
-      // The staged matrices are the checkpoint's floats.
-      kernels_(device, options.shape ? *options.shape : choose_launch_shape(device.info()), WeightFormat{}),
+      plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
+                          prefill_batch_for(launch_shape(device, options), c_), options.positions)),
+      // The kernels are built for the matrices' format (the file's, or --weights').
+      kernels_(device, launch_shape(device, options), c_.weight_format),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
                                    options.schedule == Schedule::token, per_op_reason_)),
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
-            !kernels_.device_fences()),
+            !kernels_.device_fences(), plan_.prefill_batch),
       kv_(device, c_, stacked_),
       weights_(device, ck, plan_, options.finalize, options.host_mirror, stacked_, counters_) {
     // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
@@ -76,9 +89,97 @@ std::span<float> DeviceForward::forward(int token, int pos, const BoundaryObserv
     } catch (const cl::Error& e) {
         throw device_error(e);
     }
+    return result_logits();
+}
+
+std::span<float> DeviceForward::result_logits() {
     if (finalize_ == Finalize::device)
         return {static_cast<float*>(logits_host_->data()), static_cast<std::size_t>(c_.vocab_size)};
     return logits_;
+}
+
+std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
+    if (tokens.empty() || first < 0 || first + tokens.size() > static_cast<std::size_t>(c_.seq_len))
+        throw std::invalid_argument("prefill: positions outside the context, or no token");
+    if (fault_ || !kernels_.prefill_possible()) return Forward::prefill(tokens, first, each);
+    const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
+    std::span<float> logits;
+    try {
+        for (std::size_t done = 0; done < tokens.size();) {
+            const std::size_t count = std::min<std::size_t>(prefill_batch(), tokens.size() - done);
+            enqueue_prefill_batch(tokens.subspan(done, count), first + static_cast<int>(done));
+            done += count;
+            if (!each && done < tokens.size()) continue;  // only the prompt's last position is asked for
+            // Each position asked for: its residual stream into x, then the classifier as after a token.
+            for (std::size_t row = each ? 0 : count - 1; row < count; ++row) {
+                device_.queue().enqueueCopyBuffer(work_.batch_x, work_.x, row * row_bytes, 0, row_bytes, nullptr,
+                                                  log_event(Command::copy_last_row));
+                counters_.enqueues++;
+                enqueue_classifier({});
+                read_result(false, {});
+                logits = result_logits();
+                if (each) each(first + static_cast<int>(done - count + row), logits);
+            }
+        }
+    } catch (const cl::Error& e) {
+        throw device_error(e);
+    }
+    return logits;
+}
+
+void DeviceForward::enqueue_gemm(const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset, int n,
+                                 int rows, int positions, bool accumulate, Command command) {
+    bind_args(kernels_.gemm, signatures::gemm,
+         {{"w", w}, {"in", in}, {"out", out}, {"out_offset", out_offset}, {"n", n}, {"rows", rows},
+          {"positions", positions}, {"accumulate", accumulate ? 1 : 0}});
+    launch({&kernels_.gemm, kernels_.gemm_range(rows, positions)}, command);
+}
+
+void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) {
+    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim, n = static_cast<int>(tokens.size());
+    const int kv_at_pos = pos * kv_dim;
+    const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
+    for (int i = 0; i < n; ++i) {
+        // The mapping outlives the copies, so they need not be waited for.
+        device_.queue().enqueueWriteBuffer(work_.batch_x, CL_FALSE, i * row_bytes, row_bytes,
+                                           ck_.token_embedding() + static_cast<std::size_t>(tokens[i]) * dim, nullptr,
+                                           log_event(Command::write_embeddings));
+        counters_.enqueues++;
+        counters_.input_bytes_uploaded += row_bytes;
+    }
+    const auto norm = [&](const cl::Buffer& weight) {
+        bind_args(kernels_.rmsnorm_rows, signatures::rmsnorm_rows,
+             {{"x", work_.batch_x}, {"weight", weight}, {"out", work_.batch_xn}, {"n", dim}});
+        launch({&kernels_.rmsnorm_rows, kernels_.groups(n)}, Command::rmsnorm_rows);
+    };
+    for (int l = 0; l < c_.n_layers; ++l) {
+        const LayerBuffers& w = weights_.acquire(l);
+        // Attention: the batch's keys and values go straight into the cache, rotated there with the queries,
+        // before any position of the batch attends to them.
+        norm(w.rms_att);
+        enqueue_gemm(w.wq, work_.batch_xn, work_.batch_q, 0, dim, dim, n, false, Command::gemm_q);
+        enqueue_gemm(w.wk, work_.batch_xn, kv_.keys(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_k);
+        enqueue_gemm(w.wv, work_.batch_xn, kv_.values(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_v);
+        bind_args(kernels_.rope_rows, signatures::rope_rows,
+             {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"rope", weights_.rope_table()}, {"dim", dim},
+              {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
+        launch({&kernels_.rope_rows, kernels_.per_position((dim + kv_dim) / 2, n)}, Command::rope_rows);
+        bind_args(kernels_.attention_rows, signatures::attention_rows,
+             {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
+              {"att", work_.batch_att}, {"out", work_.batch_xb}, {"n_heads", c_.n_heads},
+              {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
+              {"pos", pos}, {"positions", n}});
+        launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
+        enqueue_gemm(w.wo, work_.batch_xb, work_.batch_x, 0, dim, dim, n, true, Command::gemm_wo);
+
+        norm(w.rms_ffn);
+        enqueue_gemm(w.w1, work_.batch_xn, work_.batch_hb, 0, dim, hidden, n, false, Command::gemm_w1);
+        enqueue_gemm(w.w3, work_.batch_xn, work_.batch_hb_up, 0, dim, hidden, n, false, Command::gemm_w3);
+        bind_args(kernels_.swiglu, signatures::swiglu,
+             {{"gate", work_.batch_hb}, {"up", work_.batch_hb_up}, {"count", n * hidden}});
+        launch({&kernels_.swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
+        enqueue_gemm(w.w2, work_.batch_hb, work_.batch_x, 0, hidden, dim, n, true, Command::gemm_w2);
+    }
 }
 
 cl::Event* DeviceForward::log_event(Command command) {
@@ -106,14 +207,13 @@ void DeviceForward::token_kernel_gave_up() {
     // Some work-group never ran while the others waited for it at a barrier, and the abandoned pass left
     // the residual stream half updated.
     if (token_->fewer_groups()) return;
-    std::fprintf(stderr, "llama-cl: %s did not run the token kernel's work-groups at once; continuing with one "
-                 "command per step (--schedule per-op)\n", device_.info().name.c_str());
+    report(device_.info().name + " did not run the token kernel's work-groups at once; continuing with one "
+           "command per step (--schedule per-op)");
     token_.reset();
     per_op_reason_ = "the token kernel's work-groups did not all run at once";
 }
 
 void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
-    cl::CommandQueue& queue = device_.queue();
     write_embedding(token);
     // The token kernel has no boundaries to read back or corrupt: --compare-cpu runs one command per step.
     const bool whole_token = token_ && !observer && !fault_;
@@ -124,18 +224,20 @@ void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
         enqueue_per_op(pos, observer);
     }
 
+    read_result(whole_token, observer);
+    if (whole_token && TokenKernel::gave_up(static_cast<const float*>(logits_host_->data()), c_.vocab_size)) {
+        // Run this token again, from its embedding.
+        token_kernel_gave_up();
+        run(token, pos, observer);
+    }
+}
+
+void DeviceForward::read_result(bool mark, const BoundaryObserver& observer) {
+    cl::CommandQueue& queue = device_.queue();
     if (finalize_ == Finalize::device) {
-        const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size + (whole_token ? 1 : 0)) * sizeof(float);
+        const std::size_t bytes = static_cast<std::size_t>(c_.vocab_size + (mark ? 1 : 0)) * sizeof(float);
         queue.enqueueReadBuffer(work_.logits, CL_TRUE, 0, bytes, logits_host_->data(), nullptr, log_event(Command::read_logits));
         counters_.bytes_read += bytes;
-        if (whole_token && TokenKernel::gave_up(static_cast<const float*>(logits_host_->data()), c_.vocab_size)) {
-            // Run this token again, from its embedding.
-            counters_.enqueues++;
-            counters_.host_waits++;
-            token_kernel_gave_up();
-            run(token, pos, observer);
-            return;
-        }
     } else {
         const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
         queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event(Command::read_hidden));
@@ -163,7 +265,7 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
 
-        bind(*qkv.kernel, signatures::attn_qkv_rope,
+        bind_args(*qkv.kernel, signatures::attn_qkv_rope,
              {{"x", work_.x}, {"rms_weight", w.rms_att}, {"wq", w.wq}, {"wk", w.wk}, {"wv", w.wv},
               {"rope", weights_.rope_table()}, {"q", work_.q}, {"key_cache", kv_.keys(l)},
               {"value_cache", kv_.values(l)}, {"xn", work_.xn}, {"dim", dim}, {"kv_dim", kv_dim},
@@ -175,7 +277,7 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
         boundary(l, Op::v, kv_.values(l), kv_at_pos, kv_dim, observer);
 
-        bind(kernels_.attention, signatures::attention,
+        bind_args(kernels_.attention, signatures::attention,
              {{"q", work_.q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"att", work_.att},
               {"out", work_.xb}, {"partial_out", work_.att_partial}, {"arrivals", work_.att_arrivals},
               {"n_heads", c_.n_heads}, {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()},
@@ -183,13 +285,13 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         launch({&kernels_.attention, kernels_.heads(c_.n_heads, chunks)}, Command::attention);
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
-        bind(*wo.kernel, signatures::matvec_residual,
+        bind_args(*wo.kernel, signatures::matvec_residual,
              {{"w", w.wo}, {"in", work_.xb}, {"x", work_.x}, {"n", dim}, {"rows", dim},
               {"staged", kernels_.staged_space(dim)}, {"staged_n", kernels_.staged_count(dim)}});
         launch(wo, Command::matvec_residual_wo);
         boundary(l, Op::attn_residual, work_.x, 0, dim, observer);
 
-        bind(*gate_up.kernel, signatures::ffn_gate_up,
+        bind_args(*gate_up.kernel, signatures::ffn_gate_up,
              {{"x", work_.x}, {"rms_weight", w.rms_ffn}, {"w1", w.w1}, {"w3", w.w3}, {"hb", work_.hb},
               {"xn", work_.xn}, {"dim", dim}, {"hidden_dim", hidden}, {"staged", kernels_.staged_space(dim)},
               {"staged_n", kernels_.staged_count(dim)}});
@@ -197,18 +299,23 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         boundary(l, Op::ffn_norm, work_.xn, 0, dim, observer);
         boundary(l, Op::ffn_hidden, work_.hb, 0, hidden, observer);
 
-        bind(*w2.kernel, signatures::matvec_residual,
+        bind_args(*w2.kernel, signatures::matvec_residual,
              {{"w", w.w2}, {"in", work_.hb}, {"x", work_.x}, {"n", hidden}, {"rows", dim},
               {"staged", kernels_.staged_space(hidden)}, {"staged_n", kernels_.staged_count(hidden)}});
         launch(w2, Command::matvec_residual_w2);
         boundary(l, Op::ffn_residual, work_.x, 0, dim, observer);
     }
+    enqueue_classifier(observer);
+}
 
+void DeviceForward::enqueue_classifier(const BoundaryObserver& observer) {
+    const int dim = c_.dim;
+    using Matvec = KernelSet::Matvec;
     if (finalize_ == Finalize::device) {
         // The classifier normalizes x itself, or reads xn normalized once before it.
         const bool separate_norm = kernels_.separate_final_norm();
         if (separate_norm) {
-            bind(kernels_.rmsnorm, signatures::rmsnorm,
+            bind_args(kernels_.rmsnorm, signatures::rmsnorm,
                  {{"x", work_.x}, {"weight", weights_.rms_final()}, {"out", work_.xn}, {"n", dim}});
             launch({&kernels_.rmsnorm, kernels_.rows(1)}, Command::rmsnorm_final);
         }
@@ -216,7 +323,7 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         const cl::Buffer& norm_weight = separate_norm ? cl::Buffer() : weights_.rms_final();
         for (const ClassifierBlock& block : weights_.classifier()) {
             const KernelSet::Launch cls = kernels_.matvec(Matvec::classifier, block.rows, dim);
-            bind(*cls.kernel, signatures::classifier,
+            bind_args(*cls.kernel, signatures::classifier,
                  {{"x", input}, {"rms_weight", norm_weight}, {"w", block.weights}, {"logits", work_.logits},
                   {"xn", work_.xn}, {"dim", dim}, {"rows", block.rows}, {"row_base", block.first_row},
                   {"staged", kernels_.staged_space(dim)}, {"staged_n", kernels_.staged_count(dim)}});
@@ -307,11 +414,11 @@ void DeviceForward::enqueue_greedy_batch() {
 void DeviceForward::enqueue_next_token(int pos, bool choose) {
     const int groups = kernels_.argmax_groups();
     if (choose) {
-        bind(kernels_.argmax, signatures::argmax,
+        bind_args(kernels_.argmax, signatures::argmax,
              {{"logits", work_.logits}, {"count", c_.vocab_size}, {"partial", work_.argmax_partial}});
         launch({&kernels_.argmax, kernels_.groups(groups)}, Command::argmax);
     }
-    bind(kernels_.argmax_embed, signatures::argmax_embed,
+    bind_args(kernels_.argmax_embed, signatures::argmax_embed,
          {{"logits", work_.logits}, {"partial", work_.argmax_partial}, {"groups", groups}, {"choose", choose ? 1 : 0},
           {"tokens", work_.tokens}, {"pos", pos}, {"table", weights_.classifier().front().weights}, {"x", work_.x},
           {"dim", c_.dim}});
@@ -349,6 +456,19 @@ int DeviceForward::next(int pos) {
         throw device_error(e);
     }
     return next(pos);
+}
+
+std::vector<float> DeviceForward::cache_rows(int layer, Op op, int first, int count) {
+    const std::size_t kv_dim = static_cast<std::size_t>(c_.kv_dim());
+    std::vector<float> rows(static_cast<std::size_t>(count) * kv_dim);
+    try {
+        device_.queue().enqueueReadBuffer(op == Op::k ? kv_.keys(layer) : kv_.values(layer), CL_TRUE,
+                                          static_cast<std::size_t>(first) * kv_dim * sizeof(float),
+                                          rows.size() * sizeof(float), rows.data());
+    } catch (const cl::Error& e) {
+        throw device_error(e);
+    }
+    return rows;
 }
 
 void DeviceForward::boundary(int layer, Op op, const cl::Buffer& buffer, std::size_t offset, std::size_t count,

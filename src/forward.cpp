@@ -19,6 +19,16 @@ const char* op_name(Op op) {
     return "?";
 }
 
+std::span<float> Forward::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
+    std::span<float> logits;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const int pos = first + static_cast<int>(i);
+        logits = forward(tokens[i], pos);
+        if (each) each(pos, logits);
+    }
+    return logits;
+}
+
 bool parse_op(std::string_view name, Op& op) {
     for (int i = 0; i < kOpCount; ++i) {
         if (name == op_name(static_cast<Op>(i))) {

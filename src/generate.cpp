@@ -59,13 +59,7 @@ std::vector<int> encode_prompt(const Tokenizer& tokenizer, const std::string& pr
 }
 
 std::span<float> run_forced(Forward& model, std::span<const int> tokens, int first, const LogitsObserver& each) {
-    std::span<float> logits;
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-        const int pos = first + static_cast<int>(i);
-        logits = model.forward(tokens[i], pos);
-        if (each) each(pos, logits);
-    }
-    return logits;
+    return model.prefill(tokens, first, each);
 }
 
 bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, int token, int next, int& pos,
@@ -79,28 +73,50 @@ bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, 
     return true;
 }
 
+std::string GenerateStats::describe_rates() const {
+    char line[160];
+    std::snprintf(line, sizeof line, "prompt: %d tokens, %.2f tok/s; generation: %d tokens, %.2f tok/s",
+                  prompt_positions, prompt_tokens_per_s, positions - prompt_positions, tokens_per_s);
+    return line;
+}
+
 GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& sampler,
                        const std::vector<int>& prompt_tokens, int steps, std::FILE* out) {
     using clock = std::chrono::steady_clock;
     const int n = static_cast<int>(prompt_tokens.size());
     int pos = 0, untimed = 0;
+    GenerateStats stats;
+    // The prompt's forced positions through the model's prefill, timed on their own.
+    const auto prefill = [&](std::span<const int> tokens) {
+        const clock::time_point begin = clock::now();
+        const std::span<float> logits = run_forced(model, tokens, 0);
+        const double seconds = std::chrono::duration<double>(clock::now() - begin).count();
+        stats.prompt_positions = static_cast<int>(tokens.size());
+        stats.prompt_tokens_per_s = seconds > 0 ? static_cast<double>(tokens.size()) / seconds : 0.0;
+        return logits;
+    };
     clock::time_point start{};
     PieceWriter writer;  // the prompt is echoed, then sampled tokens follow
     // Greedy decoding by the backend itself where it can (the same tokens: run.c's argmax rule), which lets
     // it run ahead of this loop; it may hand positions over a batch at a time, the first call waiting for a
-    // whole batch, so with one the clock runs from the start and every position counts.
+    // whole batch, so with one the clock runs from its start and every position it runs counts. The
+    // prompt but its last token is prefilled first; decoding starts at the last.
     if (GreedyDecoder* greedy = sampler.temperature() == 0.0f ? model.greedy_decoder() : nullptr) {
+        const std::span<const int> prompt(prompt_tokens);
+        if (n > 1) prefill(prompt.first(static_cast<std::size_t>(n - 1)));
         start = clock::now();
-        greedy->start(0, prompt_tokens, steps);
+        untimed = n - 1;
+        greedy->start(n - 1, prompt.subspan(static_cast<std::size_t>(n - 1)), steps);
         for (int token = prompt_tokens.at(0); pos < steps;) {
             const bool in_prompt = pos < n - 1;
-            const int next = greedy->next(pos++);
+            const int next = in_prompt ? prompt_tokens[static_cast<std::size_t>(pos) + 1] : greedy->next(pos);
+            ++pos;
             if (next == kBos) break;  // the model ends a sequence by starting a new one
             write_piece(writer.push(tokenizer.decode(token, next), in_prompt), out);
             token = next;
         }
     } else {
-        const std::span<float> logits = run_forced(model, prompt_tokens, 0);
+        const std::span<float> logits = prefill(prompt_tokens);
         start = clock::now();  // the prompt's positions are not timed (run.c skips its warming-up first pass)
         untimed = pos = n;
         bool ended = false;    // a prompt's BOS ends the sequence as a sampled one does
@@ -113,7 +129,6 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
     }
     std::fputc('\n', out);
     flush_or_throw(out);
-    GenerateStats stats;
     stats.positions = pos;
     if (pos > untimed) {
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();

@@ -24,6 +24,12 @@ constexpr Names kAttention[] = {"q",         "key_cache", "value_cache", "att", 
                                 "n_heads",   "head_size", "kv_dim",      "kv_mul", "seq_len", "pos", "chunk_len"};
 constexpr Names kArgmax[] = {"logits", "count", "partial"};
 constexpr Names kArgmaxEmbed[] = {"logits", "partial", "groups", "choose", "tokens", "pos", "table", "x", "dim"};
+constexpr Names kRmsnormRows[] = {"x", "weight", "out", "n"};
+constexpr Names kGemm[] = {"w", "in", "out", "out_offset", "n", "rows", "positions", "accumulate"};
+constexpr Names kRopeRows[] = {"q", "key_cache", "rope", "dim", "kv_dim", "head_size", "pos", "positions"};
+constexpr Names kSwiglu[] = {"gate", "up", "count"};
+constexpr Names kAttentionRows[] = {"q",      "key_cache", "value_cache", "att", "out", "n_heads", "head_size",
+                                    "kv_dim", "kv_mul",    "seq_len",     "pos", "positions"};
 constexpr Names kForwardToken[] = {
     "x",         "rms_att",     "wq",        "wk",         "wv",         "wo",          "rms_ffn",
     "w1",        "w2",          "w3",        "rope",       "key_cache",  "value_cache", "q",
@@ -42,18 +48,25 @@ const KernelSignature matvec_residual{"matvec_residual", kMatvecResidual};
 const KernelSignature attention{"attention", kAttention};
 const KernelSignature argmax{"argmax", kArgmax};
 const KernelSignature argmax_embed{"argmax_embed", kArgmaxEmbed};
+const KernelSignature rmsnorm_rows{"rmsnorm_rows", kRmsnormRows};
+const KernelSignature gemm{"gemm", kGemm};
+const KernelSignature rope_rows{"rope_rows", kRopeRows};
+const KernelSignature swiglu{"swiglu", kSwiglu};
+const KernelSignature attention_rows{"attention_rows", kAttentionRows};
 const KernelSignature forward_token{"forward_token", kForwardToken};
 }  // namespace signatures
 
 std::span<const KernelSignature* const> kernel_signatures() {
-    static const std::array<const KernelSignature*, 9> all = {
-        &signatures::attn_qkv_rope, &signatures::ffn_gate_up, &signatures::rmsnorm,
+    static const std::array<const KernelSignature*, 14> all = {
+        &signatures::attn_qkv_rope, &signatures::ffn_gate_up,     &signatures::rmsnorm,
         &signatures::classifier,    &signatures::matvec_residual, &signatures::attention,
-        &signatures::argmax,        &signatures::argmax_embed,    &signatures::forward_token};
+        &signatures::argmax,        &signatures::argmax_embed,    &signatures::rmsnorm_rows,
+        &signatures::gemm,          &signatures::rope_rows,       &signatures::swiglu,
+        &signatures::attention_rows, &signatures::forward_token};
     return all;
 }
 
-void bind(cl::Kernel& kernel, const KernelSignature& signature, std::span<const KernelArg> args) {
+void bind_args(cl::Kernel& kernel, const KernelSignature& signature, std::span<const KernelArg> args) {
     for (const KernelArg& arg : args) {
         const auto at = std::find(signature.args.begin(), signature.args.end(), arg.name);
         if (at == signature.args.end())

@@ -1,6 +1,7 @@
 #include "llamacl/kernel_set.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "llamacl/error.hpp"
@@ -8,6 +9,15 @@
 namespace llamacl {
 
 namespace {
+
+// The exact shape's exponential is the host's (kernels/expf.cl): glibc's expf, in the variant this
+// process runs. x86-64 glibc picks its FMA build on CPUs with FMA; the two differ at x = 0x1.04845ep+5,
+// whose exp the fused build rounds to 0x1.f93e38p+46 and the other to 0x1.f93e36p+46.
+std::string glibc_expf_option() {
+    volatile float probe = 0x1.04845ep+5f;  // volatile: the compiler must not fold expf at build time
+    const bool fused = expf(probe) == 0x1.f93e38p+46f;
+    return fused ? " -DGLIBC_EXPF -DGLIBC_EXPF_FMA" : " -DGLIBC_EXPF";
+}
 
 bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -95,6 +105,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
+    if (shape_.family() == ShapeFamily::exact && device.info().fp64) common_options_ += glibc_expf_option();
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);
@@ -103,6 +114,11 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     rmsnorm = cl::Kernel(program, "rmsnorm");
     argmax = cl::Kernel(program, "argmax");
     argmax_embed = cl::Kernel(program, "argmax_embed");
+    rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
+    gemm = cl::Kernel(program, "gemm");
+    rope_rows = cl::Kernel(program, "rope_rows");
+    swiglu = cl::Kernel(program, "swiglu");
+    attention_rows = cl::Kernel(program, "attention_rows");
     // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
     if (matvec_options_.empty())
         builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
@@ -136,6 +152,8 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                      std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
                                      " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
+                                     " -DGEMM_ROWS=" + std::to_string(kGemmRows) + " -DGEMM_GROUP=" +
+                                     std::to_string(kGemmGroup) + " -DGEMM_TILE=" + std::to_string(kGemmTile) +
                                      (device_fences() ? " -DDEVICE_FENCES" : "") +
                                      (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + common_options_ + extra,
                                  standard_);
@@ -173,6 +191,27 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     // CPU shapes: a few work-groups per core, each taking a run of the units (FOR_GROUP_UNITS in units.cl).
     if (!shape_.gpu_family()) groups = std::min(groups, kCpuGroupsPerComputeUnit * compute_units_);
     return {cl::NDRange(groups * local), cl::NDRange(local)};
+}
+
+int prefill_batch_for(const LaunchShape& shape, const Config& config) {
+    return std::min(shape.gpu_family() ? kGpuPrefillBatch : kCpuPrefillBatch, config.seq_len);
+}
+
+bool KernelSet::prefill_possible() const {
+    return !shape_.gpu_family() || gemm.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
+                                       static_cast<std::size_t>(kGemmGroup * kGemmGroup);
+}
+
+KernelSet::Range KernelSet::gemm_range(int rows, int positions) const {
+    if (!shape_.gpu_family()) return this->rows((rows + kGemmRows - 1) / kGemmRows, 1);
+    const auto tiles = [](int count) { return static_cast<std::size_t>((count + kGemmTile - 1) / kGemmTile); };
+    return {cl::NDRange(tiles(rows) * kGemmGroup, tiles(positions) * kGemmGroup), cl::NDRange(kGemmGroup, kGemmGroup)};
+}
+
+KernelSet::Range KernelSet::per_position(int width, int positions) const {
+    const std::size_t local = static_cast<std::size_t>(shape_.local_size);
+    return {cl::NDRange(round_up(static_cast<std::size_t>(width), local), static_cast<std::size_t>(positions)),
+            cl::NDRange(local, 1)};
 }
 
 KernelSet::Range KernelSet::groups(int count) const {

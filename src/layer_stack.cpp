@@ -2,20 +2,21 @@
 
 namespace llamacl {
 
-LayerStack LayerStack::allocate(const Device& device, std::size_t floats, int layers, bool stacked,
-                                const std::string& what, cl_mem_flags flags) {
+LayerStack LayerStack::allocate(const Device& device, std::size_t elements, int layers, bool stacked,
+                                const std::string& what, cl_mem_flags flags, std::size_t element_bytes) {
     LayerStack stack;
-    const std::size_t align = device.info().base_align_bytes / sizeof(float);
-    stack.floats_ = floats;
-    stack.stride_ = (floats + align - 1) / align * align;
+    const std::size_t align = device.info().base_align_bytes / element_bytes;
+    stack.elements_ = elements;
+    stack.element_bytes_ = element_bytes;
+    stack.stride_ = (elements + align - 1) / align * align;
     stack.flags_ = flags;
     stack.layers_.resize(static_cast<std::size_t>(layers));
-    const std::size_t whole_bytes = stack.stride_ * layers * sizeof(float);
+    const std::size_t whole_bytes = stack.stride_ * layers * element_bytes;
     if (stacked && whole_bytes <= device.info().max_alloc_bytes) {
         stack.whole_ = device.allocate(whole_bytes, what + " of all layers", flags);
     } else {
         for (int l = 0; l < layers; ++l)
-            stack.layers_[l] = device.allocate(floats * sizeof(float), what + " of layer " + std::to_string(l), flags);
+            stack.layers_[l] = device.allocate(elements * element_bytes, what + " of layer " + std::to_string(l), flags);
     }
     return stack;
 }
@@ -23,16 +24,16 @@ LayerStack LayerStack::allocate(const Device& device, std::size_t floats, int la
 const cl::Buffer& LayerStack::layer(int l) const {
     cl::Buffer& part = layers_[static_cast<std::size_t>(l)];
     if (part() == nullptr) {
-        const cl_buffer_region region{l * stride_ * sizeof(float), floats_ * sizeof(float)};
+        const cl_buffer_region region{l * stride_ * element_bytes_, elements_ * element_bytes_};
         part = cl::Buffer(whole_).createSubBuffer(flags_, CL_BUFFER_CREATE_TYPE_REGION, &region);
     }
     return part;
 }
 
-void LayerStack::write(const cl::CommandQueue& queue, int l, const float* data) const {
-    const std::size_t bytes = floats_ * sizeof(float);
+void LayerStack::write(const cl::CommandQueue& queue, int l, const void* data) const {
+    const std::size_t bytes = elements_ * element_bytes_;
     if (whole_() != nullptr)
-        queue.enqueueWriteBuffer(whole_, CL_FALSE, l * stride_ * sizeof(float), bytes, data);
+        queue.enqueueWriteBuffer(whole_, CL_FALSE, l * stride_ * element_bytes_, bytes, data);
     else
         queue.enqueueWriteBuffer(layers_[static_cast<std::size_t>(l)], CL_FALSE, 0, bytes, data);
 }

@@ -1,9 +1,47 @@
 #include "llamacl/model_math.hpp"
 
 #include <cmath>
+#include <limits>
 #include <cstddef>
+#include <cstring>
+#include <stdexcept>
 
 namespace llamacl {
+
+namespace {
+
+float widen(float w) { return w; }
+float widen(std::uint16_t w) { return half_to_float(w); }
+
+// run.c's matmul over weights that widen exactly to fp32.
+template <typename Weight>
+void matmul_widened(float* out, const float* x, const Weight* w, int n, int d) {
+    for (int i = 0; i < d; i++) {
+        const Weight* row = w + static_cast<std::size_t>(i) * n;
+        float val = 0.0f;
+        for (int j = 0; j < n; j++) val += widen(row[j]) * x[j];
+        out[i] = val;
+    }
+}
+
+void matmul_q8(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
+    const int n = x.size(), gs = w.format.group_size;
+    const std::int8_t* xq = x.q();
+    const float* xs = x.scales();
+    for (int i = 0; i < d; i++) {
+        const std::int8_t* row = w.q8() + static_cast<std::size_t>(i) * n;
+        const float* ws = w.scales + static_cast<std::size_t>(i) * (n / gs);
+        float val = 0.0f;
+        for (int j = 0; j < n; j += gs) {
+            std::int32_t ival = 0;
+            for (int k = 0; k < gs; k++) ival += static_cast<std::int32_t>(xq[j + k]) * static_cast<std::int32_t>(row[j + k]);
+            val += static_cast<float>(ival) * ws[j / gs] * xs[j / gs];
+        }
+        out[i] = val;
+    }
+}
+
+}  // namespace
 
 void rmsnorm(float* out, const float* x, const float* weight, int size) {
     float ss = 0.0f;
@@ -14,12 +52,77 @@ void rmsnorm(float* out, const float* x, const float* weight, int size) {
     for (int j = 0; j < size; j++) out[j] = weight[j] * (ss * x[j]);
 }
 
-void matmul(float* out, const float* x, const float* w, int n, int d) {
-    for (int i = 0; i < d; i++) {
-        const float* row = w + static_cast<std::size_t>(i) * n;
-        float val = 0.0f;
-        for (int j = 0; j < n; j++) val += row[j] * x[j];
-        out[i] = val;
+void matmul(float* out, const float* x, const float* w, int n, int d) { matmul_widened(out, x, w, n, d); }
+
+void quantize(std::int8_t* q, float* scales, const float* x, int n, int group_size) {
+    for (int group = 0; group < n / group_size; group++) {
+        const float* xg = x + static_cast<std::size_t>(group) * group_size;
+        float wmax = 0.0f;
+        for (int i = 0; i < group_size; i++) {
+            const float val = std::fabs(xg[i]);
+            if (val > wmax) wmax = val;
+        }
+        const float scale = wmax / 127.0f;
+        scales[group] = scale;
+        for (int i = 0; i < group_size; i++) {
+            // runq.c's (int8_t) round(x) as gcc compiles it on x86-64: the float becomes an int32 (out of
+            // range or NaN: INT32_MIN, what cvttss2si gives), whose low byte is kept. Only degenerate scales
+            // (a subnormal or infinite group maximum) leave [-127, 127].
+            const float r = std::round(xg[i] / scale);
+            const std::int32_t whole =
+                r >= -0x1p31f && r < 0x1p31f ? static_cast<std::int32_t>(r) : std::numeric_limits<std::int32_t>::min();
+            q[static_cast<std::size_t>(group) * group_size + i] = static_cast<std::int8_t>(whole);
+        }
+    }
+}
+
+float half_to_float(std::uint16_t half) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
+    const std::uint32_t exponent = (half >> 10) & 0x1fu, mantissa = half & 0x3ffu;
+    float f = 0.0f;
+    if (exponent == 0) {  // zero or subnormal: mantissa x 2^-24, exact in fp32
+        f = static_cast<float>(mantissa) * 0x1p-24f;
+        if (sign) f = -f;
+        return f;
+    }
+    // Normal numbers rebias the exponent (15 -> 127); infinities and NaNs keep the all-ones exponent.
+    const std::uint32_t bits = sign | (exponent == 0x1f ? 0x7f800000u : (exponent + 112u) << 23) | mantissa << 13;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+void dequantize(float* out, const WeightTensor& w, std::uint64_t n) {
+    switch (w.format.type) {
+        case ElementType::f32: std::memcpy(out, w.f32(), n * sizeof(float)); return;
+        case ElementType::f16:
+            for (std::uint64_t i = 0; i < n; i++) out[i] = half_to_float(w.f16()[i]);
+            return;
+        case ElementType::q8_0: {
+            const std::uint64_t gs = static_cast<std::uint64_t>(w.format.group_size);
+            for (std::uint64_t i = 0; i < n; i++) out[i] = w.q8()[i] * w.scales[i / gs];
+            return;
+        }
+    }
+}
+
+MatmulInput::MatmulInput(const WeightFormat& format, int n) : format_(format), n_(n) {
+    if (format.type == ElementType::q8_0) {
+        q_.resize(static_cast<std::size_t>(n));
+        scales_.resize(static_cast<std::size_t>(n / format.group_size));
+    }
+}
+
+void MatmulInput::set(const float* x) {
+    x_ = x;
+    if (format_.type == ElementType::q8_0) quantize(q_.data(), scales_.data(), x, n_, format_.group_size);
+}
+
+void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
+    if (!(x.format() == w.format)) throw std::logic_error("matmul: the input is prepared for another weight format");
+    switch (w.format.type) {
+        case ElementType::f32: matmul_widened(out, x.x(), w.f32(), x.size(), d); return;
+        case ElementType::f16: matmul_widened(out, x.x(), w.f16(), x.size(), d); return;
+        case ElementType::q8_0: matmul_q8(out, x, w, d); return;
     }
 }
 
@@ -68,7 +171,9 @@ void classify(const Checkpoint& ck, const float* hidden, float* normed, float* l
     const Config& c = ck.config();
     // run.c normalizes x in place; normalizing into a separate buffer computes the same values.
     rmsnorm(normed, hidden, ck.rms_final(), c.dim);
-    matmul(logits, normed, ck.classifier(), c.dim, c.vocab_size);
+    MatmulInput input(ck.weight_format(), c.dim);  // runq.c quantizes the normalized x here
+    input.set(normed);
+    matmul(logits, input, ck.classifier(), c.vocab_size);
 }
 
 }  // namespace llamacl

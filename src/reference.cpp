@@ -41,6 +41,8 @@ ReferenceForward::ReferenceForward(const Checkpoint& checkpoint, int positions)
       q_(c_.dim),
       att_(static_cast<std::size_t>(c_.n_heads) * c_.seq_len),
       logits_(c_.vocab_size),
+      xin_(c_.weight_format, c_.dim),
+      hin_(c_.weight_format, c_.hidden_dim),
       key_cache_(static_cast<std::size_t>(c_.n_layers) * c_.seq_len * c_.kv_dim()),
       value_cache_(key_cache_.size()) {}
 
@@ -60,14 +62,15 @@ std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObs
         const LayerWeights w = ck_.layer(l);
 
         // attention rmsnorm, then q, k, v; k and v are written straight into this position's cache row
-        rmsnorm(xb_.data(), x, w.rms_att, dim);
+        rmsnorm(xb_.data(), x, w.rms_att.f32(), dim);
         report(l, Op::attn_norm, xb_.data(), dim);
         const std::size_t loff = static_cast<std::size_t>(l) * c_.seq_len * kv_dim;
         float* k = key_cache_.data() + loff + static_cast<std::size_t>(pos) * kv_dim;
         float* v = value_cache_.data() + loff + static_cast<std::size_t>(pos) * kv_dim;
-        matmul(q_.data(), xb_.data(), w.wq, dim, dim);
-        matmul(k, xb_.data(), w.wk, dim, kv_dim);
-        matmul(v, xb_.data(), w.wv, dim, kv_dim);
+        xin_.set(xb_.data());
+        matmul(q_.data(), xin_, w.wq, dim);
+        matmul(k, xin_, w.wk, kv_dim);
+        matmul(v, xin_, w.wv, kv_dim);
         rope(q_.data(), k, pos, dim, kv_dim, head_size);
         report(l, Op::q, q_.data(), dim);
         report(l, Op::k, k, kv_dim);
@@ -97,18 +100,21 @@ std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObs
         report(l, Op::attention, xb_.data(), dim);
 
         // output projection and residual
-        matmul(xb2_.data(), xb_.data(), w.wo, dim, dim);
+        xin_.set(xb_.data());
+        matmul(xb2_.data(), xin_, w.wo, dim);
         for (int i = 0; i < dim; i++) x[i] += xb2_[i];
         report(l, Op::attn_residual, x, dim);
 
         // FFN: w2(silu(w1(x)) * w3(x)) with its own rmsnorm, then residual
-        rmsnorm(xb_.data(), x, w.rms_ffn, dim);
+        rmsnorm(xb_.data(), x, w.rms_ffn.f32(), dim);
         report(l, Op::ffn_norm, xb_.data(), dim);
-        matmul(hb_.data(), xb_.data(), w.w1, dim, hidden_dim);
-        matmul(hb2_.data(), xb_.data(), w.w3, dim, hidden_dim);
+        xin_.set(xb_.data());
+        matmul(hb_.data(), xin_, w.w1, hidden_dim);
+        matmul(hb2_.data(), xin_, w.w3, hidden_dim);
         swiglu(hb_.data(), hb2_.data(), hidden_dim);
         report(l, Op::ffn_hidden, hb_.data(), hidden_dim);
-        matmul(xb_.data(), hb_.data(), w.w2, hidden_dim, dim);
+        hin_.set(hb_.data());
+        matmul(xb_.data(), hin_, w.w2, dim);
         for (int i = 0; i < dim; i++) x[i] += xb_[i];
         report(l, Op::ffn_residual, x, dim);
     }
@@ -116,6 +122,13 @@ std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObs
     report(-1, Op::final_norm, xb2_.data(), dim);
     report(-1, Op::logits, logits_.data(), c_.vocab_size);
     return logits_;
+}
+
+std::span<const float> ReferenceForward::cache_rows(int layer, Op op, int first, int count) const {
+    const std::vector<float>& cache = op == Op::k ? key_cache_ : value_cache_;
+    const std::size_t kv_dim = static_cast<std::size_t>(c_.kv_dim());
+    return std::span<const float>(cache).subspan((static_cast<std::size_t>(layer) * c_.seq_len + first) * kv_dim,
+                                                 count * kv_dim);
 }
 
 }  // namespace llamacl

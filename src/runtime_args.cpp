@@ -50,6 +50,15 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                  "available memory)");
 }
 
+void add_weights_option(CLI::App& cmd, std::string& weights) {
+    cmd.add_option("--weights", weights,
+                   "the weights' format: f32, f16 or q8_0 (llama2.c's int8 in groups with fp32 scales); an fp32 "
+                   "checkpoint is converted at load (default: the file's own format)")
+        ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+}
+
+std::optional<ElementType> weights_format(const std::string& weights) { return parse_element_type(weights); }
+
 CLI::Validator positive_number() {
     return CLI::Validator(
         [](std::string& text) -> std::string {

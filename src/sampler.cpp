@@ -49,8 +49,8 @@ int sample_argmax(std::span<const float> values) {
     // largest of its indices, so the first largest overall is the lanes' largest, ties to the lowest
     // index (a lane that never moves stays at -inf and loses; if all do, values[0] is -inf and the answer
     // is 0). The lanes are 16 independent chains of compares that the CPU overlaps (GCC keeps them
-    // scalar); run.c's single chain cost stories15M ~30 us of the ~230 a token took on the H200's host
-    // (docs/benchmarks.md), greedy decoding running it on every token's 32000 logits.
+    // scalar), where run.c's single chain waits on each compare in turn, over every token's logits in
+    // greedy decoding.
     if (std::isnan(values[0])) return 0;
     constexpr std::size_t kLanes = 16;
     std::array<float, kLanes> best;

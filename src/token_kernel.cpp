@@ -132,7 +132,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         {"chunk_lens", chunk_lens}, {"sync", sync},              {"spin_limit", kSpinLimit},
         {"staged", cl::Local(static_cast<std::size_t>(staged) * sizeof(float))}};
     for (const auto& [name, s] : stacks) args.emplace_back(name, s->whole());
-    bind(kernel, signatures::forward_token, args);
+    bind_args(kernel, signatures::forward_token, args);
     std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local));
     token->clear();
     return token;
@@ -183,7 +183,7 @@ void TokenKernel::enqueue_greedy(int first, int count, int chosen_from, cl::Even
 }
 
 void TokenKernel::launch(int first, int count, bool greedy, int chosen_from, cl::Event* event) {
-    bind(kernel_, signatures::forward_token,
+    bind_args(kernel_, signatures::forward_token,
          {{"first", first}, {"count", count}, {"greedy", greedy ? 1 : 0}, {"chosen_from", chosen_from},
           {"sync_base", sync_base_}});
     const int groups = this->groups();
@@ -193,12 +193,12 @@ void TokenKernel::launch(int first, int count, bool greedy, int chosen_from, cl:
     // needs none of its own: the last work-group done with the classifier picks it).
     sync_base_ += static_cast<cl_uint>((count * n_layers_ * 5 + count - 1) * groups);
     // (The arguments were taken at the enqueue: the next launch polls as long as usual again.)
-    if (give_ups_ > 0 && --give_ups_ == 0) bind(kernel_, signatures::forward_token, {{"spin_limit", kSpinLimit}});
+    if (give_ups_ > 0 && --give_ups_ == 0) bind_args(kernel_, signatures::forward_token, {{"spin_limit", kSpinLimit}});
 }
 
 void TokenKernel::give_up_next(int launches) {
     give_ups_ = launches;
-    bind(kernel_, signatures::forward_token, {{"spin_limit", launches > 0 ? 1u : kSpinLimit}});
+    bind_args(kernel_, signatures::forward_token, {{"spin_limit", launches > 0 ? 1u : kSpinLimit}});
 }
 
 }  // namespace llamacl

@@ -15,35 +15,55 @@ namespace llamacl {
 
 namespace {
 
-std::size_t norm_floats(const Config& c) { return static_cast<std::size_t>(c.dim); }
-std::size_t attn_floats(const Config& c) { return static_cast<std::size_t>(c.dim) * c.dim; }
-std::size_t kv_floats(const Config& c) { return static_cast<std::size_t>(c.kv_dim()) * c.dim; }
-std::size_t ffn_floats(const Config& c) { return static_cast<std::size_t>(c.hidden_dim) * c.dim; }
+std::size_t norm_elements(const Config& c) { return static_cast<std::size_t>(c.dim); }
+std::size_t attn_elements(const Config& c) { return static_cast<std::size_t>(c.dim) * c.dim; }
+std::size_t kv_elements(const Config& c) { return static_cast<std::size_t>(c.kv_dim()) * c.dim; }
+std::size_t ffn_elements(const Config& c) { return static_cast<std::size_t>(c.hidden_dim) * c.dim; }
 
 struct TensorView {
     cl::Buffer LayerBuffers::*buffer;
-    const float* LayerWeights::*host;
-    std::size_t (*floats)(const Config&);
+    WeightTensor LayerWeights::*host;
+    std::size_t (*elements)(const Config&);
     const char* name;
 };
 
+// A tensor of n weights on the device, in elements of the type its kernels read: floats, halves, or for
+// Q8_0 the bytes of its values and then its scales, laid out as in the file.
+struct DeviceLayout {
+    std::size_t elements, element_bytes;
+    std::size_t bytes() const { return elements * element_bytes; }
+};
+DeviceLayout device_layout(const WeightFormat& format, std::size_t n) {
+    switch (format.type) {
+        case ElementType::f32: return {n, sizeof(float)};
+        case ElementType::f16: return {n, sizeof(std::uint16_t)};
+        case ElementType::q8_0: return {static_cast<std::size_t>(format.bytes(n)), 1};
+    }
+    return {n, sizeof(float)};
+}
+
 // The tensors of a layer, in the order they are staged.
 constexpr TensorView kLayerTensors[] = {
-    {&LayerBuffers::rms_att, &LayerWeights::rms_att, norm_floats, "rms_att"},
-    {&LayerBuffers::wq, &LayerWeights::wq, attn_floats, "wq"},
-    {&LayerBuffers::wk, &LayerWeights::wk, kv_floats, "wk"},
-    {&LayerBuffers::wv, &LayerWeights::wv, kv_floats, "wv"},
-    {&LayerBuffers::wo, &LayerWeights::wo, attn_floats, "wo"},
-    {&LayerBuffers::rms_ffn, &LayerWeights::rms_ffn, norm_floats, "rms_ffn"},
-    {&LayerBuffers::w1, &LayerWeights::w1, ffn_floats, "w1"},
-    {&LayerBuffers::w2, &LayerWeights::w2, ffn_floats, "w2"},
-    {&LayerBuffers::w3, &LayerWeights::w3, ffn_floats, "w3"},
+    {&LayerBuffers::rms_att, &LayerWeights::rms_att, norm_elements, "rms_att"},
+    {&LayerBuffers::wq, &LayerWeights::wq, attn_elements, "wq"},
+    {&LayerBuffers::wk, &LayerWeights::wk, kv_elements, "wk"},
+    {&LayerBuffers::wv, &LayerWeights::wv, kv_elements, "wv"},
+    {&LayerBuffers::wo, &LayerWeights::wo, attn_elements, "wo"},
+    {&LayerBuffers::rms_ffn, &LayerWeights::rms_ffn, norm_elements, "rms_ffn"},
+    {&LayerBuffers::w1, &LayerWeights::w1, ffn_elements, "w1"},
+    {&LayerBuffers::w2, &LayerWeights::w2, ffn_elements, "w2"},
+    {&LayerBuffers::w3, &LayerWeights::w3, ffn_elements, "w3"},
 };
+
+// Every layer's tensor `t` is laid out alike: the first one's format says how.
+DeviceLayout layout(const Checkpoint& ck, const TensorView& t) {
+    return device_layout((ck.layer(0).*t.host).format, t.elements(ck.config()));
+}
 
 // Copies `bytes` from the mapped file into pinned memory with every core: one thread's memcpy from the
 // page cache is slower than the pinned host-to-device link, so a single-threaded copy would bound
 // streaming.
-void parallel_copy(std::byte* dst, const float* src, std::size_t bytes) {
+void parallel_copy(std::byte* dst, const void* src, std::size_t bytes) {
     constexpr std::size_t kMinSlice = 8u << 20;
     const std::size_t threads =
         std::clamp<std::size_t>(bytes / kMinSlice, 1, std::max(1u, std::thread::hardware_concurrency()));
@@ -61,9 +81,9 @@ void parallel_copy(std::byte* dst, const float* src, std::size_t bytes) {
     for (std::thread& worker : workers) worker.join();
 }
 
-cl::Buffer upload_once(const Device& device, const float* data, std::size_t floats, const std::string& what) {
-    cl::Buffer buffer = device.allocate(floats * sizeof(float), what, CL_MEM_READ_ONLY);
-    device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, floats * sizeof(float), data);
+cl::Buffer upload_once(const Device& device, const void* data, std::size_t bytes, const std::string& what) {
+    cl::Buffer buffer = device.allocate(bytes, what, CL_MEM_READ_ONLY);
+    device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, data);
     return buffer;
 }
 
@@ -80,14 +100,16 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
         const ProgressLine progress("uploading " + std::to_string(plan.layer_bytes * c.n_layers >> 20) +
                                     " MiB of layer weights to " + device.info().name);
         for (const TensorView& t : kLayerTensors) {
-            stacks_.push_back(LayerStack::allocate(device, t.floats(c), c.n_layers, stacked, t.name, CL_MEM_READ_ONLY));
-            for (int l = 0; l < c.n_layers; ++l) stacks_.back().write(device.queue(), l, ck.layer(l).*t.host);
+            const DeviceLayout on_device = layout(ck, t);
+            stacks_.push_back(LayerStack::allocate(device, on_device.elements, c.n_layers, stacked, t.name,
+                                                   CL_MEM_READ_ONLY, on_device.element_bytes));
+            for (int l = 0; l < c.n_layers; ++l) stacks_.back().write(device.queue(), l, (ck.layer(l).*t.host).values);
         }
         device.queue().finish();
     } else {
         for (int s = 0; s < plan.layers_per_offload; ++s)
             for (const TensorView& t : kLayerTensors)
-                slots_[s].*t.buffer = device.allocate(t.floats(c) * sizeof(float),
+                slots_[s].*t.buffer = device.allocate(layout(ck, t).bytes(),
                                                       std::string(t.name) + " of weight slot " + std::to_string(s),
                                                       CL_MEM_READ_ONLY);
         if (host_mirror && plan.layer_bytes * c.n_layers <= available_host_memory_bytes() / 2) fill_mirror();
@@ -98,18 +120,20 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
     }
 
     const std::vector<float> rope = llamacl::rope_table(plan.positions, c.head_size());
-    rope_ = upload_once(device, rope.data(), rope.size(), "RoPE table");
+    rope_ = upload_once(device, rope.data(), rope.size() * sizeof(float), "RoPE table");
     if (finalize == Finalize::device) {
-        rms_final_ = upload_once(device, ck.rms_final(), c.dim, "final RMSNorm weights");
+        rms_final_ = upload_once(device, ck.rms_final(), static_cast<std::size_t>(c.dim) * sizeof(float),
+                                 "final RMSNorm weights");
         // The classifier can be the largest matrix (vocab x dim); split it into blocks of rows that each
         // fit one allocation.
-        const std::size_t row_bytes = static_cast<std::size_t>(c.dim) * sizeof(float);
+        const WeightTensor& classifier = ck.classifier();
+        const std::size_t row_bytes = device_layout(classifier.format, static_cast<std::size_t>(c.dim)).bytes();
         const int rows_per_block = static_cast<int>(std::min<std::uint64_t>(
             static_cast<std::uint64_t>(c.vocab_size), device.info().max_alloc_bytes / row_bytes));
         for (int first = 0; first < c.vocab_size; first += rows_per_block) {
             const int rows = std::min(rows_per_block, c.vocab_size - first);
-            classifier_.push_back({upload_once(device, ck.classifier() + static_cast<std::size_t>(first) * c.dim,
-                                               static_cast<std::size_t>(rows) * c.dim, "classifier"),
+            classifier_.push_back({upload_once(device, classifier.from(static_cast<std::uint64_t>(first) * c.dim).values,
+                                               static_cast<std::size_t>(rows) * row_bytes, "classifier"),
                                    first, rows});
         }
     }
@@ -123,7 +147,7 @@ void WeightStaging::fill_mirror() {
                 device_, plan_.layer_bytes * (last - first),
                 "pinned mirror of layers " + std::to_string(first) + ".." + std::to_string(last - 1)));
             for_each_tensor(chunk, static_cast<std::byte*>(mirror_.back()->data()),
-                            [](int, const TensorView&, const float* source, std::byte* host, std::size_t bytes) {
+                            [](int, const TensorView&, const void* source, std::byte* host, std::size_t bytes) {
                                 parallel_copy(host, source, bytes);
                             });
         }
@@ -145,8 +169,8 @@ void WeightStaging::for_each_tensor(int chunk, std::byte* host, F f) const {
     for (int l = first; l < last; ++l) {
         const LayerWeights w = ck_.layer(l);
         for (const TensorView& t : kLayerTensors) {
-            const std::size_t bytes = t.floats(ck_.config()) * sizeof(float);
-            f(l - first, t, w.*t.host, host, bytes);
+            const std::size_t bytes = layout(ck_, t).bytes();
+            f(l - first, t, (w.*t.host).values, host, bytes);
             host += bytes;
         }
     }
@@ -180,7 +204,7 @@ void WeightStaging::upload_chunk(int chunk) {
         counters_.host_waits++;
     }
     auto* host = static_cast<std::byte*>(mirrored ? mirror_[chunk]->data() : pinned_->data());
-    for_each_tensor(chunk, host, [&](int slot, const TensorView& t, const float* source, std::byte* at, std::size_t bytes) {
+    for_each_tensor(chunk, host, [&](int slot, const TensorView& t, const void* source, std::byte* at, std::size_t bytes) {
         if (!mirrored) parallel_copy(at, source, bytes);
         cl::Event done;
         device_.queue().enqueueWriteBuffer(slots_[slot].*t.buffer, CL_FALSE, 0, bytes, at, nullptr,

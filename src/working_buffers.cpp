@@ -8,7 +8,8 @@ namespace {
 std::size_t floats(std::size_t n) { return n * sizeof(float); }
 }  // namespace
 
-WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_groups, bool scores_in_memory)
+WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_groups, bool scores_in_memory,
+                             int prefill_batch)
     : x(floats(c.dim)),
       xn(floats(c.dim)),
       q(floats(c.dim)),
@@ -19,15 +20,24 @@ WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_g
       att_arrivals(static_cast<std::size_t>(c.n_heads) * sizeof(cl_uint)),
       logits(floats(static_cast<std::size_t>(c.vocab_size) + 1)),
       tokens((static_cast<std::size_t>(c.seq_len) + 1) * sizeof(cl_int)),
-      argmax_partial(static_cast<std::size_t>(argmax_groups) * sizeof(cl_int)) {}
+      argmax_partial(static_cast<std::size_t>(argmax_groups) * sizeof(cl_int)),
+      batch_x(floats(static_cast<std::size_t>(prefill_batch) * c.dim)),
+      batch_xn(batch_x),
+      batch_q(batch_x),
+      batch_xb(batch_x),
+      batch_hb(floats(static_cast<std::size_t>(prefill_batch) * c.hidden_dim)),
+      batch_hb_up(batch_hb),
+      batch_att(floats(static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len)) {}
 
 std::uint64_t WorkingBuffers::Sizes::total() const {
-    return std::uint64_t{x} + xn + q + xb + hb + att + att_partial + att_arrivals + logits + tokens + argmax_partial;
+    return std::uint64_t{x} + xn + q + xb + hb + att + att_partial + att_arrivals + logits + tokens + argmax_partial +
+           batch_x + batch_xn + batch_q + batch_xb + batch_hb + batch_hb_up + batch_att;
 }
 
 WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_chunks, int argmax_groups,
-                               bool scores_in_memory) {
-    const Sizes s(c, attention_chunks, argmax_groups, scores_in_memory);
+                               bool scores_in_memory, int prefill_batch_)
+    : prefill_batch(prefill_batch_) {
+    const Sizes s(c, attention_chunks, argmax_groups, scores_in_memory, prefill_batch);
     x = d.allocate(s.x, "residual stream");
     xn = d.allocate(s.xn, "normalized activations");
     q = d.allocate(s.q, "query");
@@ -39,6 +49,13 @@ WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_c
     logits = d.allocate(s.logits, "logits");
     tokens = d.allocate(s.tokens, "token sequence");
     argmax_partial = d.allocate(s.argmax_partial, "argmax partial results");
+    batch_x = d.allocate(s.batch_x, "prefill residual streams");
+    batch_xn = d.allocate(s.batch_xn, "prefill normalized activations");
+    batch_q = d.allocate(s.batch_q, "prefill queries");
+    batch_xb = d.allocate(s.batch_xb, "prefill attention outputs");
+    batch_hb = d.allocate(s.batch_hb, "prefill FFN activations");
+    batch_hb_up = d.allocate(s.batch_hb_up, "prefill FFN up projections");
+    batch_att = d.allocate(s.batch_att, "prefill attention scores");
     const std::vector<cl_uint> zero(s.att_arrivals / sizeof(cl_uint), 0);
     d.queue().enqueueWriteBuffer(att_arrivals, CL_TRUE, 0, s.att_arrivals, zero.data());
 }

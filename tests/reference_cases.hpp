@@ -1,5 +1,6 @@
 #pragma once
-// The run.c reference cases in shared/reference/cases.tsv, and running llama-cl on one of them.
+// The run.c reference cases in shared/reference/cases.tsv (runq.c's in cases-q80.tsv), and running
+// llama-cl on one of them.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -12,8 +13,8 @@ struct ReferenceCase {
     std::string id, model, tokenizer, temperature, topp, seed, steps, prompt, expected;
 };
 
-// Parses cases.tsv (tab-separated, empty fields allowed, first line is the header).
-std::vector<ReferenceCase> load_cases(const std::filesystem::path& shared);
+// Parses a cases file of shared/reference (tab-separated, empty fields allowed, first line is the header).
+std::vector<ReferenceCase> load_cases(const std::filesystem::path& shared, const std::string& file = "cases.tsv");
 
 // The `llama-cl generate` arguments for a case, run.c's flags plus `extra`.
 std::string generate_args(const std::filesystem::path& shared, const ReferenceCase& c, const std::string& extra = "");

@@ -66,8 +66,8 @@ CommandResult run_llama_cl(const std::string& args) {
 
 namespace llamacl::test {
 
-std::vector<ReferenceCase> load_cases(const fs::path& shared) {
-    std::istringstream in(read_file(shared / "reference" / "cases.tsv"));
+std::vector<ReferenceCase> load_cases(const fs::path& shared, const std::string& file) {
+    std::istringstream in(read_file(shared / "reference" / file));
     std::vector<ReferenceCase> cases;
     std::string line;
     std::getline(in, line);  // header
@@ -78,7 +78,7 @@ std::vector<ReferenceCase> load_cases(const fs::path& shared) {
         for (std::size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1)
             f.push_back(line.substr(start, tab - start));
         f.push_back(line.substr(start));
-        if (f.size() != 9) throw std::runtime_error("cases.tsv: expected 9 fields in: " + line);
+        if (f.size() != 9) throw std::runtime_error(file + ": expected 9 fields in: " + line);
         cases.push_back({f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]});
     }
     return cases;

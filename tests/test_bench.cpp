@@ -378,18 +378,20 @@ TEST(BenchReport, JsonHasEveryFieldInItsOrder) {
         "host_mirror", "chunks_per_token", "finalize", "work_shape", "schedule", "per_op_reason", "argmax", "tokens",
         "context", "context_requested", "runs", "run_tok_s", "decode_tok_s", "ms_per_token", "bytes_per_token",
         "bytes_per_token_breakdown", "bytes_per_token_definition", "probe_bytes", "probe_reps", "device_copy_gbs",
-        "h2d_gbs", "achieved_gbs", "roofline_pct", "roofline_capped", "uploaded_bytes_per_token", "upload_gbs", "enqueues_per_token",
-        "waits_per_token", "profiled", "profiled_ms_per_token", "profile"};
+        "h2d_gbs", "achieved_gbs", "roofline_pct", "roofline_capped", "uploaded_bytes_per_token", "upload_gbs",
+        "enqueues_per_token", "waits_per_token", "prompt", "profiled", "profiled_ms_per_token", "profile"};
     EXPECT_EQ(keys, expected);
     std::vector<std::string> config_keys;
     for (const auto& item : j.at("config").items()) config_keys.push_back(item.key());
     EXPECT_EQ(config_keys, (std::vector<std::string>{"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
-                                                     "vocab_size", "seq_len", "shared_classifier"}));
+                                                     "vocab_size", "seq_len", "shared_classifier", "weights",
+                                                     "group_size"}));
 
     EXPECT_EQ(j.at("device"), "Device \xef\xbf\xbd") << "invalid UTF-8 is replaced by U+FFFD";
     EXPECT_EQ(j.at("per_op_reason"), "\"streamed\" layers");
     EXPECT_EQ(j.at("config").at("n_layers"), r.config.n_layers);
     EXPECT_EQ(j.at("config").at("shared_classifier"), r.config.shared_classifier);
+    EXPECT_EQ(j.at("config").at("weights"), "f32");
     EXPECT_EQ(j.at("layers_per_offload"), 1);
     EXPECT_EQ(j.at("resident"), false);
     EXPECT_EQ(j.at("chunks_per_token"), r.config.n_layers);
@@ -573,4 +575,43 @@ TEST(BenchCli, TheBinaryPrintsOneJsonObjectForACheckpointFile) {
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_TRUE(bad.out.empty());
     EXPECT_NE(bad.err.find("-n"), std::string::npos) << bad.err;
+}
+
+// --prompt: a prefill of that many positions timed per run, its flops against the measured FMA throughput,
+// and with --profile its own table of the prefill schedule's commands per prompt position.
+TEST(BenchPrompt, PrefillRateFlopsAndProfile) {
+    const Config c = small_config();
+    const Checkpoint ck = in_memory(c);
+    Device device = Device::open("", "", /*profiling=*/true);
+    BenchOptions o = quick_options(3);
+    o.prompt = 20;
+    o.profile = true;
+    const BenchResult r = run_benchmark(device, ck, "small", o);
+    ASSERT_EQ(r.run_prompt_tok_s.size(), static_cast<std::size_t>(o.runs));
+    EXPECT_GT(r.prompt_tok_s, 0);
+    EXPECT_GT(r.device_fma_gflops, 0);
+    EXPECT_DOUBLE_EQ(r.prompt_gflops, prefill_flops(c, 20) * r.prompt_tok_s / 20 / 1e9);
+    EXPECT_DOUBLE_EQ(r.prompt_fma_pct, r.prompt_gflops / r.device_fma_gflops * 100);
+    // Every layer's seven products, once per batch (the whole prompt is one here); one classifier.
+    const auto count = [&](const std::string& name) {
+        for (const CommandProfile& p : r.prompt_profile)
+            if (p.name == name) return p.count_per_token * o.prompt;
+        return 0.0;
+    };
+    for (const char* gemm : {"gemm(wq)", "gemm(wk)", "gemm(wv)", "gemm(wo)", "gemm(w1)", "gemm(w3)", "gemm(w2)"})
+        EXPECT_NEAR(count(gemm), c.n_layers, 1e-9) << gemm;
+    EXPECT_NEAR(count("attention_rows"), c.n_layers, 1e-9);
+    EXPECT_NEAR(count("write_embeddings"), o.prompt, 1e-9);
+    EXPECT_NEAR(count("classifier"), 1, 1e-9);
+    const std::string text = format_bench_text(r);
+    EXPECT_NE(text.find("prefill:     "), std::string::npos) << text;
+    EXPECT_NE(text.find("of the FMA throughput"), std::string::npos) << text;
+    EXPECT_NE(text.find("prefilled prompt positions"), std::string::npos) << text;
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(format_bench_json(r));
+    EXPECT_EQ(j.at("prompt"), 20);
+    EXPECT_EQ(j.at("prompt_tok_s"), r.prompt_tok_s);
+    EXPECT_EQ(j.at("prompt_profile").size(), r.prompt_profile.size());
+    // More positions than the context: a usage error.
+    o.prompt = c.seq_len + 1;
+    EXPECT_THROW(run_benchmark(device, ck, "small", o), Error);
 }

@@ -131,3 +131,27 @@ TEST(CompareCpu, NeedsADevice) {
     EXPECT_NE(r.err.find("--compare-cpu"), std::string::npos) << r.err;
     EXPECT_EQ(r.out, "");
 }
+
+// A prompt through --compare-cpu runs the device's prefill: every position's logits and, after the
+// prompt, every layer's keys and values of its positions against the reference run position by position.
+TEST(ComparePrefill, EveryPositionsLogitsAndTheCacheAfterThePrompt) {
+    TempDir dir;
+    const Config c{36, 100, 3, 6, 2, 300, 150, true};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 5).string());
+    Device device = Device::open("", "");
+    DeviceForward dev(device, ck, {});
+    LockstepCompare compare(dev, ck, kDefaultTolerance);
+    std::vector<int> prompt;
+    for (int i = 0; i < 140; ++i) prompt.push_back((i * 13 + 1) % c.vocab_size);  // more than a CPU shape's batch
+    int seen = 0;
+    compare.prefill(std::span<const int>(prompt).first(70), 0, [&](int, std::span<float>) { ++seen; });
+    compare.prefill(std::span<const int>(prompt).subspan(70), 70);  // from mid-sequence
+    EXPECT_EQ(seen, 70);
+    EXPECT_EQ(compare.tokens(), 140);
+    EXPECT_FALSE(compare.first_divergence()) << compare.summary();
+    EXPECT_GT(compare.max_abs_error(), 0.0) << "the logits and caches were compared";
+    // The first position's table: its logits only, as its cache rows are compared at the prompt's end.
+    ASSERT_EQ(compare.first_token_table().size(), 1u);
+    EXPECT_EQ(compare.first_token_table()[0].op, Op::logits);
+}
+

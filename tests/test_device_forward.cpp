@@ -92,6 +92,27 @@ TEST(DeviceForwardCases, EveryWorkShapeReproducesTheReferenceCases) {
     }
 }
 
+TEST(DeviceForwardCases, F16WeightsPrintTheReferencesTextOnEveryShapeKAndFinalize) {
+    // The device's halves widen exactly as the reference's do: the reference on --weights f16 is the text.
+    LLAMACL_REQUIRE_SHARED(shared);
+    for (const ReferenceCase& c : load_cases(shared)) {
+        const int layers = layers_of(shared / "models" / c.model);
+        const CommandResult reference = run_llama_cl(generate_args(shared, c, "--backend cpu --weights f16"));
+        ASSERT_EQ(reference.exit_code, 0) << reference.err;
+        for (const char* shape : {"cpu", "gpu", "exact"}) {
+            for (const int k : {1, layers}) {
+                for (const char* finalize : {"device", "cpu"}) {
+                    const std::string flags = std::string("--backend opencl --weights f16 --work-shape ") + shape +
+                                              " --layers-per-offload " + std::to_string(k) + " --finalize=" + finalize;
+                    const CommandResult r = run_llama_cl(generate_args(shared, c, flags));
+                    EXPECT_EQ(r.exit_code, 0) << c.id << " " << flags << ": " << r.err;
+                    EXPECT_EQ(r.out, reference.out) << "case " << c.id << " with " << flags;
+                }
+            }
+        }
+    }
+}
+
 // Every boundary of the device forward pass against the CPU reference's, over several tokens, for
 // awkward shapes (dim 36 and hidden 100: not multiples of the work-group; MHA, GQA and MQA).
 struct BoundaryCase {
@@ -257,7 +278,8 @@ TEST(DeviceCapacity, AutomaticKFollowsTheMemoryContract) {
 std::uint64_t allocated_bytes(const WorkingBuffers& w) {
     std::uint64_t bytes = 0;
     for (const cl::Buffer* b : {&w.x, &w.xn, &w.q, &w.xb, &w.hb, &w.att, &w.att_partial, &w.att_arrivals, &w.logits,
-                                &w.tokens, &w.argmax_partial})
+                                &w.tokens, &w.argmax_partial, &w.batch_x, &w.batch_xn, &w.batch_q, &w.batch_xb,
+                                &w.batch_hb, &w.batch_hb_up, &w.batch_att})
         bytes += b->getInfo<CL_MEM_SIZE>();
     return bytes;
 }
@@ -266,16 +288,17 @@ TEST(DeviceCapacity, WorkingBytesAreWhatWorkingBuffersAllocate) {
     Config c = small_config();
     c.seq_len = 300;  // long enough for attention to split a head into chunks
     Device device = open_test_device();
-    const CapacityPlan plan = plan_capacity(c, device.info(), Finalize::device, 0);
+    const int batch = 17;
+    const CapacityPlan plan = plan_capacity(c, device.info(), Finalize::device, 0, 0, batch);
     // The plan's bounds: the most chunks any device splits a head into, argmax groups for every compute
-    // unit, the scores in memory; plus the token kernel's chunk length per position.
+    // unit, the scores in memory, the prefill batch's rows; plus the token kernel's chunk length per position.
     const int groups = kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units);
-    const WorkingBuffers most(device, c, max_attention_chunks(c), groups, true);
+    const WorkingBuffers most(device, c, max_attention_chunks(c), groups, true, batch);
     EXPECT_EQ(plan.working_bytes, allocated_bytes(most) + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int));
     // What this device's kernels ask for stays within the plan's bounds.
     const KernelSet kernels(device, choose_launch_shape(device.info()));
     const WorkingBuffers built(device, c, kernels.attention_chunks(c.n_heads, c.head_size(), c.seq_len),
-                               kernels.argmax_groups(), !kernels.device_fences());
+                               kernels.argmax_groups(), !kernels.device_fences(), batch);
     EXPECT_LE(allocated_bytes(built), allocated_bytes(most));
 }
 

@@ -11,12 +11,15 @@ using namespace llamacl::test;
 
 TEST(GenerateCpu, EveryReferenceCaseIsByteIdentical) {
     LLAMACL_REQUIRE_SHARED(shared);
-    const auto cases = load_cases(shared);
-    ASSERT_FALSE(cases.empty());
-    for (const ReferenceCase& c : cases) {
-        const CommandResult r = run_llama_cl(generate_args(shared, c, "--backend cpu"));
-        EXPECT_EQ(r.exit_code, 0) << c.id << ": " << r.err;
-        EXPECT_EQ(r.out, read_file(shared / "reference" / c.expected)) << "case " << c.id;
+    // run.c's cases, and runq.c's on the version-2 (Q8_0) files.
+    for (const char* file : {"cases.tsv", "cases-q80.tsv"}) {
+        const auto cases = load_cases(shared, file);
+        ASSERT_FALSE(cases.empty()) << file;
+        for (const ReferenceCase& c : cases) {
+            const CommandResult r = run_llama_cl(generate_args(shared, c, "--backend cpu"));
+            EXPECT_EQ(r.exit_code, 0) << c.id << ": " << r.err;
+            EXPECT_EQ(r.out, read_file(shared / "reference" / c.expected)) << "case " << c.id;
+        }
     }
 }
 

@@ -57,11 +57,13 @@ const char* const kTokenModel =
     " -DDIM=64 -DKV_DIM=32 -DHIDDEN_DIM=96 -DN_LAYERS=2 -DN_HEADS=4 -DKV_MUL=2 -DSEQ_LEN=16 -DVOCAB=100"
     " -DSTRIDE_NORM=64 -DSTRIDE_ATTN=4096 -DSTRIDE_KV=2048 -DSTRIDE_FFN=6144 -DSTRIDE_CACHE=512";
 
-class KernelSignatures : public ::testing::TestWithParam<const char*> {};
+// Every shape family, built for each weight format the kernels read.
+class KernelSignatures : public ::testing::TestWithParam<std::tuple<const char*, ElementType>> {};
 
 TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     Device& device = test_device();
-    KernelSet kernels(device, parse_launch_shape(GetParam(), device.info()), {}, true, "-cl-kernel-arg-info");
+    const auto [shape, weights] = GetParam();
+    KernelSet kernels(device, parse_launch_shape(shape, device.info()), WeightFormat{weights}, true, "-cl-kernel-arg-info");
     for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed})
         expect_signature(*k);
     using Matvec = KernelSet::Matvec;
@@ -77,7 +79,7 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     expect_signature(cl::Kernel(token, "forward_token"));
 }
 
-// Every kernel of the programs has a signature, but bench's copy_f32, which bench binds itself.
+// Every kernel of the programs has a signature, but bench's probes copy_f32 and fma_f32, which bench binds itself.
 TEST(KernelBinding, EveryKernelHasASignature) {
     Device& device = test_device();
     KernelSet kernels(device, parse_launch_shape("exact", device.info()), {}, true, "-cl-kernel-arg-info");
@@ -87,7 +89,7 @@ TEST(KernelBinding, EveryKernelHasASignature) {
     std::istringstream in(names);
     int count = 0;
     for (std::string name; std::getline(in, name, ';'); ++count)
-        if (name != "copy_f32") {
+        if (name != "copy_f32" && name != "fma_f32") {
             EXPECT_NO_THROW(signature_of(name)) << name;
         }
     EXPECT_GE(count, 8);
@@ -96,10 +98,15 @@ TEST(KernelBinding, EveryKernelHasASignature) {
 TEST(KernelBinding, RefusesANameTheKernelLacks) {
     Device& device = test_device();
     KernelSet kernels(device, parse_launch_shape("exact", device.info()));
-    EXPECT_THROW(bind(kernels.rmsnorm, signatures::rmsnorm, {{"dim", 3}}), std::logic_error);
-    EXPECT_NO_THROW(bind(kernels.rmsnorm, signatures::rmsnorm, {{"n", 3}}));
+    EXPECT_THROW(bind_args(kernels.rmsnorm, signatures::rmsnorm, {{"dim", 3}}), std::logic_error);
+    EXPECT_NO_THROW(bind_args(kernels.rmsnorm, signatures::rmsnorm, {{"n", 3}}));
 }
 
-INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures, ::testing::Values("exact", "cpu", "gpu"));
+INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures,
+                         ::testing::Combine(::testing::Values("exact", "cpu", "gpu"),
+                                            ::testing::Values(ElementType::f32, ElementType::f16)),
+                         [](const auto& p) {
+                             return std::string(std::get<0>(p.param)) + "_" + element_name(std::get<1>(p.param));
+                         });
 
 }  // namespace

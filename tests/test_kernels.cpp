@@ -551,6 +551,167 @@ TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) {
 // The bound the capacity plan counts: a chunk of at least kMinAttentionChunk keys' elements, at most
 // kMaxAttentionChunks chunks, unless a context needs more to keep each within kScoreCapacity positions
 // (Config: dim, hidden, layers, heads, kv heads, vocab, seq_len, shared).
+// ---------------------------------------------------------------------------------------------------
+// Prefill's kernels (kernels/prefill.cl): a batch of positions, row-major (positions, width).
+
+// The position counts every batch kernel is tried on: one, a few, and either side of the GPU tile (64).
+const int kBatchPositions[] = {1, 3, 17, 63, 64, 65};
+
+// gemm: out[p] = w . in[p] for every position, stored or added to the residual, from out_offset on.
+TEST_P(KernelVsReference, Gemm) {
+    Harness& h = this->h();
+    struct Case {
+        int n, rows;
+    };
+    // Rows below, at and past a GPU tile (64) and a CPU work-item's four; n short, long and with a tail
+    // past the float16 steps and the tile's 16 elements.
+    const Case cases[] = {{37, 11}, {1, 1}, {3, 65}, {260, 64}, {17, 130}, {64, 5}};
+    const int pad = 7;  // sentinels before and after the output catch writes of clamped rows and positions
+    std::mt19937 rng(123);
+    for (const Case& c : cases) {
+        for (int positions : kBatchPositions) {
+            for (int accumulate : {0, 1}) {
+                SCOPED_TRACE("n " + std::to_string(c.n) + " rows " + std::to_string(c.rows) + " positions " +
+                             std::to_string(positions) + (accumulate ? " accumulating" : " storing"));
+                const auto w = random_vector(static_cast<std::size_t>(c.rows) * c.n, rng);
+                const auto in = random_vector(static_cast<std::size_t>(positions) * c.n, rng, -2.0f, 2.0f);
+                const std::size_t count = static_cast<std::size_t>(positions) * c.rows;
+                std::vector<float> out(pad, kSentinel);
+                const auto initial = random_vector(count, rng, -3.0f, 3.0f);
+                out.insert(out.end(), initial.begin(), initial.end());
+                out.insert(out.end(), pad, kSentinel);
+
+                // reference: matmul per position, then the residual add, as run.c
+                std::vector<float> expected(count), tmp(c.rows);
+                for (int p = 0; p < positions; ++p) {
+                    matmul(tmp.data(), in.data() + static_cast<std::size_t>(p) * c.n, w.data(), c.n, c.rows);
+                    for (int r = 0; r < c.rows; ++r) {
+                        const std::size_t at = static_cast<std::size_t>(p) * c.rows + r;
+                        expected[at] = accumulate ? initial[at] + tmp[r] : tmp[r];
+                    }
+                }
+                cl::Buffer w_b = h.upload(w), in_b = h.upload(in), out_b = h.upload(out);
+                h.run(h.kernels.gemm, h.kernels.gemm_range(c.rows, positions), w_b, in_b, out_b, pad, c.n, c.rows,
+                      positions, accumulate);
+                const auto got = h.download(out_b, out.size());
+                expect_match(h, true, slice(got, pad, count), expected, "out");
+                expect_untouched(slice(got, 0, pad), "out before out_offset");
+                expect_untouched(slice(got, pad + count, pad), "out past the last position");
+            }
+        }
+    }
+}
+
+// rmsnorm_rows: every position's x normalized with the same weights.
+TEST_P(KernelVsReference, RmsnormRows) {
+    Harness& h = this->h();
+    std::mt19937 rng(5);
+    for (int n : {37, 260}) {
+        for (int positions : {1, 3, 17}) {
+            SCOPED_TRACE("n " + std::to_string(n) + " positions " + std::to_string(positions));
+            const auto x = random_vector(static_cast<std::size_t>(positions) * n, rng, -2.0f, 2.0f);
+            const auto weight = random_vector(n, rng);
+            std::vector<float> expected(x.size());
+            for (int p = 0; p < positions; ++p)
+                rmsnorm(expected.data() + static_cast<std::size_t>(p) * n, x.data() + static_cast<std::size_t>(p) * n,
+                        weight.data(), n);
+            cl::Buffer x_b = h.upload(x), w_b = h.upload(weight), out_b = h.upload(std::vector<float>(x.size(), kNaN));
+            h.run(h.kernels.rmsnorm_rows, h.kernels.groups(positions), x_b, w_b, out_b, n);
+            expect_match(h, true, h.download(out_b, x.size()), expected, "out");
+        }
+    }
+}
+
+// rope_rows: the batch's queries and its keys in the cache (positions pos.. of it) rotated at their
+// positions, the cache's other rows untouched.
+TEST_P(KernelVsReference, RopeRows) {
+    Harness& h = this->h();
+    const int seq_len = 90;
+    struct Case {
+        int dim, kv_dim, head_size, pos, positions;
+    };
+    const Case cases[] = {{8, 8, 4, 0, 1}, {24, 8, 8, 5, 17}, {48, 16, 8, 20, 65}, {12, 12, 6, 89, 1}};
+    std::mt19937 rng(8);
+    for (const Case& c : cases) {
+        SCOPED_TRACE("dim " + std::to_string(c.dim) + " kv_dim " + std::to_string(c.kv_dim) + " pos " +
+                     std::to_string(c.pos) + " positions " + std::to_string(c.positions));
+        const auto table = rope_table(seq_len, c.head_size);
+        const auto q = random_vector(static_cast<std::size_t>(c.positions) * c.dim, rng);
+        const auto keys = random_vector(static_cast<std::size_t>(seq_len) * c.kv_dim, rng);
+        auto q_want = q, keys_want = keys;
+        for (int p = 0; p < c.positions; ++p)
+            rope(q_want.data() + static_cast<std::size_t>(p) * c.dim,
+                 keys_want.data() + static_cast<std::size_t>(c.pos + p) * c.kv_dim, c.pos + p, c.dim, c.kv_dim,
+                 c.head_size);
+        cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), t_b = h.upload(table);
+        h.run(h.kernels.rope_rows, h.kernels.per_position((c.dim + c.kv_dim) / 2, c.positions), q_b, k_b, t_b, c.dim,
+              c.kv_dim, c.head_size, c.pos, c.positions);
+        expect_match(h, true, h.download(q_b, q.size()), q_want, "q");
+        // Rows outside the batch's are the input's exactly, so the whole cache is compared bit for bit there.
+        const auto k_got = h.download(k_b, keys.size());
+        expect_match(h, true, k_got, keys_want, "key cache");
+        const std::size_t before = static_cast<std::size_t>(c.pos) * c.kv_dim;
+        expect_bit_identical(slice(k_got, 0, before), slice(keys, 0, before), "cache rows before the batch");
+        const std::size_t after = static_cast<std::size_t>(c.pos + c.positions) * c.kv_dim;
+        expect_bit_identical(slice(k_got, after, keys.size() - after), slice(keys, after, keys.size() - after),
+                             "cache rows after the batch");
+    }
+}
+
+// swiglu: silu(gate) * up, elementwise.
+TEST_P(KernelVsReference, Swiglu) {
+    Harness& h = this->h();
+    std::mt19937 rng(13);
+    for (int count : {1, 17, 1000}) {
+        const auto gate = random_vector(count, rng, -4.0f, 4.0f), up = random_vector(count, rng);
+        auto expected = gate;
+        swiglu(expected.data(), up.data(), count);
+        cl::Buffer g_b = h.upload(gate), u_b = h.upload(up);
+        h.run(h.kernels.swiglu, h.kernels.per_position(count, 1), g_b, u_b, count);
+        expect_match(h, false, h.download(g_b, gate.size()), expected, "swiglu");  // exp(): never exact
+    }
+}
+
+// attention_rows: each position pos + p of the batch attends to cache positions 0..pos + p, its own key and
+// value included, the batch's later ones (already in the cache) not. The rows past the batch are NaN, so
+// a read past its last position poisons the output; a position reading a later one of the batch differs
+// from the reference, which stops at its own.
+TEST_P(KernelVsReference, AttentionRows) {
+    Harness& h = this->h();
+    const int seq_len = 100;
+    struct Case {
+        AttentionCase heads;
+        int pos, positions;  // the batch starts mid-sequence where pos > 0 (after decoded positions)
+    };
+    const Case cases[] = {{{"MHA", 4, 4, 6}, 0, 1},       {{"GQA kv_mul 2", 4, 2, 8}, 0, 17},
+                          {{"GQA kv_mul 3", 6, 2, 48}, 5, 3}, {{"MQA", 3, 1, 130}, 20, 65},
+                          {{"GQA kv_mul 2", 4, 2, 10}, 36, 64}, {{"MHA", 2, 2, 6}, 99, 1}};
+    std::mt19937 rng(31);
+    for (const Case& c : cases) {
+        const AttentionCase& a = c.heads;
+        SCOPED_TRACE(std::string(a.kind) + " pos " + std::to_string(c.pos) + " positions " + std::to_string(c.positions));
+        const int kv_dim = a.n_kv_heads * a.head_size, dim = a.n_heads * a.head_size, kv_mul = a.n_heads / a.n_kv_heads;
+        const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
+        const auto q = random_vector(static_cast<std::size_t>(c.positions) * dim, rng, -2.0f, 2.0f);
+        auto keys = random_vector(cache_size, rng), values = random_vector(cache_size, rng);
+        const int end = c.pos + c.positions;
+        std::fill(keys.begin() + static_cast<std::ptrdiff_t>(end) * kv_dim, keys.end(), kNaN);
+        std::fill(values.begin() + static_cast<std::ptrdiff_t>(end) * kv_dim, values.end(), kNaN);
+        std::vector<float> expected(q.size()), one_q(dim), one_out(dim);
+        for (int p = 0; p < c.positions; ++p) {
+            std::copy_n(q.begin() + static_cast<std::ptrdiff_t>(p) * dim, dim, one_q.begin());
+            reference_attention(one_q, keys, values, one_out, a.n_heads, a.head_size, kv_dim, kv_mul, c.pos + p);
+            std::copy(one_out.begin(), one_out.end(), expected.begin() + static_cast<std::ptrdiff_t>(p) * dim);
+        }
+        cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
+        cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.positions) * a.n_heads * seq_len, kNaN));
+        cl::Buffer out_b = h.upload(std::vector<float>(q.size(), kNaN));
+        h.run(h.kernels.attention_rows, h.kernels.per_position(a.n_heads, c.positions), q_b, k_b, v_b, att_b, out_b,
+              a.n_heads, a.head_size, kv_dim, kv_mul, seq_len, c.pos, c.positions);
+        expect_match(h, false, h.download(out_b, q.size()), expected, "attention output");  // exp(): never exact
+    }
+}
+
 TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {
     const int per_chunk = KernelSet::kMinAttentionChunk / 64;  // positions, with head_size 64 below
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, per_chunk - 1, true}), 1);

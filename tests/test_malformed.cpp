@@ -28,6 +28,7 @@
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/sampler.hpp"
@@ -123,17 +124,20 @@ std::vector<Piece> byte_vocabulary() {
     return pieces;
 }
 
-// A directory holding a valid model (v0 and v1) and its tokenizer, plus the malformed variants.
+// A directory holding a valid model (v0, v1 and v2) and its tokenizer, plus the malformed variants.
 struct Corpus {
     TempDir dir;
-    fs::path v0, v1, tok;
-    std::string v0_bytes, v1_bytes, tok_bytes;
+    fs::path v0, v1, v2, tok;
+    std::string v0_bytes, v1_bytes, v2_bytes, tok_bytes;
     Corpus() {
         v0 = write_model(dir, file_config(), 0, 5, "good-v0.bin");
         v1 = write_model(dir, file_config(), 1, 5, "good-v1.bin");
+        v2 = dir / "good-v2.bin";
+        write_version2(Checkpoint::open(v1.string()), v2.string(), default_group_size(file_config()));
         tok = dir / "tok.bin";
         v0_bytes = read_file(v0);
         v1_bytes = read_file(v1);
+        v2_bytes = read_file(v2);
         tok_bytes = read_file(tok);
     }
     fs::path file(const std::string& name, const std::string& bytes) const {
@@ -180,6 +184,7 @@ TEST(MalformedCheckpoint, EveryCaseIsOneLineNamingTheFile) {
     Corpus c;
     const std::string& v0 = c.v0_bytes;
     const std::string& v1 = c.v1_bytes;
+    const std::string& v2 = c.v2_bytes;
     const auto cut = [](const std::string& s, std::size_t n) { return s.substr(0, n); };
     const auto with = [](std::string s, std::size_t offset, std::int32_t v) {
         put_i32(s, offset, v);
@@ -209,7 +214,14 @@ TEST(MalformedCheckpoint, EveryCaseIsOneLineNamingTheFile) {
         {"v1-one-short.bin", cut(v1, v1.size() - 1), {"truncated"}},
         {"v1-padded.bin", v1 + std::string(4096, '\0'), {"size mismatch"}},
         // Versions and flags.
-        {"version-2.bin", with(v1, 4, 2), {"version 2", "not supported yet"}},
+        {"version-2-group-size-0.bin", with(v1, 4, 2), {"version 2", "group size 0", "positive"}},
+        {"v2-one-short.bin", cut(v2, v2.size() - 1), {"truncated"}},
+        {"v2-padded.bin", v2 + std::string(4, '\0'), {"size mismatch"}},
+        {"v2-group-size-negative.bin", with(v2, 37, -8), {"group size -8", "positive"}},
+        {"v2-group-size-above-dim.bin", with(v2, 37, 16), {"group size 16", "does not divide dim"}},
+        // export.py writes such a file when the group size divides dim alone; runq.c misreads it.
+        {"v2-group-size-not-dividing-hidden.bin", with(v2, 8 + 4, 12),
+         {"group size 8", "does not divide hidden_dim", "drop the last 4", "llama-cl quantize"}},
         {"version-3.bin", with(v1, 4, 3), {"version 3"}},
         {"version-minus-1.bin", with(v1, 4, -1), {"version -1"}},
         {"shared-flag-2.bin", shared_flag, {"shared-classifier flag"}},
@@ -327,13 +339,14 @@ TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
 }
 
 TEST(MalformedCheckpoint, TruncatedAtEveryByteIsRejectedNamingTheFile) {
-    // In-process (thousands of cases): every proper prefix of a v0, v1 and unshared v0 file.
+    // In-process (thousands of cases): every proper prefix of a v0, v1 and v2 file, shared and unshared.
     TempDir dir;
     const Config shapes[] = {Config{8, 12, 2, 2, 1, 16, 6, true}, Config{8, 12, 1, 2, 2, 16, 6, false}};
     for (const Config& shape : shapes) {
-        for (int version : {0, 1}) {
+        for (int version : {0, 1, 2}) {
             const fs::path path = dir / "whole.bin";
-            write_synthetic_checkpoint(path.string(), shape, version, 3, 1);
+            write_synthetic_checkpoint(path.string(), shape, version == 2 ? 1 : version, 3, 1);
+            if (version == 2) write_version2(Checkpoint::open(path.string()), path.string(), 4);
             const std::string bytes = read_file(path);
             const fs::path cut = dir / "cut.bin";
             write_bytes(cut, bytes);
@@ -607,7 +620,7 @@ TEST(HostileFlags, TokenizeSaysWhereADashedTextGoes) {
 }
 
 TEST(HostileFlags, AnUnknownCommandIsNamed) {
-    expect_error(run("generat model.bin"), 2, {"unknown command 'generat'", "generate, tokenize, info, devices, bench"},
+    expect_error(run("generat model.bin"), 2, {"unknown command 'generat'", "generate, tokenize, info, quantize, devices, bench"},
                  "generat");
 }
 

@@ -51,8 +51,8 @@ public:
                               ck_.token_embedding() + static_cast<std::size_t>(token + 1) * dim);
         for (int l = 0; l < c_.n_layers; ++l) {
             const LayerWeights w = ck_.layer(l);
-            const auto xn = rmsnorm_d(x, w.rms_att);
-            auto q = matvec(w.wq, xn, dim), k = matvec(w.wk, xn, c_.kv_dim()), v = matvec(w.wv, xn, c_.kv_dim());
+            const auto xn = rmsnorm_d(x, w.rms_att.f32());
+            auto q = matvec(w.wq.f32(), xn, dim), k = matvec(w.wk.f32(), xn, c_.kv_dim()), v = matvec(w.wv.f32(), xn, c_.kv_dim());
             const auto rotate = [&](std::vector<double>& vec) {
                 for (std::size_t i = 0; i < vec.size(); i += 2) {
                     const double theta = pos * std::pow(10000.0, -static_cast<double>(i % hs) / hs);
@@ -80,16 +80,16 @@ public:
                 for (int t = 0; t <= pos; ++t)
                     for (int i = 0; i < hs; ++i) att_out[h * hs + i] += score[t] / sum * values_[l][t][kvh * hs + i];
             }
-            const auto o = matvec(w.wo, att_out, dim);
+            const auto o = matvec(w.wo.f32(), att_out, dim);
             for (int i = 0; i < dim; ++i) x[i] += o[i];
-            const auto xn2 = rmsnorm_d(x, w.rms_ffn);
-            auto g = matvec(w.w1, xn2, c_.hidden_dim);
-            const auto u = matvec(w.w3, xn2, c_.hidden_dim);
+            const auto xn2 = rmsnorm_d(x, w.rms_ffn.f32());
+            auto g = matvec(w.w1.f32(), xn2, c_.hidden_dim);
+            const auto u = matvec(w.w3.f32(), xn2, c_.hidden_dim);
             for (int i = 0; i < c_.hidden_dim; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-            const auto down = matvec(w.w2, g, dim);
+            const auto down = matvec(w.w2.f32(), g, dim);
             for (int i = 0; i < dim; ++i) x[i] += down[i];
         }
-        return matvec(ck_.classifier(), rmsnorm_d(x, ck_.rms_final()), c_.vocab_size);
+        return matvec(ck_.classifier().f32(), rmsnorm_d(x, ck_.rms_final()), c_.vocab_size);
     }
 
 private:

@@ -13,6 +13,9 @@ inline constexpr std::uint64_t kMiB = 1024 * 1024;
 // Device copy bandwidth in GB/s (1e9 bytes/s): the best of `reps` copy_f32 kernels over `bytes` (read +
 // write counted, so 2 x bytes moved).
 double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps);
+// The device's fp32 multiply-add throughput in GFLOP/s (a multiply-add counted as two flops): the best of
+// `reps` launches of fma_f32 (kernels/copy.cl) filling every compute unit.
+double measure_fma_gflops(const Device& device, int reps);
 // Host-to-device bandwidth in GB/s from pinned memory, best of `reps`.
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
 // The probes' buffer size without --probe-mib: kCacheMultiple x the last-level cache, at least

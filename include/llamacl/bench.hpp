@@ -35,7 +35,13 @@ TokenTraffic token_traffic(const Config& config, Finalize finalize, int first_po
 std::uint64_t command_bytes_per_token(const std::string& name, const Config& config, Finalize finalize,
                                       int first_pos, int tokens);
 
+// The flops of a prefill of `prompt` positions from position 0: every layer's matrices for each position
+// (a multiply-add is two), attention's scores and weighted sums over positions 0..p (4 x dim x (p + 1) per
+// position and layer), and the classifier once, for the last position.
+double prefill_flops(const Config& config, int prompt);
+
 struct BenchOptions {
+    int prompt = 0;            // --prompt: positions of a prefill timed per run (0: none)
     int tokens = 32;           // N: decode tokens timed per run
     int context = 0;           // positions run untimed first; clamped so that context + tokens <= seq_len
     int runs = 3;              // timed runs of N tokens; tokens/s is their median
@@ -87,6 +93,15 @@ struct BenchResult {
     bool profiled = false;
     std::vector<CommandProfile> profile;  // in schedule order
     double profiled_ms_per_token = 0;     // mean wall time per timed token, the shares' denominator
+    // --prompt: a prefill of `prompt` positions from position 0, timed per run.
+    int prompt = 0;
+    std::vector<double> run_prompt_tok_s;  // one per timed run
+    double prompt_tok_s = 0;               // their median
+    double device_fma_gflops = 0;          // measure_fma_gflops
+    double prompt_gflops = 0;              // prefill_flops x prompt_tok_s / prompt
+    double prompt_fma_pct = 0;             // prompt_gflops / device_fma_gflops x 100
+    std::vector<CommandProfile> prompt_profile;  // per prompt position
+    double prompt_profiled_ms_per_token = 0;
 };
 
 // Measures everything above for `checkpoint` on `device`. With options.profile the device must have

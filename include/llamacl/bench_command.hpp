@@ -16,9 +16,11 @@ namespace llamacl {
 struct BenchArgs {
     std::string checkpoint;
     std::string synthetic;  // a preset of synthetic.hpp, built in memory instead of a file
+    int prompt = 0;  // --prompt: prefill positions timed per run (0: none)
     int tokens = 32;
     int context = 0;
     int runs = 3;
+    std::string weights;  // --weights; empty: the file's own format
     RuntimeArgs runtime;
     double probe_mib = 0;
     bool profile = false;

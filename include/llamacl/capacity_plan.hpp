@@ -25,6 +25,7 @@ struct CapacityPlan {
     int positions = 0;                   // the positions the run can reach (at most seq_len)
     int seq_len = 0;                     // the model's context
     int layers_per_offload = 0;          // K: layers resident at once
+    int prefill_batch = 1;               // positions a prefill batch holds (its activations are working bytes)
 
     bool resident() const { return layers_per_offload == n_layers; }
     int chunks() const { return (n_layers + layers_per_offload - 1) / layers_per_offload; }
@@ -38,8 +39,10 @@ struct CapacityPlan {
 // Chooses K (requested_k == 0: the largest that fits, else validates requested_k). `memory_limit`
 // (0: none) caps the device memory considered, to rehearse small devices. Throws Error with the
 // numbers when even K = 1 cannot fit, or when one tensor exceeds the device's largest allocation.
-// Per-position terms count the `positions` the run can reach (0: seq_len; see within_positions).
+// The prefill batch takes only memory the K layers leave: `max_prefill_batch` positions, halved until its
+// activations fit beside them (at least one position). Per-position terms count the `positions` the run
+// can reach (0: seq_len; see within_positions).
 CapacityPlan plan_capacity(const Config& config, const DeviceInfo& device, Finalize finalize, int requested_k,
-                           std::uint64_t memory_limit = 0, int positions = 0);
+                           std::uint64_t memory_limit = 0, int max_prefill_batch = 1, int positions = 0);
 
 }  // namespace llamacl

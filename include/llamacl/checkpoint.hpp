@@ -1,12 +1,15 @@
 #pragma once
 // llama2.c checkpoints: the model's shape (Config), the byte counts every other module plans with
-// (ModelSize), and read-only views of the fp32 weights, memory-mapped from the file.
+// (ModelSize), and read-only views of the weights, memory-mapped from the file: fp32 (versions 0 and 1)
+// or Q8_0 (version 2), or converted in memory (--weights).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "llamacl/weight_format.hpp"
 
 namespace llamacl {
 
@@ -19,6 +22,7 @@ struct Config {
     int vocab_size = 0;  // always positive here; the v0 sign convention is decoded into shared_classifier
     int seq_len = 0;     // maximum context
     bool shared_classifier = true;  // classifier == token embedding table
+    WeightFormat weight_format{};   // of the embedding table, the classifier and the layers' matrices
 
     int head_size() const { return dim / n_heads; }
     int kv_dim() const { return dim / n_heads * n_kv_heads; }
@@ -37,66 +41,73 @@ struct ModelSize {
     std::uint64_t embedding_params;   // vocab x dim
     std::uint64_t classifier_params;  // vocab x dim when unshared, else 0
     std::uint64_t total_params;       // every tensor, the shared classifier counted once
-    std::uint64_t layer_bytes() const { return layer_params * sizeof(float); }
-    std::uint64_t weight_bytes() const { return total_params * sizeof(float); }
+    // As stored: the norms in fp32, the matrices and the embedding table in the config's weight format.
+    std::uint64_t layer_bytes() const { return layer_bytes_; }    // one layer
+    std::uint64_t weight_bytes() const { return weight_bytes_; }  // every tensor, a shared classifier once
+    std::uint64_t embedding_bytes() const { return embedding_bytes_; }  // vocab x dim: the table, or the classifier
     std::uint64_t kv_cache_bytes;     // keys and values for every layer over the full context
     // The CPU reference's activations: run.c's RunState without the KV cache. (The device's working
     // buffers are WorkingBuffers::Sizes'.)
     std::uint64_t reference_activation_bytes;
+
+private:
+    std::uint64_t layer_bytes_, weight_bytes_, embedding_bytes_;
 };
 
-// Pointers to one layer's tensors, row-major as llama2.c stores them ([out][in]).
+// One layer's tensors, row-major as llama2.c stores them ([out][in]); the norms are always fp32.
 struct LayerWeights {
-    const float* rms_att;  // (dim)
-    const float* wq;       // (dim, dim)
-    const float* wk;       // (kv_dim, dim)
-    const float* wv;       // (kv_dim, dim)
-    const float* wo;       // (dim, dim)
-    const float* rms_ffn;  // (dim)
-    const float* w1;       // (hidden_dim, dim)
-    const float* w2;       // (dim, hidden_dim)
-    const float* w3;       // (hidden_dim, dim)
+    WeightTensor rms_att;  // (dim)
+    WeightTensor wq;       // (dim, dim)
+    WeightTensor wk;       // (kv_dim, dim)
+    WeightTensor wv;       // (kv_dim, dim)
+    WeightTensor wo;       // (dim, dim)
+    WeightTensor rms_ffn;  // (dim)
+    WeightTensor w1;       // (hidden_dim, dim)
+    WeightTensor w2;       // (dim, hidden_dim)
+    WeightTensor w3;       // (hidden_dim, dim)
 };
 
 class Checkpoint {
 public:
-    // Memory-maps and validates a llama2.c checkpoint (legacy v0 or export v1). Throws llamacl::Error
-    // naming the file and the problem for anything malformed; never reads past the file.
+    // Memory-maps and validates a llama2.c checkpoint (legacy v0, export v1, or Q8_0 export v2). Throws
+    // llamacl::Error naming the file and the problem for anything malformed; never reads past the file.
     static Checkpoint open(const std::string& path);
     // A checkpoint held in memory: `data` is a complete file image (header and tensors).
     static Checkpoint from_image(std::vector<std::byte> image, const std::string& name);
+    // Tensors without a header, in export order (versions 1 and 2: the fp32 norms, then the embedding
+    // table, each layer's matrices and the unshared classifier in `config.weight_format`), as written by
+    // convert_weights() (export.hpp).
+    static Checkpoint from_tensors(const Config& config, std::vector<std::byte> tensors, const std::string& name,
+                                   int version);
 
     const Config& config() const { return config_; }
-    int version() const { return version_; }  // 0 (legacy) or 1 ("ak42" export)
+    const WeightFormat& weight_format() const { return config_.weight_format; }
+    int version() const { return version_; }  // 0 (legacy), 1 ("ak42" fp32 export) or 2 (Q8_0 export)
     const std::string& path() const { return path_; }
 
-    LayerWeights layer(int l) const;
-    const float* token_embedding() const { return token_embedding_; }  // (vocab, dim)
-    const float* rms_final() const { return rms_final_; }              // (dim)
-    const float* classifier() const { return classifier_; }            // (vocab, dim)
+    LayerWeights layer(int l) const { return layers_[static_cast<std::size_t>(l)]; }
+    // (vocab, dim) in fp32; runq.c dequantizes a Q8_0 table at load, and so do we (and widen halves).
+    const float* token_embedding() const { return token_embedding_; }
+    const float* rms_final() const { return rms_final_; }             // (dim)
+    const WeightTensor& classifier() const { return classifier_; }    // (vocab, dim)
+    // The token embedding table as stored: the classifier too, when shared.
+    const WeightTensor& embedding_weights() const { return embedding_; }
 
 private:
     struct Storage;
     Checkpoint() = default;
     void map_tensors(const std::byte* base, std::uint64_t size);
+    // Views of the tensors that start at `p` (their sizes checked), in the legacy or the export order.
+    void map_weights(const std::byte* p, bool legacy);
 
     std::shared_ptr<Storage> storage_;
     std::string path_;
     Config config_;
     int version_ = 0;
-    // Each points at the tensor for layer 0; layer l is at offset l * (tensor size).
-    const float* rms_att_ = nullptr;
-    const float* wq_ = nullptr;
-    const float* wk_ = nullptr;
-    const float* wv_ = nullptr;
-    const float* wo_ = nullptr;
-    const float* rms_ffn_ = nullptr;
-    const float* w1_ = nullptr;
-    const float* w2_ = nullptr;
-    const float* w3_ = nullptr;
+    std::vector<LayerWeights> layers_;
+    WeightTensor embedding_, classifier_;
     const float* token_embedding_ = nullptr;
     const float* rms_final_ = nullptr;
-    const float* classifier_ = nullptr;
 };
 
 }  // namespace llamacl

@@ -20,8 +20,22 @@ enum class Command {
     read_logits,         // the logits (and the token kernel's give-up mark) to the host
     read_hidden,         // --finalize=cpu: the final hidden state to the host
     read_tokens,         // greedy decoding: a batch's tokens to the host
+    // Prefill (a batch of positions at once):
+    write_embeddings,    // the batch's embedding rows into its residual streams
+    rmsnorm_rows,        // RMSNorm of every position's residual stream
+    gemm_q,              // the batch's projections, by the weight they read
+    gemm_k,
+    gemm_v,
+    rope_rows,           // RoPE of the batch's queries and keys
+    attention_rows,      // causal attention of the batch over the cache
+    gemm_wo,             // with the residual add
+    gemm_w1,
+    gemm_w3,
+    swiglu,              // silu(w1 . xn) * (w3 . xn)
+    gemm_w2,             // with the residual add
+    copy_last_row,       // the batch's last residual stream into x, for the classifier
 };
-inline constexpr std::size_t kCommandCount = static_cast<std::size_t>(Command::read_tokens) + 1;
+inline constexpr std::size_t kCommandCount = static_cast<std::size_t>(Command::copy_last_row) + 1;
 
 // The command's label in the profile: the kernel's name, with the weight it reads where one kernel serves two.
 const char* command_name(Command command);

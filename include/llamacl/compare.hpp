@@ -37,6 +37,11 @@ public:
     LockstepCompare(DeviceForward& device, const Checkpoint& checkpoint, double tolerance);
 
     std::span<float> forward(int token, int pos) override;
+    // The device's prefill against the reference position by position: every position's logits (the
+    // device computes them all here), then every layer's keys and values of the prompt's positions, counted
+    // at its last position. A one-position prompt, and any prompt with a fault injected (the device then
+    // runs position by position), has every boundary of every position compared, as forward() does.
+    std::span<float> prefill(std::span<const int> tokens, int first, const LogitsObserver& each = {}) override;
 
     const std::optional<Divergence>& first_divergence() const { return first_; }
     int tokens() const { return tokens_; }
@@ -50,6 +55,11 @@ public:
     std::string summary() const;
 
 private:
+    // Counts one boundary's comparison at position pos.
+    void record(int pos, BoundaryStats stats);
+    // Closes position pos: its table is the first token's or the first divergent one's.
+    void end_position(int pos);
+
     DeviceForward& device_;
     ReferenceForward reference_;
     double tolerance_;

@@ -37,6 +37,7 @@ struct DeviceInfo {
     // (cl_nv_compiler_options).
     std::uint32_t registers_per_group = 0, warp_size = 0;
     bool register_cap_option = false;
+    bool fp64 = false;  // cl_khr_fp64: doubles in kernels (the exact shape's glibc expf)
 };
 
 // Every device of every platform, in platform then device order. Throws Error when the ICD loader

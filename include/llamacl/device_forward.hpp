@@ -75,11 +75,22 @@ public:
     // The kernels and their order are the production schedule's; only the extra reads are added.
     std::span<float> forward(int token, int pos, const BoundaryObserver& observer);
 
+    // The prompt in batches of up to prefill_batch() positions (the prefill schedule: kernels/prefill.cl),
+    // each through every layer with matrix-matrix kernels (a streamed model's chunks uploaded once per
+    // batch), then the classifier on the positions whose logits are asked for: the last, or with `each`
+    // every one. An injected fault runs forward() position by position, whose boundaries it corrupts, and
+    // so does a device whose work-groups cannot hold the GEMM's (KernelSet::prefill_possible).
+    std::span<float> prefill(std::span<const int> tokens, int first, const LogitsObserver& each = {}) override;
+    int prefill_batch() const { return work_.prefill_batch; }
+
     // Greedy decoding on the device where the model allows it (the classifier on the device, shared
     // with the embedding table, in one allocation), else nullptr.
     GreedyDecoder* greedy_decoder() override;
 
     void inject_fault(const Fault& fault) { fault_ = fault; }
+    bool fault_injected() const { return fault_.has_value(); }
+    // Reads back the keys (op k) or values (op v) of `layer` at positions [first, first + count).
+    std::vector<float> cache_rows(int layer, Op op, int first, int count);
 
     // Appends every kernel, the embedding upload and the result read-back of the following tokens to
     // `log`, with their events; nullptr (the default) stops recording. Off, the schedule enqueues
@@ -118,6 +129,17 @@ private:
     // The layers and the classifier, one command per step (the per-op schedule): the logits land in the
     // working buffer, or with --finalize=cpu the final hidden state is left in x.
     void enqueue_per_op(int pos, const BoundaryObserver& observer);
+    // The final RMSNorm and classifier of x (--finalize=device; nothing with --finalize=cpu).
+    void enqueue_classifier(const BoundaryObserver& observer);
+    // Waits for the position's result: the logits (and with `mark` the token kernel's give-up mark), or
+    // with --finalize=cpu the final hidden state, which the host finishes.
+    void read_result(bool mark, const BoundaryObserver& observer);
+    std::span<float> result_logits();
+    // Positions [pos, pos + tokens.size()) through every layer, their residual streams left in batch_x.
+    void enqueue_prefill_batch(std::span<const int> tokens, int pos);
+    // Launches gemm: out (from out_offset) = w (rows x n) times in's `positions` rows, added with `accumulate`.
+    void enqueue_gemm(const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset, int n, int rows,
+                      int positions, bool accumulate, Command command);
     // Greedy decoding's two kernels after the classifier (per-op schedule): the next token is the argmax of
     // the logits when `choose`, else the one the device's token sequence already holds (the prompt's).
     void enqueue_next_token(int pos, bool choose);

@@ -44,12 +44,20 @@ public:
     virtual int next(int pos) = 0;
 };
 
+// Sees the logits of position `pos` (the caller may modify them, as the sampler does).
+using LogitsObserver = std::function<void(int pos, std::span<float> logits)>;
+
 class Forward {
 public:
     virtual ~Forward() = default;
     // Runs the model on `token` at position `pos` (0-based, < seq_len) and returns the logits. The span
     // stays valid until the next call; the caller may modify it (the sampler does, as run.c's does).
     virtual std::span<float> forward(int token, int pos) = 0;
+    // Runs `tokens` (at least one) at positions first, first + 1, ... and returns the last position's
+    // logits, valid until the next call; `each`, when given, sees every position's logits in order. The
+    // default runs forward() position by position (the CPU reference: run.c's order); a device runs the
+    // positions in batches (a prefill).
+    virtual std::span<float> prefill(std::span<const int> tokens, int first, const LogitsObserver& each = {});
     // The backend's own greedy decoding, or nullptr: then greedy decoding is forward() and an argmax.
     virtual GreedyDecoder* greedy_decoder() { return nullptr; }
 };

@@ -28,11 +28,9 @@ std::vector<int> encode_prompt(const Tokenizer& tokenizer, const std::string& pr
 // run.c's rule: 0 or more than seq_len means seq_len.
 int effective_steps(int steps, int seq_len);
 
-// Sees the logits of position `pos` (the caller may modify them, as the sampler does).
-using LogitsObserver = std::function<void(int pos, std::span<float> logits)>;
-
-// Runs `tokens` (at least one) at positions first, first + 1, ... and returns the last position's logits,
-// valid until the model's next call. `each`, when given, sees every position's logits in order.
+// Runs `tokens` (at least one) at positions first, first + 1, ... through the model's prefill and returns
+// the last position's logits, valid until the model's next call. `each`, when given, sees every
+// position's logits in order.
 std::span<float> run_forced(Forward& model, std::span<const int> tokens, int first, const LogitsObserver& each = {});
 
 // run.c's decoding loop after a prompt: `next` was sampled from the logits of position pos - 1, whose
@@ -47,6 +45,12 @@ struct GenerateStats {
     double tokens_per_s = 0.0;   // positions after the prompt's per second (with a one-token prompt run.c's
                                  // "achieved tok/s", timed from the second position; with a greedy decoder
                                  // from the first: it may return positions in batches)
+    // The prompt's prefill: its positions (with a greedy decoder all but the last, which decoding runs) and
+    // their rate.
+    int prompt_positions = 0;
+    double prompt_tokens_per_s = 0.0;
+    // "prompt: N tokens, X tok/s; generation: M tokens, Y tok/s" (-v), as llama.cpp reports them apart.
+    std::string describe_rates() const;
 };
 
 // Flushes `out`; empty when everything written to it arrived, else "cannot write the output: REASON" (a

@@ -1,7 +1,8 @@
 #pragma once
 // Kernel arguments bound by name. Each kernel's signature (its arguments' names, in the order of its
-// kernels/*.cl definition) is listed once here; the host binds values to names, and bind() puts each at its
-// name's position. A test (KernelSignatures) checks every list against CL_KERNEL_ARG_NAME of the built
+// kernels/*.cl definition) is listed once here; the host binds values to names, and bind_args() puts
+// each at its name's position. (Not called bind: with a std::vector of arguments, argument-dependent
+// lookup would pick std::bind, which binds nothing.) A test (KernelSignatures) checks every list against CL_KERNEL_ARG_NAME of the built
 // programs, so a reordered or renamed argument fails there instead of corrupting memory.
 #include <initializer_list>
 #include <span>
@@ -24,6 +25,7 @@ extern const KernelSignature attn_qkv_rope, ffn_gate_up, rmsnorm, classifier;  /
 extern const KernelSignature matvec_residual;                                  // matvec_residual.cl
 extern const KernelSignature attention;                                        // attention.cl
 extern const KernelSignature argmax, argmax_embed;                             // greedy.cl
+extern const KernelSignature rmsnorm_rows, gemm, rope_rows, swiglu, attention_rows;  // prefill.cl
 extern const KernelSignature forward_token;                                    // token.cl
 }  // namespace signatures
 // All of them.
@@ -42,9 +44,9 @@ struct KernelArg {
 
 // Sets each of `args` at its name's position in `signature`; throws std::logic_error for a name the
 // signature does not have. (Arguments left unbound make the enqueue fail: OpenCL checks that.)
-void bind(cl::Kernel& kernel, const KernelSignature& signature, std::span<const KernelArg> args);
-inline void bind(cl::Kernel& kernel, const KernelSignature& signature, std::initializer_list<KernelArg> args) {
-    bind(kernel, signature, std::span<const KernelArg>(args.begin(), args.size()));
+void bind_args(cl::Kernel& kernel, const KernelSignature& signature, std::span<const KernelArg> args);
+inline void bind_args(cl::Kernel& kernel, const KernelSignature& signature, std::initializer_list<KernelArg> args) {
+    bind_args(kernel, signature, std::span<const KernelArg>(args.begin(), args.size()));
 }
 
 }  // namespace llamacl

@@ -77,6 +77,13 @@ inline int attention_chunk_count(int pos, int chunk_len) { return (pos + chunk_l
 // capacity plan counts for attention's per-chunk results.
 int max_attention_chunks(const Config& config);
 
+// The most positions a prefill batch holds (the whole prompt when it fits), never more than the context:
+// on GPU shapes enough tiles of kGemmTile positions to fill the device with every weight tile read once
+// per batch; on CPU shapes fewer, so that the batch's inputs of a matrix stay in the cores' caches while a
+// work-item's rows sweep them.
+int prefill_batch_for(const LaunchShape& shape, const Config& config);
+constexpr int kGpuPrefillBatch = 512, kCpuPrefillBatch = 64;
+
 class KernelSet {
 public:
     // Kernels for matrices of `weights`' format. `warp_shuffles` false builds every reduction through local
@@ -141,6 +148,17 @@ public:
     Range groups(int count) const;
 
     cl::Kernel attention, rmsnorm, argmax, argmax_embed;  // of the shape's own build
+
+    // Prefill's kernels (kernels/prefill.cl), of the shape's own build, and their ranges.
+    cl::Kernel rmsnorm_rows, gemm, rope_rows, swiglu, attention_rows;
+    // out (positions x rows) = in (positions x n) times w's `rows` rows: on CPU shapes a work-item per
+    // GEMM_ROWS rows (kGemmRows), on GPU shapes a work-group per tile of kGemmTile rows by kGemmTile positions.
+    Range gemm_range(int rows, int positions) const;
+    static constexpr int kGemmRows = 4, kGemmGroup = 16, kGemmTile = 64;
+    // Whether gemm can run here: GPU shapes need work-groups of kGemmGroup^2 work-items.
+    bool prefill_possible() const;
+    // One work-item per (element, position) of a step over `width` elements of each position.
+    Range per_position(int width, int positions) const;
 
     // Whether the programs are built with fences of device scope (DEVICE_FENCES in grid_sync.cl): GPU shapes
     // where the compiler takes OpenCL C 3.0 or 2.0. CPU shapes are built as OpenCL C 1.2.

@@ -13,25 +13,27 @@ namespace llamacl {
 
 class LayerStack {
 public:
-    // `layers` parts of `floats` floats, in one allocation when `stacked`. There each part starts at the
-    // device's base-address alignment (a sub-buffer must), so the stride is `floats` rounded up to it;
+    // `layers` parts of `elements` elements of `element_bytes` each (floats, halves, or the bytes of a
+    // Q8_0 tensor's values and scales), in one allocation when `stacked`. There each part starts at the
+    // device's base-address alignment (a sub-buffer must), so the stride is `elements` rounded up to it;
     // the capacity plan does not count that padding (less than the alignment per part).
-    static LayerStack allocate(const Device& device, std::size_t floats, int layers, bool stacked,
-                               const std::string& what, cl_mem_flags flags = CL_MEM_READ_WRITE);
+    static LayerStack allocate(const Device& device, std::size_t elements, int layers, bool stacked,
+                               const std::string& what, cl_mem_flags flags = CL_MEM_READ_WRITE,
+                               std::size_t element_bytes = sizeof(float));
 
     const cl::Buffer& whole() const { return whole_; }  // null when the layers are separate allocations
-    std::size_t stride() const { return stride_; }      // floats from one layer's part of whole() to the next
+    std::size_t stride() const { return stride_; }      // elements from one layer's part of whole() to the next
     // Layer l's part: its own allocation, or a sub-buffer of the whole made on first use. Sub-buffers are
     // not free: NVIDIA's driver spends host time on every sub-buffer of a buffer each time a kernel
     // taking that buffer is enqueued, so a run that only launches the token kernel never makes them.
     const cl::Buffer& layer(int l) const;
-    // Copies one layer's floats from host memory (without waiting).
-    void write(const cl::CommandQueue& queue, int l, const float* data) const;
+    // Copies one layer's elements from host memory (without waiting).
+    void write(const cl::CommandQueue& queue, int l, const void* data) const;
 
 private:
     cl::Buffer whole_;
     mutable std::vector<cl::Buffer> layers_;  // one per layer; sub-buffers made on first use
-    std::size_t floats_ = 0, stride_ = 0;
+    std::size_t elements_ = 0, stride_ = 0, element_bytes_ = sizeof(float);
     cl_mem_flags flags_ = CL_MEM_READ_WRITE;
 };
 

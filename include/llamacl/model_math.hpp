@@ -2,9 +2,11 @@
 // run.c's math, each function as run.c writes it: the CPU reference's forward pass is built from these,
 // and the device runtime uses them where it computes on the host (the RoPE table it uploads, the
 // classifier with --finalize=cpu). Kernel tests compare the device against them.
+#include <cstdint>
 #include <vector>
 
 #include "llamacl/checkpoint.hpp"
+#include "llamacl/weight_format.hpp"
 
 namespace llamacl {
 
@@ -13,6 +15,40 @@ void rmsnorm(float* out, const float* x, const float* weight, int size);
 // Matrix-vector products over fp32 weights.
 void matmul(float* out, const float* x, const float* w, int n, int d);  // out(d) = w(d,n) @ x(n)
 
+// runq.c's Q8_0: symmetric int8 per group of `group_size` (dividing n), scale = max|x| / 127 and
+// q = round(x / scale), halves away from zero (a group of zeros, where x / scale is 0 / 0, gives 0 as
+// runq.c's build does).
+void quantize(std::int8_t* q, float* scales, const float* x, int n, int group_size);
+// x(n) = q * scale for Q8_0, the widened halves for f16, a copy for f32.
+void dequantize(float* out, const WeightTensor& w, std::uint64_t n);
+float half_to_float(std::uint16_t half);  // exact: every half is a float
+
+// A matmul's input x(n) in the form its weights' format multiplies: fp32 as it is, or for q8_0 quantized
+// in the weights' groups. runq.c quantizes a vector once for all the matmuls that read it (xb once for
+// wq, wk and wv), and so does the caller: set() once, then matmul() as often as needed.
+class MatmulInput {
+public:
+    MatmulInput(const WeightFormat& format, int n);
+    void set(const float* x);
+    const WeightFormat& format() const { return format_; }
+    int size() const { return n_; }
+    const float* x() const { return x_; }
+    const std::int8_t* q() const { return q_.data(); }  // q8_0
+    const float* scales() const { return scales_.data(); }
+
+private:
+    WeightFormat format_;
+    int n_;
+    const float* x_ = nullptr;
+    std::vector<std::int8_t> q_;
+    std::vector<float> scales_;
+};
+
+// out(d) = w(d,n) @ x(n) for weights of x's type. fp32 and f16 as run.c's loop over the (widened)
+// weights; q8_0 as runq.c's: an exact int32 dot product per group, then val += ival * w_scale * x_scale
+// group after group.
+void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d);
+
 void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size);
 // rope()'s (cos, sin) for every position and frequency, (seq_len, head_size / 2, 2), computed with the
 // same float expressions, so that a device rotating by this table rotates by exactly the same angles.
@@ -20,7 +56,8 @@ std::vector<float> rope_table(int seq_len, int head_size);
 
 void swiglu(float* hb, const float* hb2, int hidden_dim);  // hb = silu(hb) * hb2
 
-// The final RMSNorm of `hidden` into `normed` (dim), then the classifier into `logits` (vocab).
+// The final RMSNorm of `hidden` into `normed` (dim), then the classifier into `logits` (vocab), in the
+// checkpoint's weight format.
 void classify(const Checkpoint& checkpoint, const float* hidden, float* normed, float* logits);
 
 }  // namespace llamacl

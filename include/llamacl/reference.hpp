@@ -1,12 +1,13 @@
 #pragma once
-// The CPU reference forward pass: exactly run.c's operations in run.c's order, so that its logits match
-// llama2.c bit for bit on x86-64. It is a backend of its own (--backend cpu) and the oracle the OpenCL
+// The CPU reference forward pass: exactly run.c's operations in run.c's order (runq.c's for Q8_0 weights),
+// so that its logits match llama2.c bit for bit on x86-64. It is a backend of its own (--backend cpu) and the oracle the OpenCL
 // runtime is tested and --compare-cpu'd against. Its building blocks are model_math.hpp's.
 #include <span>
 #include <vector>
 
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/forward.hpp"
+#include "llamacl/model_math.hpp"
 
 namespace llamacl {
 
@@ -17,12 +18,15 @@ public:
     std::span<float> forward(int token, int pos) override;
     // As forward(), reporting every boundary to `observer` (which may be empty).
     std::span<float> forward(int token, int pos, const BoundaryObserver& observer);
+    // The keys (op k) or values (op v) of `layer` at positions [first, first + count), kv_dim each.
+    std::span<const float> cache_rows(int layer, Op op, int first, int count) const;
 
 private:
     const Checkpoint& ck_;
     Config c_;  // seq_len: the positions this run can reach (within_positions)
     // run.c's RunState: activations rewritten every layer, and the KV cache that grows with pos.
     std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_;
+    MatmulInput xin_, hin_;  // xb and hb as the matmuls read them (runq.c's xq and hq)
     std::vector<float> key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
 };
 

@@ -2,9 +2,11 @@
 // The command-line options that choose the OpenCL device and shape the runtime on it, shared by
 // `generate` and `bench` so both spell, check and apply them the same way.
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "llamacl/device_options.hpp"
+#include "llamacl/weight_format.hpp"
 
 namespace llamacl {
 
@@ -24,6 +26,9 @@ struct RuntimeArgs {
 };
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
+// --weights f32|f16|q8_0, which every backend honours (the CPU reference computes on the converted weights).
+void add_weights_option(CLI::App& cmd, std::string& weights);
+std::optional<ElementType> weights_format(const std::string& weights);  // nullopt: the file's own
 // A check for options that take a size: a finite number above zero (0, nan and inf are mistakes, not
 // ways to say "default"; leaving the option out is).
 CLI::Validator positive_number();

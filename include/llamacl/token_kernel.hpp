@@ -28,8 +28,7 @@ public:
     // The largest layer (weight bytes) the automatic schedule runs through the token kernel. Its two
     // work-groups per compute unit stream a large matrix more slowly than the per-op kernels' wider
     // launches, which win once a layer's weights take longer to stream than its five launches cost. The
-    // crossover lies between stories110M's layers (27 MiB) and llama3.2-1b's (232 MiB); 64 MiB is a round
-    // value in that gap (docs/benchmarks.md).
+    // bound is where that crossover lies (docs/benchmarks.md has the measurements).
     static constexpr std::uint64_t kMaxLayerBytes = 64ull << 20;
 
     // Whether a session should use the token kernel, from what is known before any allocation: a GPU

@@ -1,25 +1,43 @@
 #pragma once
-// The format of a matrix's weights on the device: its element type and, for block formats, how many
-// elements share one scale. The kernels are built for a format (build_option(): WEIGHT_* in
-// kernels/weights.cl, whose loads every row product reads its weights through) rather than copied per
-// format. Only f32 is implemented; f16 and q8_0 (runq.c's groups of int8 with one float scale) are the
-// formats it is shaped for.
-#include <stdexcept>
+// How a weight matrix is stored: its element type (fp32, IEEE half, or llama2.c's Q8_0: int8 values in
+// groups that share one fp32 scale), and views of a tensor in that format. Norm weights are always fp32.
+// The device's kernels are built for a format (build_option(): WEIGHT_* in kernels/weights.cl, whose loads
+// every row product reads its weights through) rather than copied per format.
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace llamacl {
 
 enum class ElementType { f32, f16, q8_0 };
+const char* element_name(ElementType type);  // "f32", "f16", "q8_0": the spelling of --weights
+std::optional<ElementType> parse_element_type(std::string_view name);
 
 struct WeightFormat {
     ElementType type = ElementType::f32;
-    int group_size = 0;  // elements sharing one scale (q8_0); 0 where each element stands alone
+    int group_size = 0;  // q8_0: consecutive elements (in row-major order) sharing a scale; 0 otherwise
 
-    // The -D that selects the kernels' weight loads for this format.
-    std::string build_option() const {
-        if (type != ElementType::f32) throw std::logic_error("weight format not implemented: only f32 is");
-        return " -DWEIGHT_F32";
-    }
+    // What `elements` weights of this format occupy: values, and for q8_0 the scales after them.
+    std::uint64_t bytes(std::uint64_t elements) const;
+    std::string describe() const;  // "f32", "f16" or "q8_0 (group size 64)"
+    // The -D that selects the kernels' weight loads for this format; throws std::logic_error for a format
+    // the kernels do not read yet.
+    std::string build_option() const;
+    bool operator==(const WeightFormat&) const = default;
+};
+
+// A weight tensor (or rows of one) in memory, elements in row-major order.
+struct WeightTensor {
+    WeightFormat format;
+    const void* values = nullptr;   // float, std::uint16_t (half bits) or std::int8_t elements
+    const float* scales = nullptr;  // q8_0: one per group of format.group_size elements
+
+    const float* f32() const { return static_cast<const float*>(values); }
+    const std::uint16_t* f16() const { return static_cast<const std::uint16_t*>(values); }
+    const std::int8_t* q8() const { return static_cast<const std::int8_t*>(values); }
+    // The tensor from element `first` on (for q8_0 a multiple of the group size), e.g. a block of rows.
+    WeightTensor from(std::uint64_t first) const;
 };
 
 }  // namespace llamacl

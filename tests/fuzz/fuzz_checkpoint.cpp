@@ -18,14 +18,16 @@
 
 namespace {
 
-std::uint32_t touch(const float* p, std::uint64_t n) {
+std::uint32_t touch(const void* p, std::uint64_t bytes) {
     std::uint32_t acc = 0;
-    for (std::uint64_t i = 0; i < n; ++i) {
-        std::uint32_t bits;
-        std::memcpy(&bits, p + i, sizeof bits);
-        acc ^= bits + static_cast<std::uint32_t>(i);
-    }
+    for (std::uint64_t i = 0; i < bytes; ++i) acc ^= static_cast<std::uint32_t>(static_cast<const std::uint8_t*>(p)[i]) + static_cast<std::uint32_t>(i);
     return acc;
+}
+
+// Every byte of a tensor of n weights: its values, and a Q8_0 tensor's scales.
+std::uint32_t touch(const llamacl::WeightTensor& t, std::uint64_t n) {
+    if (t.format.type != llamacl::ElementType::q8_0) return touch(t.values, t.format.bytes(n));
+    return touch(t.values, n) + touch(t.scales, n / static_cast<std::uint64_t>(t.format.group_size) * sizeof(float));
 }
 
 [[noreturn]] void fail(const char* what) {
@@ -45,14 +47,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             c.vocab_size <= 0 || c.seq_len <= 0 || c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 ||
             c.head_size() % 2 != 0)
             fail("accepted an invalid shape");
+        const int gs = c.weight_format.group_size;
+        if (c.weight_format.type == llamacl::ElementType::q8_0 && (gs <= 0 || c.dim % gs != 0 || c.hidden_dim % gs != 0))
+            fail("accepted a group size that does not divide every row");
         const llamacl::ModelSize model(c);
         if (model.weight_bytes() > size) fail("the weights are larger than the file");
 
         const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
         volatile std::uint32_t sink = 0;
-        sink = sink + touch(ck.token_embedding(), vocab * dim);
+        sink = sink + touch(ck.token_embedding(), vocab * dim * sizeof(float));
         sink = sink + touch(ck.classifier(), vocab * dim);
-        sink = sink + touch(ck.rms_final(), dim);
+        sink = sink + touch(ck.rms_final(), dim * sizeof(float));
         for (int l = 0; l < c.n_layers; ++l) {
             const llamacl::LayerWeights w = ck.layer(l);
             sink = sink + touch(w.rms_att, dim) + touch(w.wq, dim * dim) + touch(w.wk, kv * dim) + touch(w.wv, kv * dim) +

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora in tests/fuzz/corpus/ (committed; rerun only to change them).
 
-checkpoint/: small valid llama2.c checkpoints (v0 and v1, shared and unshared classifier, MHA and GQA)
-and near-misses (version 2, a GGUF prefix). tokenizer/: fuzz_tokenizer inputs, i.e. a flags byte, a
+checkpoint/: small valid llama2.c checkpoints (v0, v1 and v2, shared and unshared classifier, MHA and
+GQA) and near-misses (version 2 without a group size, a GGUF prefix). tokenizer/: fuzz_tokenizer inputs, i.e. a flags byte, a
 text-length byte, the text, then a tokenizer.bin.
 
 The hash-named files beside these seeds are inputs libFuzzer found while fuzzing from them, kept after
@@ -20,7 +20,27 @@ def floats(rng, n):
     return struct.pack(f"<{n}f", *[rng.uniform(-1, 1) for _ in range(n)])
 
 
-def checkpoint(dim, hidden, layers, heads, kv_heads, vocab, seq_len, version, shared, seed):
+def f32(v):
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def q80(blob, tensors, gs):
+    """export.py's quantize_q80 of each of `tensors` equal tensors in `blob`: int8 values, then fp32 scales.
+    A float32 division rounded from double is the float32 division; round() takes halves to even."""
+    w = struct.unpack(f"<{len(blob) // 4}f", blob)
+    n = len(w) // tensors
+    out = b""
+    for t in range(tensors):
+        q, s = [], []
+        for g in range(t * n, (t + 1) * n, gs):
+            scale = f32(max(abs(x) for x in w[g:g + gs]) / 127.0)
+            s.append(scale)
+            q += [0 if scale == 0 else round(f32(x / scale)) for x in w[g:g + gs]]
+        out += struct.pack(f"<{len(q)}b", *q) + struct.pack(f"<{len(s)}f", *s)
+    return out
+
+
+def checkpoint(dim, hidden, layers, heads, kv_heads, vocab, seq_len, version, shared, seed, gs=2):
     rng = random.Random(seed)
     head = dim // heads
     kv = head * kv_heads
@@ -32,11 +52,17 @@ def checkpoint(dim, hidden, layers, heads, kv_heads, vocab, seq_len, version, sh
         "w3": floats(rng, layers * hidden * dim), "rms_final": rms(dim),
         "cls": b"" if shared else floats(rng, vocab * dim),
     }
-    fields = [dim, hidden, layers, heads, kv_heads, vocab if (shared or version == 1) else -vocab, seq_len]
+    fields = [dim, hidden, layers, heads, kv_heads, vocab if (shared or version >= 1) else -vocab, seq_len]
     if version == 0:
         order = ["emb", "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3", "rms_final"]
         body = b"".join(parts[k] for k in order) + bytes(4 * seq_len * head) + parts["cls"]
         return struct.pack("<7i", *fields) + body
+    if version == 2:
+        header = struct.pack("<Ii7iBi", 0x616B3432, 2, *fields, 1 if shared else 0, gs).ljust(256, b"\0")
+        norms = b"".join(parts[k] for k in ["rms_att", "rms_ffn", "rms_final"])
+        per_layer = ["wq", "wk", "wv", "wo", "w1", "w2", "w3"]
+        matrices = q80(parts["emb"], 1, gs) + b"".join(q80(parts[k], layers, gs) for k in per_layer)
+        return header + norms + matrices + (b"" if shared else q80(parts["cls"], 1, gs))
     header = struct.pack("<Ii7iB", 0x616B3432, 1, *fields, 1 if shared else 0).ljust(256, b"\0")
     order = ["rms_att", "rms_ffn", "rms_final", "emb", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "cls"]
     return header + b"".join(parts[k] for k in order)
@@ -72,6 +98,8 @@ write("checkpoint", "v1-unshared-gqa", checkpoint(8, 4, 1, 4, 2, 3, 2, 1, False,
 v2 = bytearray(checkpoint(4, 4, 1, 2, 1, 4, 4, 1, True, 5))
 v2[4] = 2
 write("checkpoint", "v1-version-2", bytes(v2))
+write("checkpoint", "v2-shared", checkpoint(4, 4, 1, 2, 1, 4, 4, 2, True, 6, gs=4))
+write("checkpoint", "v2-unshared-gqa", checkpoint(8, 4, 2, 4, 2, 3, 2, 2, False, 7, gs=2))
 write("checkpoint", "gguf-prefix", b"GGUF\x03\x00\x00\x00" + bytes(40))
 
 merges = [(b" ", 0.0), (b"H", 1.0), (b"e", 1.0), (b"l", 1.0), (b"o", 1.0), (b"w", 1.0), (b"r", 1.0), (b"d", 1.0),

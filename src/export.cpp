@@ -1,0 +1,202 @@
+#include "llamacl/export.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+
+constexpr std::uint32_t kMagicAk42 = 0x616b3432;
+constexpr std::size_t kHeaderBytes = 256;
+
+// Calls f(weights, count, quantized) for every tensor of an fp32 checkpoint in export order (versions 1
+// and 2): the norms, kept in fp32, then the embedding table, each family of layer matrices, and the
+// classifier when it is not shared.
+template <typename F>
+void for_each_export_tensor(const Checkpoint& ck, F f) {
+    const Config& c = ck.config();
+    const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
+    const auto each_layer = [&](WeightTensor LayerWeights::*tensor, std::uint64_t n, bool quantized) {
+        for (int l = 0; l < c.n_layers; ++l) f((ck.layer(l).*tensor).f32(), n, quantized);
+    };
+    each_layer(&LayerWeights::rms_att, dim, false);
+    each_layer(&LayerWeights::rms_ffn, dim, false);
+    f(ck.rms_final(), dim, false);
+    f(ck.embedding_weights().f32(), vocab * dim, true);
+    each_layer(&LayerWeights::wq, dim * dim, true);
+    each_layer(&LayerWeights::wk, kv * dim, true);
+    each_layer(&LayerWeights::wv, kv * dim, true);
+    each_layer(&LayerWeights::wo, dim * dim, true);
+    each_layer(&LayerWeights::w1, hidden * dim, true);
+    each_layer(&LayerWeights::w2, dim * hidden, true);
+    each_layer(&LayerWeights::w3, hidden * dim, true);
+    if (!c.shared_classifier) f(ck.classifier().f32(), vocab * dim, true);
+}
+
+// `n` fp32 weights stored as `format` at `out` (format.bytes(n) bytes; for q8_0 the values, then the scales).
+void encode(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
+    switch (format.type) {
+        case ElementType::f32: std::memcpy(out, w, n * sizeof(float)); return;
+        case ElementType::f16:
+            for (std::uint64_t i = 0; i < n; ++i) {
+                const std::uint16_t half = float_to_half(w[i]);
+                std::memcpy(out + i * sizeof half, &half, sizeof half);
+            }
+            return;
+        case ElementType::q8_0: {
+            std::vector<float> scales(n / static_cast<std::uint64_t>(format.group_size));
+            quantize_q80(reinterpret_cast<std::int8_t*>(out), scales.data(), w, n, format.group_size);
+            std::memcpy(out + n, scales.data(), scales.size() * sizeof(float));
+            return;
+        }
+    }
+}
+
+void require_fp32(const Checkpoint& ck, const std::string& what) {
+    if (ck.weight_format().type != ElementType::f32)
+        throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_format().describe() +
+                          " weights (llama2.c version " + std::to_string(ck.version()) +
+                          "); only an fp32 checkpoint (version 0 or 1) converts");
+}
+
+std::uint64_t fp32_bytes(const Checkpoint& ck) {
+    std::uint64_t total = 0;
+    for_each_export_tensor(ck, [&](const float*, std::uint64_t n, bool) { total += n * sizeof(float); });
+    return total;
+}
+
+}  // namespace
+
+int default_group_size(const Config& c) {
+    int gs = 64;
+    while (c.dim % gs != 0 || c.hidden_dim % gs != 0) gs /= 2;
+    return gs;
+}
+
+void check_group_size_flag(const Config& c, int group_size, const std::string& path) {
+    if (group_size > 0 && c.dim % group_size == 0 && c.hidden_dim % group_size == 0) return;
+    throw usage_error("--group-size " + std::to_string(group_size) + ": must divide both dim (" +
+                      std::to_string(c.dim) + ") and hidden_dim (" + std::to_string(c.hidden_dim) + ") of " + path +
+                      ", as every row is quantized in whole groups; " + std::to_string(default_group_size(c)) +
+                      " does");
+}
+
+void quantize_q80(std::int8_t* q, float* scales, const float* w, std::uint64_t n, int group_size) {
+    const std::uint64_t gs = static_cast<std::uint64_t>(group_size);
+    for (std::uint64_t group = 0; group < n / gs; ++group) {
+        const float* wg = w + group * gs;
+        float wmax = 0.0f;
+        for (std::uint64_t i = 0; i < gs; ++i) wmax = std::max(wmax, std::fabs(wg[i]));
+        const float scale = wmax / 127.0f;
+        scales[group] = scale;
+        // nearbyint rounds in the default mode, to nearest with halves to even, as torch.round does.
+        for (std::uint64_t i = 0; i < gs; ++i) {
+            const float quant = wg[i] / scale;
+            q[group * gs + i] = std::isnan(quant) ? std::int8_t{0} : static_cast<std::int8_t>(std::nearbyint(quant));
+        }
+    }
+}
+
+std::uint16_t float_to_half(float f) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof bits);
+    const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+    const std::uint32_t magnitude = bits & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN stays NaN
+    if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
+    if (magnitude < 0x38800000u) {
+        // Below the smallest normal half (2^-14): a multiple of 2^-24, rounded to even; 1024 of them is
+        // that smallest normal, whose encoding is the same number.
+        float value = 0.0f;
+        std::memcpy(&value, &magnitude, sizeof value);
+        return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::nearbyint(value * 0x1p24f)));
+    }
+    // Rebias the exponent (127 -> 15) and drop 13 mantissa bits, to nearest even; a carry into the
+    // exponent is the correct next power of two.
+    std::uint32_t half = (magnitude - 0x38000000u) >> 13;
+    const std::uint32_t rest = magnitude & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (half & 1u) != 0)) ++half;
+    return static_cast<std::uint16_t>(sign | half);
+}
+
+void write_version2(const Checkpoint& fp32, const std::string& path, int group_size,
+                    const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+    require_fp32(fp32, "quantize");
+    const Config& c = fp32.config();
+    check_group_size_flag(c, group_size, fp32.path());
+    const WeightFormat q80{ElementType::q8_0, group_size};
+
+    const std::string partial = path + ".partial";
+    std::FILE* out = std::fopen(partial.c_str(), "wb");
+    if (!out) throw Error(partial + ": cannot create the quantized checkpoint: " + std::strerror(errno));
+    const auto fail = [&](const std::string& why) {
+        std::fclose(out);
+        std::remove(partial.c_str());
+        return Error(partial + ": cannot write the quantized checkpoint: " + why);
+    };
+    const auto write = [&](const void* data, std::size_t bytes) {
+        if (std::fwrite(data, 1, bytes, out) != bytes) throw fail(std::strerror(errno));
+    };
+
+    // The header: magic, version, the seven dimensions (vocab_size positive), the shared-classifier
+    // byte, the group size (unaligned, packed after the byte), zeros up to 256 bytes.
+    std::vector<std::byte> header(kHeaderBytes);
+    const std::int32_t fields[8] = {2, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len};
+    std::memcpy(header.data(), &kMagicAk42, 4);
+    std::memcpy(header.data() + 4, fields, 8 * sizeof(std::int32_t));
+    header[36] = std::byte{c.shared_classifier ? std::uint8_t{1} : std::uint8_t{0}};
+    std::memcpy(header.data() + 37, &group_size, sizeof group_size);
+    write(header.data(), header.size());
+
+    const std::uint64_t total = fp32_bytes(fp32);
+    std::uint64_t done = 0;
+    std::vector<std::byte> encoded;
+    for_each_export_tensor(fp32, [&](const float* w, std::uint64_t n, bool quantized) {
+        const WeightFormat as = quantized ? q80 : WeightFormat{};
+        encoded.resize(as.bytes(n));
+        encode(encoded.data(), w, n, as);
+        write(encoded.data(), encoded.size());
+        done += n * sizeof(float);
+        if (progress) progress(done, total);
+    });
+    if (std::fflush(out) != 0 || ::fsync(::fileno(out)) != 0) throw fail(std::strerror(errno));
+    if (std::fclose(out) != 0) {
+        std::remove(partial.c_str());
+        throw Error(partial + ": cannot write the quantized checkpoint: " + std::strerror(errno));
+    }
+    if (std::rename(partial.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        std::remove(partial.c_str());
+        throw Error(path + ": cannot create the quantized checkpoint: " + std::strerror(err));
+    }
+}
+
+Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
+    if (!type || *type == ck.weight_format().type) return ck;
+    const std::string flag = std::string("--weights ") + element_name(*type);
+    require_fp32(ck, flag);
+    Config c = ck.config();
+    c.weight_format = {*type, *type == ElementType::q8_0 ? default_group_size(c) : 0};
+    std::uint64_t bytes = 0;
+    for_each_export_tensor(ck, [&](const float*, std::uint64_t n, bool quantized) {
+        bytes += (quantized ? c.weight_format : WeightFormat{}).bytes(n);
+    });
+    std::vector<std::byte> tensors(bytes);
+    std::byte* at = tensors.data();
+    for_each_export_tensor(ck, [&](const float* w, std::uint64_t n, bool quantized) {
+        const WeightFormat as = quantized ? c.weight_format : WeightFormat{};
+        encode(at, w, n, as);
+        at += as.bytes(n);
+    });
+    return Checkpoint::from_tensors(c, std::move(tensors), ck.path() + " (" + flag + ")", ck.version());
+}
+
+}  // namespace llamacl
