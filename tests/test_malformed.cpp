@@ -322,20 +322,61 @@ TEST(BenchUnderALimit, TheProbeFitsTheAddressSpaceOrSaysWhatItNeeds) {
 
 TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
     // seq_len 4,000,000 in a 0.5 MB file: its whole context would need 7.8 GiB of KV cache, but -n 4
-    // reaches four positions, and both backends must run within the 1 GiB address-space cap.
+    // reaches four positions. Each backend's peak memory must be that of the same model with a context of
+    // four positions (the 1 GiB address-space cap keeps a regression from taking the machine's memory).
+    TempDir dir;
+    const Config huge{64, 64, 4, 8, 8, 260, 4000000, true};
+    Config four = huge;
+    four.seq_len = 4;
+    const fs::path model = write_model(dir, huge, 1, 7, "huge.bin");
+    const fs::path small = write_model(dir, four, 1, 7, "four.bin");
+    const auto generate = [&](const fs::path& m, const std::string& backend) {
+        return run("generate " + quote(m.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                       " -n 4 -s 1 -v --backend " + backend,
+                   /*limit_memory=*/true);
+    };
+    for (const char* backend : {"cpu", "opencl"}) {
+        const CommandResult r = generate(model, backend), baseline = generate(small, backend);
+        ASSERT_EQ(r.exit_code, 0) << backend << ": " << r.err;
+        ASSERT_EQ(baseline.exit_code, 0) << backend << ": " << baseline.err;
+        EXPECT_EQ(r.out, baseline.out) << backend;
+        // Allocator and driver noise is a few MiB; the whole context's KV cache would be 8,000,000 KiB.
+        EXPECT_LT(r.peak_rss_kib, baseline.peak_rss_kib + 8 * 1024)
+            << backend << ": " << r.peak_rss_kib << " KiB against " << baseline.peak_rss_kib << " KiB with seq_len 4";
+        if (std::string(backend) == "opencl") {
+            EXPECT_NE(r.err.find("KV cache 0.0 MiB (4 positions; the whole context of 4000000 would need 7812.5 MiB)"),
+                      std::string::npos)
+                << r.err;
+        }
+    }
+}
+
+TEST(MalformedCheckpoint, EveryCommandSizesTheCacheByThePositionsItReaches) {
+    // The same 7.8 GiB context: chat reaches -n positions, perplexity its window (here the text's tokens),
+    // bench --prompt and --context + -n. Each runs under the 1 GiB cap, in a fraction of it.
     TempDir dir;
     const Config huge{64, 64, 4, 8, 8, 260, 4000000, true};
     const fs::path model = write_model(dir, huge, 1);
-    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
-                             " -n 4 -s 1 -v --backend ";
-    const CommandResult cpu = run(base + "cpu", /*limit_memory=*/true);
-    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
-    const CommandResult device = run(base + "opencl", /*limit_memory=*/true);
-    ASSERT_EQ(device.exit_code, 0) << device.err;
-    EXPECT_EQ(device.out, cpu.out);
-    EXPECT_NE(device.err.find("KV cache 0.0 MiB (4 positions; the whole context of 4000000 would need 7812.5 MiB)"),
-              std::string::npos)
-        << device.err;
+    const fs::path text = dir / "text.txt";
+    std::ofstream(text) << "Once upon a time";
+    const std::string m = quote(model.string()), tok = " -z " + quote((dir / "tok.bin").string());
+    for (const char* backend : {"cpu", "opencl"}) {
+        const std::string be = std::string(" -v --backend ") + backend;
+        const CommandResult chat = run("chat " + m + tok + " -n 24 -y '' -i hi" + be, /*limit_memory=*/true);
+        const CommandResult ppl = run("perplexity " + m + tok + " -f " + quote(text.string()) + be, true);
+        for (const CommandResult* r : {&chat, &ppl}) {
+            ASSERT_EQ(r->exit_code, 0) << backend << ": " << r->err;
+            EXPECT_LT(r->peak_rss_kib, 256 * 1024) << backend;
+        }
+        if (std::string(backend) == "opencl") {
+            EXPECT_NE(chat.err.find("KV cache 0.0 MiB (24 positions; the whole context of 4000000"), std::string::npos)
+                << chat.err;
+            EXPECT_NE(ppl.err.find("positions; the whole context of 4000000"), std::string::npos) << ppl.err;
+        }
+    }
+    const CommandResult bench = run("bench " + m + " --prompt 8 --context 4 -n 2 --runs 1 --probe-mib 64", true);
+    ASSERT_EQ(bench.exit_code, 0) << bench.err;
+    EXPECT_LT(bench.peak_rss_kib, 512 * 1024);
 }
 
 TEST(MalformedCheckpoint, TruncatedAtEveryByteIsRejectedNamingTheFile) {
