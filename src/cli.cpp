@@ -217,6 +217,13 @@ Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
     return Sampler(vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
 }
 
+using Clock = std::chrono::steady_clock;
+const Clock::time_point process_start = Clock::now();  // at static initialization, before main
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+}
+
 // PoCL generates each kernel's code at its first launch: untimed passes at position 0 through every kernel
 // the run launches (prefill, a token, greedy decoding's; the run restarts at 0 and rewrites what they wrote)
 // keep that out of the printed tok/s, as run.c's timing skips its first pass. Only with resident weights,
@@ -238,18 +245,21 @@ void first_launches(DeviceForward& model, const DeviceInfo& device) {
 // to the device.
 struct Backend {
     Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions)
-        : device(open_device(a, ck)) {
+        : opened(Clock::now()), device(open_device(a, ck)) {
         set_progress_quiet(a.quiet);
         if (!device) {
             model = std::make_unique<ReferenceForward>(ck, positions);
             if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
             return;
         }
+        const Clock::time_point device_open = Clock::now();
         DeviceOptions options = device_options(a.runtime, device->info());
         options.positions = positions;
         auto forward = std::make_unique<DeviceForward>(*device, ck, options);
         on_device = forward.get();
+        const Clock::time_point loaded = Clock::now();
         if (on_device->plan().resident()) first_launches(*on_device, device->info());
+        const Clock::time_point ready = Clock::now();
         if (fault) {
             on_device->inject_fault(*fault);
             llamacl::report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
@@ -264,11 +274,25 @@ struct Backend {
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
                          on_device->shape().describe().c_str(), ck.config().weight_format.describe().c_str(),
                          describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
+            describe_startup(device_open, loaded, ready);
         }
         before = on_device->counters();
     }
     Backend(const Backend&) = delete;
     Backend& operator=(const Backend&) = delete;
+
+    // -v: where the time before the first position went, from the process's start.
+    void describe_startup(Clock::time_point device_open, Clock::time_point loaded, Clock::time_point now) const {
+        const Device::Builds builds = device->builds();
+        std::fprintf(stderr,
+                     "startup: %.3f s: checkpoint and tokenizer %.3f s, OpenCL platforms and device %.3f s, kernel "
+                     "builds %.3f s (%d program%s), buffers and weights %.3f s, first launches %.3f s\n",
+                     seconds_between(process_start, now), seconds_between(process_start, opened),
+                     seconds_between(opened, device_open), builds.seconds, builds.programs,
+                     builds.programs == 1 ? "" : "s", seconds_between(device_open, loaded) - builds.seconds,
+                     seconds_between(loaded, now));
+    }
+
     Forward& driver() { return compare ? static_cast<Forward&>(*compare) : *model; }
 
     // After the run of `positions` forward passes: the per-token counters (-v) and --compare-cpu's verdict
@@ -286,6 +310,7 @@ struct Backend {
         return compare->first_divergence() ? 3 : 0;
     }
 
+    Clock::time_point opened;  // when the backend began to open
     std::optional<Device> device;
     std::unique_ptr<Forward> model;
     DeviceForward* on_device = nullptr;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -367,9 +368,12 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
     const std::string all_options = "-cl-std=" + standard + (options.empty() ? "" : " " + options);
     cl::Program program;
     const ProgressLine progress("compiling kernels for " + info_.name + " (the driver caches them for the next run)");
+    const auto start = std::chrono::steady_clock::now();
     try {
         program = cl::Program(context_, source);
         program.build(device_, all_options.c_str());
+        builds_->programs++;
+        builds_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         return program;
     } catch (const cl::Error& e) {
         std::string log;

@@ -162,16 +162,37 @@ TEST(FirstRun, ProgressLinesAppearOnATerminalOnlyAndAreCleared) {
 TEST(FirstRun, BenchSaysWhatItIsDoingOnATerminal) {
     if (!has_script()) GTEST_SKIP() << "util-linux's script is not installed: no pseudo-terminal to test with";
     TempDir dir;
-    const CommandResult tty = on_terminal("bench --synthetic tiny -n 2 --runs 2", dir / "out.txt");
+    const CommandResult tty = on_terminal("bench --synthetic tiny -n 2 --runs 2 --prompt 4", dir / "out.txt");
     ASSERT_EQ(tty.exit_code, 0) << tty.out;
     for (const char* step : {"bench: writing the synthetic tiny model", "bench: measuring the copy bandwidth (",
-                             "bench: loading the model onto ", "bench: running the context (",
-                             "bench: timed run 1 of 2", "bench: timed run 2 of 2"})
+                             "bench: measuring the FMA throughput", "bench: loading the model onto ",
+                             "bench: a first prefill of the prompt (4 positions)", "bench: timed prefill 2 of 2",
+                             "bench: running the context (", "bench: timed run 1 of 2", "bench: timed run 2 of 2"})
         EXPECT_NE(tty.out.find(step), std::string::npos) << step << "\n" << tty.out;
     EXPECT_EQ(read_file(dir / "out.txt").find("bench: "), std::string::npos);
     const CommandResult piped = run_llama_cl("bench --synthetic tiny -n 2 --runs 1");
     ASSERT_EQ(piped.exit_code, 0) << piped.err;
     EXPECT_EQ(piped.err, "");
+}
+
+TEST(FirstRun, VerboseSaysWhereTheStartupWentOnStderr) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config(), 1);
+    const std::string args = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -n 6 -t 0 --backend opencl";
+    const CommandResult verbose = run_llama_cl(args + " -v"), plain = run_llama_cl(args);
+    ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    const std::size_t at = verbose.err.find("\nstartup: ");
+    ASSERT_NE(at, std::string::npos) << verbose.err;
+    const std::string line = verbose.err.substr(at + 1, verbose.err.find('\n', at + 1) - at - 1);
+    for (const char* part : {" s: checkpoint and tokenizer ", " s, OpenCL platforms and device ", " s, kernel builds ",
+                             " program", "), buffers and weights ", " s, first launches "})
+        EXPECT_NE(line.find(part), std::string::npos) << part << "\n" << line;
+    EXPECT_EQ(plain.err.find("startup:"), std::string::npos) << plain.err;
+    EXPECT_EQ(verbose.out, plain.out);  // stdout is the text alone
+    EXPECT_EQ(verbose.out.find("startup"), std::string::npos);
+    EXPECT_EQ(verbose.out.find("tok/s"), std::string::npos);
 }
 
 TEST(BackendAuto, OnCpuOnlyMachinesSmallModelsRunOnTheReferenceAndTheLineSaysSo) {
