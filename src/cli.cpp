@@ -92,8 +92,8 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
 void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
-                    "exists, else cpu; where the only devices are CPUs, the CPU reference for models under 4 MiB "
-                    "of weights)")
+                    "exists, else cpu; where the only devices are CPUs, the CPU reference for models under 0.25 MiB "
+                    "of weights per layer)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
     add_weights_option(*cmd, a.weights);
@@ -140,9 +140,10 @@ void check_generate_args(const GenerateArgs& a) {
     }
 }
 
-// --backend auto where the only OpenCL devices are CPUs: the CPU reference below this many weight bytes,
-// where PoCL's cost per command outweighs its second thread (docs/benchmarks.md has the crossover).
-constexpr std::uint64_t kAutoReferenceWeightBytes = std::uint64_t{4} << 20;
+// --backend auto where the only OpenCL devices are CPUs: the CPU reference when a layer's share of the
+// weights is below this, where PoCL's cost per command (a few per layer) outweighs its second thread
+// (docs/benchmarks.md has the crossover).
+constexpr std::uint64_t kAutoReferenceLayerBytes = std::uint64_t{256} << 10;
 
 // Whether --backend auto leaves `device`, a CPU and the best device there is, for the CPU reference; says
 // which it chose on stderr unless -q.
@@ -150,15 +151,15 @@ bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, con
     if (a.backend != "auto" || !device.is_cpu || !a.runtime.platform.empty() || !a.runtime.device.empty() ||
         a.compare_cpu || a.runtime.shapes_the_runtime())
         return false;
-    const std::uint64_t weights = ModelSize(ck.config()).weight_bytes();
-    const bool reference = weights < kAutoReferenceWeightBytes;
-    char size[32];
-    std::snprintf(size, sizeof size, "%.1f MiB", static_cast<double>(weights) / (1 << 20));
+    const std::uint64_t per_layer = ModelSize(ck.config()).weight_bytes() / ck.config().n_layers;
+    const bool reference = per_layer < kAutoReferenceLayerBytes;
+    char size[48];
+    std::snprintf(size, sizeof size, "%.2f MiB of weights per layer", static_cast<double>(per_layer) / (1 << 20));
     if (!a.quiet)
-        report(std::string("--backend auto: ") +
-               (reference ? "the CPU reference (" + std::string(size) + " of weights run faster there than on " +
-                                device.name + "; --backend opencl to use it)"
-                          : "OpenCL on " + device.name + " (" + size + " of weights; --backend cpu for the reference)"));
+        report("--backend auto: " +
+               (reference ? "the CPU reference, faster than " + device.name + " for " + size + " (--backend opencl to use it)"
+                          : "OpenCL on " + device.name + ", faster than the CPU reference for " + size +
+                                " (--backend cpu for the reference)"));
     return reference;
 }
 

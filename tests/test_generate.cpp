@@ -209,9 +209,14 @@ TEST(BackendAuto, OnCpuOnlyMachinesSmallModelsRunOnTheReferenceAndTheLineSaysSo)
         EXPECT_EQ(s.err.find("--backend auto"), std::string::npos) << s.err;
         return;
     }
-    EXPECT_EQ(s.err.rfind("llama-cl: --backend auto: the CPU reference (", 0), 0u) << s.err;
-    EXPECT_NE(s.err.find("MiB of weights run faster there than on "), std::string::npos) << s.err;
+    EXPECT_EQ(s.err.rfind("llama-cl: --backend auto: the CPU reference, faster than ", 0), 0u) << s.err;
+    EXPECT_NE(s.err.find(" for 0.10 MiB of weights per layer (--backend opencl to use it)\n"), std::string::npos)
+        << s.err;
     EXPECT_EQ(l.err.rfind("llama-cl: --backend auto: OpenCL on ", 0), 0u) << l.err;
+    EXPECT_NE(l.err.find(", faster than the CPU reference for 3.33 MiB of weights per layer (--backend cpu for the "
+                         "reference)\n"),
+              std::string::npos)
+        << l.err;
     // The reference's output is the reference's: the same as --backend cpu's; -q drops the line.
     const CommandResult cpu = run_llama_cl("generate " + quote(small.string()) + tok + " --backend cpu");
     EXPECT_EQ(s.out, cpu.out);
