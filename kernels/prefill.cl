@@ -25,7 +25,8 @@ __kernel void rmsnorm_rows(__global const float* x, __global const float* weight
 
 // out[p][r] = w[r] . in[p] for `rows` rows of n elements and `positions` positions, out's rows starting
 // at out_offset; with `accumulate`, added to what out holds (the residual: the sum formed first, as
-// run.c does).
+// run.c does). (Float weights; Q8_0's: prefill_q8.cl.)
+#ifdef FLOAT_WEIGHTS
 #if SHAPE_FAMILY != SHAPE_GPU
 // CPU families: a work-item takes GEMM_ROWS consecutive rows and walks all positions GEMM_POSITIONS at a
 // time, so its rows stay in the core's cache while every position reads them; its floatv accumulators
@@ -137,6 +138,7 @@ __kernel void gemm(__global const weight_t* w, __global const float* in, __globa
         }
     }
 }
+#endif
 #endif
 
 // RoPE of every position of the batch, in place: q (positions, dim) and the keys the batch wrote to the

@@ -224,7 +224,7 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         // the weights for device memory; the plan says beforehand whether weights will stream.
         const CapacityPlan plan = plan_capacity(
             c, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
-            prefill_batch_for(options.shape ? *options.shape : choose_launch_shape(device.info()),
+            prefill_batch_for(options.shape ? *options.shape : choose_launch_shape(device.info(), c.weight_format),
                               within_positions(c, options.positions)),
             options.positions);
         r.probe_bytes = probe_bytes_for(device.info(), o.probe_bytes);

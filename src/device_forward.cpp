@@ -13,21 +13,30 @@ namespace llamacl {
 
 namespace {
 
-// The device's kernels read f32 and f16 weights so far.
-const Config& device_weights(const Checkpoint& ck) {
-    const WeightFormat& format = ck.weight_format();
-    if (format.type == ElementType::q8_0)
-        throw Error(ck.path() + ": the OpenCL backend runs f32 and f16 weights only so far, and these are " +
-                    format.describe() + "; run generate with --backend cpu");
-    return ck.config();
+// Q8_0 on the device reads a row 4 weights at a time, from an input its work-groups quantize into local
+// memory (kernels/weights.cl, dot_q8.cl).
+const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape) {
+    const Config& c = ck.config();
+    const WeightFormat& format = c.weight_format;
+    if (format.type != ElementType::q8_0) return c;
+    if (format.group_size % 4 != 0)
+        throw Error(ck.path() + ": the OpenCL backend runs q8_0 weights in groups of a multiple of 4, and these are " +
+                    format.describe() + "; quantize the fp32 model with a --group-size that is one "
+                    "(llama-cl quantize), or run generate with --backend cpu");
+    const int longest = std::max(c.dim, c.hidden_dim);
+    if (!staged_input_fits(device, shape, format, longest))
+        throw Error(device.name + ": a work-group's " + std::to_string(device.local_mem_bytes) +
+                    " bytes of local memory cannot hold the quantized input of " + std::to_string(longest) +
+                    " weights that the q8_0 kernels stage there; run generate with --backend cpu");
+    return c;
 }
 
 bool out_of_memory(cl_int code) {
     return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
 }
 
-LaunchShape launch_shape(const Device& device, const DeviceOptions& options) {
-    return options.shape ? *options.shape : choose_launch_shape(device.info());
+LaunchShape launch_shape(const Device& device, const DeviceOptions& options, const WeightFormat& weights) {
+    return options.shape ? *options.shape : choose_launch_shape(device.info(), weights);
 }
 
 }  // namespace
@@ -41,12 +50,13 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
     : device_(device),
       ck_(ck),
-      c_(within_positions(device_weights(ck), options.positions)),
+      c_(within_positions(device_weights(ck, device.info(), launch_shape(device, options, ck.weight_format())),
+                          options.positions)),
       finalize_(options.finalize),
       plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
-                          prefill_batch_for(launch_shape(device, options), c_), options.positions)),
+                          prefill_batch_for(launch_shape(device, options, ck.weight_format()), c_), options.positions)),
       // The kernels are built for the matrices' format (the file's, or --weights').
-      kernels_(device, launch_shape(device, options), c_.weight_format),
+      kernels_(device, launch_shape(device, options, ck.weight_format()), c_.weight_format),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
@@ -54,7 +64,7 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
             !kernels_.device_fences(), plan_.prefill_batch),
       kv_(device, c_, stacked_),
-      weights_(device, ck, plan_, options.finalize, options.host_mirror, stacked_, counters_) {
+      weights_(device, ck, kernels_.weight_layout(), plan_, options.finalize, options.host_mirror, stacked_, counters_) {
     // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
     // sub-buffers, as after a fallback.
     if (stacked_) token_ = TokenKernel::create(device, kernels_, c_, weights_, kv_, work_, per_op_reason_);
@@ -152,14 +162,25 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
              {{"x", work_.batch_x}, {"weight", weight}, {"out", work_.batch_xn}, {"n", dim}});
         launch({&kernels_.rmsnorm_rows, kernels_.groups(n)}, Command::rmsnorm_rows);
     };
+    // A GEMM's input as its weights' format multiplies it: the activations, or for Q8_0 each position's
+    // row quantized (where runq.c quantizes it: once for wq, wk and wv, once for w1 and w3).
+    const bool q8 = c_.weight_format.type == ElementType::q8_0;
+    const auto gemm_input = [&](const cl::Buffer& in, int width) -> const cl::Buffer& {
+        if (!q8) return in;
+        bind_args(kernels_.quantize_rows, signatures::quantize_rows,
+             {{"x", in}, {"out", work_.batch_xq}, {"n", width}, {"staged", kernels_.staged_space(width)}});
+        launch({&kernels_.quantize_rows, kernels_.groups(n)}, Command::quantize_rows);
+        return work_.batch_xq;
+    };
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
         // Attention: the batch's keys and values go straight into the cache, rotated there with the queries,
         // before any position of the batch attends to them.
         norm(w.rms_att);
-        enqueue_gemm(w.wq, work_.batch_xn, work_.batch_q, 0, dim, dim, n, false, Command::gemm_q);
-        enqueue_gemm(w.wk, work_.batch_xn, kv_.keys(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_k);
-        enqueue_gemm(w.wv, work_.batch_xn, kv_.values(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_v);
+        const cl::Buffer& xn = gemm_input(work_.batch_xn, dim);
+        enqueue_gemm(w.wq, xn, work_.batch_q, 0, dim, dim, n, false, Command::gemm_q);
+        enqueue_gemm(w.wk, xn, kv_.keys(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_k);
+        enqueue_gemm(w.wv, xn, kv_.values(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_v);
         bind_args(kernels_.rope_rows, signatures::rope_rows,
              {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"rope", weights_.rope_table()}, {"dim", dim},
               {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
@@ -170,15 +191,16 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
               {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
               {"pos", pos}, {"positions", n}});
         launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
-        enqueue_gemm(w.wo, work_.batch_xb, work_.batch_x, 0, dim, dim, n, true, Command::gemm_wo);
+        enqueue_gemm(w.wo, gemm_input(work_.batch_xb, dim), work_.batch_x, 0, dim, dim, n, true, Command::gemm_wo);
 
         norm(w.rms_ffn);
-        enqueue_gemm(w.w1, work_.batch_xn, work_.batch_hb, 0, dim, hidden, n, false, Command::gemm_w1);
-        enqueue_gemm(w.w3, work_.batch_xn, work_.batch_hb_up, 0, dim, hidden, n, false, Command::gemm_w3);
+        const cl::Buffer& ffn_in = gemm_input(work_.batch_xn, dim);
+        enqueue_gemm(w.w1, ffn_in, work_.batch_hb, 0, dim, hidden, n, false, Command::gemm_w1);
+        enqueue_gemm(w.w3, ffn_in, work_.batch_hb_up, 0, dim, hidden, n, false, Command::gemm_w3);
         bind_args(kernels_.swiglu, signatures::swiglu,
              {{"gate", work_.batch_hb}, {"up", work_.batch_hb_up}, {"count", n * hidden}});
         launch({&kernels_.swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
-        enqueue_gemm(w.w2, work_.batch_hb, work_.batch_x, 0, hidden, dim, n, true, Command::gemm_w2);
+        enqueue_gemm(w.w2, gemm_input(work_.batch_hb, hidden), work_.batch_x, 0, hidden, dim, n, true, Command::gemm_w2);
     }
 }
 

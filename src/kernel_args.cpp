@@ -30,6 +30,7 @@ constexpr Names kRopeRows[] = {"q", "key_cache", "rope", "dim", "kv_dim", "head_
 constexpr Names kSwiglu[] = {"gate", "up", "count"};
 constexpr Names kAttentionRows[] = {"q",      "key_cache", "value_cache", "att", "out", "n_heads", "head_size",
                                     "kv_dim", "kv_mul",    "seq_len",     "pos", "positions"};
+constexpr Names kQuantizeRows[] = {"x", "out", "n", "staged"};
 constexpr Names kForwardToken[] = {
     "x",         "rms_att",     "wq",        "wk",         "wv",         "wo",          "rms_ffn",
     "w1",        "w2",          "w3",        "rope",       "key_cache",  "value_cache", "q",
@@ -53,16 +54,17 @@ const KernelSignature gemm{"gemm", kGemm};
 const KernelSignature rope_rows{"rope_rows", kRopeRows};
 const KernelSignature swiglu{"swiglu", kSwiglu};
 const KernelSignature attention_rows{"attention_rows", kAttentionRows};
+const KernelSignature quantize_rows{"quantize_rows", kQuantizeRows};
 const KernelSignature forward_token{"forward_token", kForwardToken};
 }  // namespace signatures
 
 std::span<const KernelSignature* const> kernel_signatures() {
-    static const std::array<const KernelSignature*, 14> all = {
+    static const std::array<const KernelSignature*, 15> all = {
         &signatures::attn_qkv_rope, &signatures::ffn_gate_up,     &signatures::rmsnorm,
         &signatures::classifier,    &signatures::matvec_residual, &signatures::attention,
         &signatures::argmax,        &signatures::argmax_embed,    &signatures::rmsnorm_rows,
         &signatures::gemm,          &signatures::rope_rows,       &signatures::swiglu,
-        &signatures::attention_rows, &signatures::forward_token};
+        &signatures::attention_rows, &signatures::quantize_rows, &signatures::forward_token};
     return all;
 }
 

@@ -39,8 +39,9 @@ std::string LaunchShape::describe() const {
     return text;
 }
 
-LaunchShape choose_launch_shape(const DeviceInfo& device) {
-    return parse_launch_shape(device.is_cpu ? "cpu" : "gpu", device);
+LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights) {
+    if (!device.is_cpu) return parse_launch_shape("gpu", device);
+    return parse_launch_shape(weights.type == ElementType::q8_0 ? "exact" : "cpu", device);
 }
 
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device) {
@@ -91,17 +92,30 @@ int token_dot_batch(int longest_row, int dim, int row_threads) {
     return std::max(dot_batch(longest_row, row_threads), dim_share <= kLongDotBatch ? dim_share : 0);
 }
 
+std::uint64_t staged_input_bytes(const WeightFormat& weights, int n) {
+    const std::uint64_t bytes = weights.type == ElementType::q8_0 ? weights.bytes(static_cast<std::uint64_t>(n))
+                                                                 : static_cast<std::uint64_t>(n) * sizeof(float);
+    return round_up(bytes, sizeof(float));
+}
+
+bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights, int n) {
+    return staged_input_bytes(weights, n) + static_cast<std::uint64_t>(shape.local_size) * sizeof(float) + 1024 <=
+           device.local_mem_bytes;
+}
+
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
                      bool warp_shuffles, const std::string& build_options)
     : device_(device),
-      common_options_(weights.build_option()),
+      layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1},
+      // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
+      common_options_(layout_.build_options() +
+                      (device.info().warp_size == 32 && shape.gpu_family() ? " -DINLINE_PTX" : "")),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
       shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
-      compute_units_(device.info().compute_units),
-      local_mem_bytes_(device.info().local_mem_bytes) {
+      compute_units_(device.info().compute_units) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
@@ -119,6 +133,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     rope_rows = cl::Kernel(program, "rope_rows");
     swiglu = cl::Kernel(program, "swiglu");
     attention_rows = cl::Kernel(program, "attention_rows");
+    if (weights.type == ElementType::q8_0) quantize_rows = cl::Kernel(program, "quantize_rows");
     // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
     if (matvec_options_.empty())
         builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
@@ -173,8 +188,12 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
-    const int threads = widened_row_threads(shape_, rows, n, min_groups_);
-    const int batch = dot_batch(n, threads);
+    // Q8_0 rows are dealt to their lanes a group at a time: widened no further than a group per lane, and
+    // one build per width (DOT_BATCH is the float formats' row products').
+    const WeightFormat& format = layout_.format;
+    const int lane_elements = format.type == ElementType::q8_0 ? 4 * (n / format.group_size) : n;
+    const int threads = widened_row_threads(shape_, rows, lane_elements, min_groups_);
+    const int batch = format.type == ElementType::q8_0 ? kLongDotBatch : dot_batch(n, threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
     if (it == builds_.end())
@@ -260,14 +279,14 @@ int max_attention_chunks(const Config& c) {
 }
 
 int KernelSet::staged_count(int n) const {
-    if (!shape_.gpu_family()) return 0;  // CPU shapes read their input straight from memory
-    // Leave room for the reduction scratch and what the compiler keeps in local memory itself.
-    const std::uint64_t needed = (static_cast<std::uint64_t>(n) + shape_.local_size) * sizeof(float) + 1024;
-    return needed <= local_mem_bytes_ ? n : 0;
+    // CPU shapes read float inputs straight from memory.
+    if (!shape_.gpu_family() && layout_.format.type != ElementType::q8_0) return 0;
+    return staged_input_fits(device_.info(), shape_, layout_.format, n) ? n : 0;
 }
 
 cl::LocalSpaceArg KernelSet::staged_space(int n) const {
-    return cl::Local(static_cast<std::size_t>(std::max(1, staged_count(n))) * sizeof(float));
+    return cl::Local(staged_count(n) > 0 ? static_cast<std::size_t>(staged_input_bytes(layout_.format, n))
+                                         : sizeof(float));
 }
 
 }  // namespace llamacl

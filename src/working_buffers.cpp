@@ -1,5 +1,6 @@
 #include "llamacl/working_buffers.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace llamacl {
@@ -27,11 +28,15 @@ WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_g
       batch_xb(batch_x),
       batch_hb(floats(static_cast<std::size_t>(prefill_batch) * c.hidden_dim)),
       batch_hb_up(batch_hb),
-      batch_att(floats(static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len)) {}
+      batch_att(floats(static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len)),
+      batch_xq(c.weight_format.type == ElementType::q8_0
+                   ? static_cast<std::size_t>(prefill_batch) *
+                         c.weight_format.bytes(static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)))
+                   : floats(1)) {}
 
 std::uint64_t WorkingBuffers::Sizes::total() const {
     return std::uint64_t{x} + xn + q + xb + hb + att + att_partial + att_arrivals + logits + tokens + argmax_partial +
-           batch_x + batch_xn + batch_q + batch_xb + batch_hb + batch_hb_up + batch_att;
+           batch_x + batch_xn + batch_q + batch_xb + batch_hb + batch_hb_up + batch_att + batch_xq;
 }
 
 WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_chunks, int argmax_groups,
@@ -56,6 +61,7 @@ WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_c
     batch_hb = d.allocate(s.batch_hb, "prefill FFN activations");
     batch_hb_up = d.allocate(s.batch_hb_up, "prefill FFN up projections");
     batch_att = d.allocate(s.batch_att, "prefill attention scores");
+    batch_xq = d.allocate(s.batch_xq, "prefill quantized inputs");
     const std::vector<cl_uint> zero(s.att_arrivals / sizeof(cl_uint), 0);
     d.queue().enqueueWriteBuffer(att_arrivals, CL_TRUE, 0, s.att_arrivals, zero.data());
 }

@@ -63,9 +63,14 @@ class KernelSignatures : public ::testing::TestWithParam<std::tuple<const char*,
 TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     Device& device = test_device();
     const auto [shape, weights] = GetParam();
-    KernelSet kernels(device, parse_launch_shape(shape, device.info()), WeightFormat{weights}, true, "-cl-kernel-arg-info");
-    for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed})
+    const bool q8 = weights == ElementType::q8_0;
+    KernelSet kernels(device, parse_launch_shape(shape, device.info()), WeightFormat{weights, q8 ? 4 : 0}, true,
+                      "-cl-kernel-arg-info");
+    for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed,
+                                &kernels.gemm})
         expect_signature(*k);
+    EXPECT_EQ(kernels.quantize_rows() != nullptr, q8) << "Q8_0 builds alone quantize prefill's inputs";
+    if (q8) expect_signature(kernels.quantize_rows);
     using Matvec = KernelSet::Matvec;
     for (Matvec which : {Matvec::attn_qkv_rope, Matvec::matvec_residual, Matvec::ffn_gate_up, Matvec::classifier})
         expect_signature(*kernels.matvec(which, 64, 64).kernel);
@@ -82,17 +87,20 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
 // Every kernel of the programs has a signature, but bench's probes copy_f32 and fma_f32, which bench binds itself.
 TEST(KernelBinding, EveryKernelHasASignature) {
     Device& device = test_device();
-    KernelSet kernels(device, parse_launch_shape("exact", device.info()), {}, true, "-cl-kernel-arg-info");
-    const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
-    std::string names = program.getInfo<CL_PROGRAM_KERNEL_NAMES>();
-    names.erase(std::find(names.begin(), names.end(), '\0'), names.end());
-    std::istringstream in(names);
-    int count = 0;
-    for (std::string name; std::getline(in, name, ';'); ++count)
-        if (name != "copy_f32" && name != "fma_f32") {
-            EXPECT_NO_THROW(signature_of(name)) << name;
-        }
-    EXPECT_GE(count, 8);
+    // Float builds, and Q8_0's, which have quantize_rows too.
+    for (const WeightFormat& weights : {WeightFormat{}, WeightFormat{ElementType::q8_0, 4}}) {
+        KernelSet kernels(device, parse_launch_shape("exact", device.info()), weights, true, "-cl-kernel-arg-info");
+        const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
+        std::string names = program.getInfo<CL_PROGRAM_KERNEL_NAMES>();
+        names.erase(std::find(names.begin(), names.end(), '\0'), names.end());
+        std::istringstream in(names);
+        int count = 0;
+        for (std::string name; std::getline(in, name, ';'); ++count)
+            if (name != "copy_f32" && name != "fma_f32") {
+                EXPECT_NO_THROW(signature_of(name)) << name;
+            }
+        EXPECT_GE(count, 8);
+    }
 }
 
 TEST(KernelBinding, RefusesANameTheKernelLacks) {
@@ -104,7 +112,7 @@ TEST(KernelBinding, RefusesANameTheKernelLacks) {
 
 INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures,
                          ::testing::Combine(::testing::Values("exact", "cpu", "gpu"),
-                                            ::testing::Values(ElementType::f32, ElementType::f16)),
+                                            ::testing::Values(ElementType::f32, ElementType::f16, ElementType::q8_0)),
                          [](const auto& p) {
                              return std::string(std::get<0>(p.param)) + "_" + element_name(std::get<1>(p.param));
                          });

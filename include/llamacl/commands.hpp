@@ -23,6 +23,7 @@ enum class Command {
     // Prefill (a batch of positions at once):
     write_embeddings,    // the batch's embedding rows into its residual streams
     rmsnorm_rows,        // RMSNorm of every position's residual stream
+    quantize_rows,       // Q8_0 weights: a GEMM's input, every position's row quantized
     gemm_q,              // the batch's projections, by the weight they read
     gemm_k,
     gemm_v,

@@ -26,6 +26,7 @@ extern const KernelSignature matvec_residual;                                  /
 extern const KernelSignature attention;                                        // attention.cl
 extern const KernelSignature argmax, argmax_embed;                             // greedy.cl
 extern const KernelSignature rmsnorm_rows, gemm, rope_rows, swiglu, attention_rows;  // prefill.cl
+extern const KernelSignature quantize_rows;                                          // prefill_q8.cl
 extern const KernelSignature forward_token;                                    // token.cl
 }  // namespace signatures
 // All of them.

@@ -33,9 +33,11 @@ struct LaunchShape {
 // CPUs (PoCL): work-groups of one work-item per row, float16 multiply-adds along the row for the SIMD
 // units, and no local-memory reductions (slow there). GPUs: work-groups of 256 with 16 work-items per
 // row reading consecutive floats, the input staged in local memory and a tree reduction. "exact" is the CPU shape
-// running run.c's sequential loops: bit-identical to the reference wherever OpenCL's exp() agrees with
-// the C library's.
-LaunchShape choose_launch_shape(const DeviceInfo& device);
+// running run.c's sequential loops: bit-identical to the reference where the device has doubles
+// (kernels/expf.cl). CPUs take it for Q8_0 weights (`weights`): their integer dot products are as fast
+// in run.c's order (kernels/dot_q8.cl), and a last-bit difference in an activation can change how runq.c's
+// quantization rounds it, and with it the text.
+LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights = {});
 // Parses "cpu", "gpu", "exact" (the shapes above, for any device) or "ROWxLOCAL", e.g. "32x256".
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device);
 
@@ -63,6 +65,16 @@ int token_dot_batch(int longest_row, int dim, int row_threads);
 // work-groups gain), or where
 // it would not limit anything (255 registers or more).
 std::string register_cap_option(const DeviceInfo& device, int groups, int local);
+
+// Local memory a matrix-vector kernel stages its input of n elements in (KernelSet::staged_space): n
+// floats, or for Q8_0 weights its quantized values and their scales (kernels/dot_q8.cl).
+std::uint64_t staged_input_bytes(const WeightFormat& weights, int n);
+// Whether that fits a work-group of `shape` on `device`, beside the reduction scratch and what the
+// compiler keeps in local memory itself. Q8_0's kernels need it: they read only the staged input.
+bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights, int n);
+
+// Groups of Q8_0 weights whose words the GPU family's layout interleaves (DeviceWeightLayout): a warp's.
+constexpr int kGpuQ8Interleave = 32;
 
 // A launch should have at least two work-groups per compute unit: fewer leave too few work-items in
 // flight to hide memory latency, and more (widening further) costs the extra groups' norm and input
@@ -93,6 +105,8 @@ public:
               bool warp_shuffles = true, const std::string& build_options = "");
 
     const LaunchShape& shape() const { return shape_; }
+    // How the matrices lie in device memory for these kernels (WeightStaging writes them so).
+    const DeviceWeightLayout& weight_layout() const { return layout_; }
 
     struct Range {
         cl::NDRange global, local;
@@ -131,8 +145,8 @@ public:
     int attention_chunk_len(int n_heads, int head_size, int pos) const;
     static constexpr int kMinAttentionChunk = 2048, kMaxAttentionChunks = 8, kScoreCapacity = 2048;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
-    // floats, and n itself when the work-group should stage the input there (GPU shapes, when it fits in
-    // local memory next to the reduction scratch), else 0.
+    // elements (staged_input_bytes), and n itself when the work-group should stage the input there (GPU
+    // shapes, and every shape for Q8_0 weights, when it fits: staged_input_fits), else 0.
     int staged_count(int n) const;
     cl::LocalSpaceArg staged_space(int n) const;
 
@@ -149,8 +163,9 @@ public:
 
     cl::Kernel attention, rmsnorm, argmax, argmax_embed;  // of the shape's own build
 
-    // Prefill's kernels (kernels/prefill.cl), of the shape's own build, and their ranges.
-    cl::Kernel rmsnorm_rows, gemm, rope_rows, swiglu, attention_rows;
+    // Prefill's kernels (kernels/prefill.cl; Q8_0 weights: prefill_q8.cl's gemm, and quantize_rows, which
+    // Q8_0 builds alone have), of the shape's own build, and their ranges.
+    cl::Kernel rmsnorm_rows, gemm, rope_rows, swiglu, attention_rows, quantize_rows;
     // out (positions x rows) = in (positions x n) times w's `rows` rows: on CPU shapes a work-item per
     // GEMM_ROWS rows (kGemmRows), on GPU shapes a work-group per tile of kGemmTile rows by kGemmTile positions.
     Range gemm_range(int rows, int positions) const;
@@ -191,7 +206,8 @@ private:
     static constexpr int kMatvecGroupsPerComputeUnit = 4;
 
     Device device_;
-    std::string common_options_;  // every build's: the weight format, correctly rounded division and sqrt, the caller's
+    DeviceWeightLayout layout_;
+    std::string common_options_;  // every build's: the weight layout, correctly rounded division and sqrt, the caller's
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;
     std::string matvec_options_;  // the matrix-vector builds' register cap
@@ -200,7 +216,6 @@ private:
     std::size_t compute_units_;
     // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.
     std::map<std::pair<int, int>, Build> builds_;
-    std::uint64_t local_mem_bytes_;
 };
 
 }  // namespace llamacl

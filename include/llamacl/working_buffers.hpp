@@ -19,7 +19,7 @@ struct WorkingBuffers {
     struct Sizes {
         Sizes(const Config& config, int attention_chunks, int argmax_groups, bool scores_in_memory, int prefill_batch);
         std::size_t x, xn, q, xb, hb, att, att_partial, att_arrivals, logits, tokens, argmax_partial;
-        std::size_t batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_hb_up, batch_att;
+        std::size_t batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_hb_up, batch_att, batch_xq;
         std::uint64_t total() const;
     };
 
@@ -44,6 +44,9 @@ struct WorkingBuffers {
     // RMSNorm (dim), queries (dim), attention outputs (dim), the FFN's gate and then SwiGLU output (hidden_dim),
     // its up projection (hidden_dim), and attention's scores (n_heads x seq_len).
     cl::Buffer batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_hb_up, batch_att;
+    // Q8_0 weights: a GEMM's input, each position's row quantized (kernels/prefill_q8.cl: rows of the longer
+    // of dim and hidden_dim, laid out as weight rows), or one unused float for other formats.
+    cl::Buffer batch_xq;
 };
 
 }  // namespace llamacl
