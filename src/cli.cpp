@@ -287,12 +287,11 @@ struct Backend {
         const Device::Builds builds = device->builds();
         std::fprintf(stderr,
                      "startup: %.3f s: checkpoint and tokenizer %.3f s, OpenCL platforms and device %.3f s, kernel "
-                     "builds %.3f s (%d program%s, %d from llama-cl's cache), buffers and weights %.3f s, first "
-                     "launches %.3f s\n",
+                     "builds %.3f s (%d program%s), buffers and weights %.3f s, first launches %.3f s\n",
                      seconds_between(process_start, now), seconds_between(process_start, opened),
                      seconds_between(opened, device_open), builds.seconds, builds.programs,
-                     builds.programs == 1 ? "" : "s", builds.from_cache,
-                     seconds_between(device_open, loaded) - builds.seconds, seconds_between(loaded, now));
+                     builds.programs == 1 ? "" : "s", seconds_between(device_open, loaded) - builds.seconds,
+                     seconds_between(loaded, now));
     }
 
     Forward& driver() { return compare ? static_cast<Forward&>(*compare) : *model; }

@@ -15,7 +15,6 @@
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
-#include "llamacl/program_cache.hpp"
 #include "llamacl/progress.hpp"
 
 namespace llamacl {
@@ -367,31 +366,15 @@ cl::Program Device::build_program(const std::string& options, const std::string&
 cl::Program Device::build_program_from_source(const std::string& source, const std::string& options,
                                               const std::string& standard) const {
     const std::string all_options = "-cl-std=" + standard + (options.empty() ? "" : " " + options);
-    const auto start = std::chrono::steady_clock::now();
-    const auto built = [&](cl::Program program, bool cached) {
-        builds_->programs++;
-        builds_->from_cache += cached ? 1 : 0;
-        builds_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        return program;
-    };
-    const std::string key = info_.platform_name + '\n' + info_.driver_version + '\n' + info_.name + '\n' +
-                            all_options + '\n' + source;
-    if (const std::vector<unsigned char> binary = cached_program_binary(key); !binary.empty()) {
-        try {
-            cl::Program program(context_, {device_}, cl::Program::Binaries{binary});
-            program.build(device_, all_options.c_str());
-            return built(program, true);
-        } catch (const cl::Error&) {
-            // Refused (written by another build of the driver, say): built from source and stored again below.
-        }
-    }
     cl::Program program;
-    const ProgressLine progress("compiling kernels for " + info_.name + " (cached for the next run)");
+    const ProgressLine progress("compiling kernels for " + info_.name + " (the driver caches them for the next run)");
+    const auto start = std::chrono::steady_clock::now();
     try {
         program = cl::Program(context_, source);
         program.build(device_, all_options.c_str());
-        cache_program_binary(key, program.getInfo<CL_PROGRAM_BINARIES>().front());
-        return built(program, false);
+        builds_->programs++;
+        builds_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return program;
     } catch (const cl::Error& e) {
         std::string log;
         try {

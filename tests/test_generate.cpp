@@ -116,23 +116,9 @@ bool has_script() { return run_command("command -v script >/dev/null").exit_code
 
 // Runs llama-cl under a pseudo-terminal (util-linux's script) with stdout sent to `stdout_file`: what
 // comes back is what the terminal showed, stderr alone.
-CommandResult on_terminal(const std::string& args, const std::filesystem::path& stdout_file,
-                          const std::string& env = "") {
-    return run_command("script -qec " +
-                       quote(env + quote(LLAMACL_BINARY) + " " + args + " > " + quote(stdout_file.string())) +
+CommandResult on_terminal(const std::string& args, const std::filesystem::path& stdout_file) {
+    return run_command("script -qec " + quote(quote(LLAMACL_BINARY) + " " + args + " > " + quote(stdout_file.string())) +
                        " /dev/null");
-}
-
-// Environment for a run that finds no program binary of llama-cl's (program_cache.hpp) and so compiles,
-// while PoCL keeps its usual cache (a cold one takes seconds).
-std::string without_program_cache(const TempDir& dir) {
-    const char* pocl = std::getenv("POCL_CACHE_DIR");
-    const char* xdg = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    const std::string pocl_dir = pocl ? pocl
-                                 : xdg && *xdg ? std::string(xdg) + "/pocl/kcache"
-                                               : std::string(home ? home : "/tmp") + "/.cache/pocl/kcache";
-    return "env XDG_CACHE_HOME=" + quote((dir / "cache").string()) + " POCL_CACHE_DIR=" + quote(pocl_dir) + " ";
 }
 
 bool any_gpu() {
@@ -149,9 +135,9 @@ TEST(FirstRun, ProgressLinesAppearOnATerminalOnlyAndAreCleared) {
     const auto model = write_model(dir, small_config(), 1);
     const std::string args = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
                              " -n 6 -t 0 --backend opencl";
-    const CommandResult tty = on_terminal(args, dir / "out.txt", without_program_cache(dir));
+    const CommandResult tty = on_terminal(args, dir / "out.txt");
     ASSERT_EQ(tty.exit_code, 0) << tty.out;
-    for (const char* line : {"\r\033[Kllama-cl: compiling kernels for ", " (cached for the next run)",
+    for (const char* line : {"\r\033[Kllama-cl: compiling kernels for ", "(the driver caches them for the next run)",
                              "\r\033[Kllama-cl: uploading ", "\r\033[Kllama-cl: preparing the kernels' first launch"})
         EXPECT_NE(tty.out.find(line), std::string::npos) << line << "\n" << tty.out;
     // Cleared before the run's own output: the last status line is erased, and nothing follows on it.
@@ -161,7 +147,7 @@ TEST(FirstRun, ProgressLinesAppearOnATerminalOnlyAndAreCleared) {
     EXPECT_EQ(out.find("llama-cl"), std::string::npos) << out;
 
     // In a pipe: no status lines at all, and the same stdout.
-    const CommandResult piped = run_command(without_program_cache(dir) + quote(LLAMACL_BINARY) + " " + args);
+    const CommandResult piped = run_llama_cl(args);
     ASSERT_EQ(piped.exit_code, 0) << piped.err;
     EXPECT_EQ(piped.err.find('\033'), std::string::npos) << piped.err;
     EXPECT_EQ(piped.err.find("compiling"), std::string::npos) << piped.err;

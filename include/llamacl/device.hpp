@@ -69,8 +69,7 @@ public:
 
     // Builds all embedded kernels (kernels/*.cl, in file-name order) as one program. `options`
     // are extra compiler options such as "-DWG=64"; "-cl-std=" + `standard` is always added. A failed
-    // build throws Error("kernel build failed on <device> ...") carrying the compiler's log. The binary
-    // of an earlier run's build is used where there is one (program_cache.hpp).
+    // build throws Error("kernel build failed on <device> ...") carrying the compiler's log.
     cl::Program build_program(const std::string& options, const std::string& standard = "CL1.2") const;
     // The same for arbitrary OpenCL C source; build_program is this applied to the kernel files.
     cl::Program build_program_from_source(const std::string& source, const std::string& options,
@@ -82,10 +81,9 @@ public:
     cl::Buffer allocate(std::size_t bytes, const std::string& what,
                         cl_mem_flags flags = CL_MEM_READ_WRITE) const;
 
-    // The programs built on this device so far, how many from binaries kept by an earlier run
-    // (program_cache.hpp), and the seconds their builds took (-v's startup line).
+    // The programs built on this device so far and the seconds their builds took (-v's startup line).
     struct Builds {
-        int programs = 0, from_cache = 0;
+        int programs = 0;
         double seconds = 0;
     };
     Builds builds() const { return *builds_; }
