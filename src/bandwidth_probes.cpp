@@ -6,6 +6,7 @@
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/host_memory.hpp"
 
 namespace llamacl {
 
@@ -49,8 +50,27 @@ double event_seconds(const cl::Event& event) {
 std::uint64_t probe_size(std::uint64_t bytes) { return std::max<std::uint64_t>(bytes / kMiB, 1) * kMiB; }
 
 std::uint64_t default_probe_bytes(const DeviceInfo& info) {
-    // Far larger than any cache, while the probe's two buffers take at most half of the device memory.
-    return probe_size(std::min({std::uint64_t{1024} * kMiB, info.max_alloc_bytes, info.global_mem_bytes / 4}));
+    // Several times the last-level cache, so that the copy streams from memory (1 GiB where the device
+    // does not say), while the probe's two buffers take at most half of the device memory.
+    const std::uint64_t beyond_cache =
+        info.global_cache_bytes ? std::max(kMinProbeBytes, kCacheMultiple * info.global_cache_bytes) : 1024 * kMiB;
+    return probe_size(std::min({std::uint64_t{1024} * kMiB, beyond_cache, info.max_alloc_bytes, info.global_mem_bytes / 4}));
+}
+
+std::uint64_t probe_bytes_for(const DeviceInfo& info, std::uint64_t requested) {
+    std::uint64_t bytes = probe_size(requested ? requested : default_probe_bytes(info));
+    if (!info.is_cpu) return bytes;  // a GPU's buffers are its own memory, which the default already bounds
+    // A CPU device's buffers are this process's memory: the two may take half of what it can still map.
+    const std::uint64_t room = std::min(address_space_left_bytes(), available_host_memory_bytes()) / 2;
+    // The default shrinks while it still exceeds the cache twice over; a size given stays as given.
+    const std::uint64_t floor = requested ? bytes : std::max(kMiB, 2 * info.global_cache_bytes);
+    while (2 * bytes > room && bytes / 2 >= floor) bytes = probe_size(bytes / 2);
+    if (2 * bytes > room)
+        throw Error(info.name + ": the copy bandwidth probe needs 2 x " + std::to_string(bytes / kMiB) +
+                    " MiB but this process can map only " + std::to_string(room * 2 / kMiB) +
+                    " MiB more (ulimit -v or free memory); raise the limit" +
+                    (requested ? " or give a smaller --probe-mib" : ""));
+    return bytes;
 }
 
 double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps) {

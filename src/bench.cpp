@@ -6,6 +6,7 @@
 #include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/device_forward.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/progress.hpp"
 #include "llamacl/sampler.hpp"
 
 namespace llamacl {
@@ -69,10 +70,11 @@ std::vector<CommandProfile> summarize_profile(const std::vector<LaunchRecord>& l
 
 // The timed part: every run decodes the same `tokens` positions from the same token, so the runs do the
 // same work and their median is a fair tokens/s.
-void time_decode(DeviceForward& model, const BenchOptions& o, BenchResult& r) {
+void time_decode(DeviceForward& model, const BenchOptions& o, BenchResult& r, const ProgressLine& progress) {
     // Untimed: the context, then one token at the first timed position, which pays the first launch of
     // every kernel (PoCL compiles kernels for their work-group size then). The timed runs rewrite the KV
     // rows of their positions with the same values.
+    progress.update("bench: running the context (" + std::to_string(r.context) + " positions) and a first token");
     const int start = decode(model, kBos, 0, r.context);
     decode(model, start, r.context, 1);
 
@@ -84,6 +86,7 @@ void time_decode(DeviceForward& model, const BenchOptions& o, BenchResult& r) {
     const RuntimeCounters before = model.counters();
     double total_s = 0;
     for (int run = 0; run < o.runs; ++run) {
+        progress.update("bench: timed run " + std::to_string(run + 1) + " of " + std::to_string(o.runs));
         const auto t0 = std::chrono::steady_clock::now();
         decode(model, start, r.context, r.tokens);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -113,13 +116,15 @@ std::vector<int> bench_prompt(int n, int vocab) {
 }
 
 // Every run prefills the same prompt from position 0, after one untimed run that pays the kernels' first launches.
-void time_prefill(DeviceForward& model, const BenchOptions& o, BenchResult& r) {
+void time_prefill(DeviceForward& model, const BenchOptions& o, BenchResult& r, const ProgressLine& progress) {
     const std::vector<int> prompt = bench_prompt(r.prompt, r.config.vocab_size);
+    progress.update("bench: a first prefill of the prompt (" + std::to_string(r.prompt) + " positions)");
     model.prefill(prompt, 0);
     std::vector<LaunchRecord> log;
     if (o.profile) model.record_launches(&log);
     double total_s = 0;
     for (int run = 0; run < o.runs; ++run) {
+        progress.update("bench: timed prefill " + std::to_string(run + 1) + " of " + std::to_string(o.runs));
         const auto t0 = std::chrono::steady_clock::now();
         model.prefill(prompt, 0);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -220,6 +225,10 @@ std::uint64_t command_flops_per_token(const std::string& name, const Config& c, 
     return 0;
 }
 
+double roofline_share(double achieved_gbs, double copy_gbs) {
+    return achieved_gbs >= copy_gbs ? 100.0 : achieved_gbs / copy_gbs * 100;
+}
+
 BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::string& model_name,
                           const BenchOptions& o) {
     const Config& c = ck.config();
@@ -236,25 +245,36 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
     r.context_requested = o.context;
     r.context = std::min(o.context, c.seq_len - o.tokens);  // the last timed token is at most seq_len - 1
     r.traffic = token_traffic(c, r.finalize, r.context, r.tokens);
+    DeviceOptions options = o.device;
+    // The KV cache holds what the runs reach: the prompt's positions, the context and the timed tokens.
+    options.positions = std::max(o.prompt, r.context + r.tokens);
     try {
         // The probes run and free their buffers before the model is loaded, so they never compete with
         // the weights for device memory; the plan says beforehand whether weights will stream.
         const CapacityPlan plan = plan_capacity(
-            c, device.info(), o.device.finalize, o.device.layers_per_offload, o.device.memory_limit,
-            prefill_batch_for(o.device.shape ? *o.device.shape : choose_launch_shape(device.info(), c.weight_format), c));
-        r.probe_bytes = probe_size(o.probe_bytes ? o.probe_bytes : default_probe_bytes(device.info()));
+            c, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
+            prefill_batch_for(options.shape ? *options.shape : choose_launch_shape(device.info(), c.weight_format),
+                              within_positions(c, options.positions)),
+            options.positions);
+        r.probe_bytes = probe_bytes_for(device.info(), o.probe_bytes);
+        const ProgressLine progress("bench: measuring the copy bandwidth (" + std::to_string(r.probe_bytes / kMiB) +
+                                    " MiB)");
         r.probe_reps = o.probe_reps;
         r.device_copy_gbs = measure_copy_gbs(device, r.probe_bytes, o.probe_reps);
         if (!plan.resident()) r.h2d_gbs = measure_h2d_gbs(device, r.probe_bytes, o.probe_reps);
         r.prompt = o.prompt;
-        if (r.prompt > 0) r.device_fma_gflops = measure_fma_gflops(device, o.probe_reps);
+        if (r.prompt > 0) {
+            progress.update("bench: measuring the FMA throughput");
+            r.device_fma_gflops = measure_fma_gflops(device, o.probe_reps);
+        }
 
-        DeviceForward model(device, ck, o.device);
+        progress.update("bench: loading the model onto " + device.info().name);
+        DeviceForward model(device, ck, options);
         r.plan = model.plan();
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
-        if (r.prompt > 0) time_prefill(model, o, r);
-        time_decode(model, o, r);
+        if (r.prompt > 0) time_prefill(model, o, r, progress);
+        time_decode(model, o, r, progress);
         // After the runs: the token kernel may have given up during them and left the rest per op.
         r.schedule = model.token_schedule() ? "token" : "per-op";
         r.token_groups = model.token_groups();
@@ -264,7 +284,8 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         throw Error(device.info().name + ": " + describe(e));
     }
     r.achieved_gbs = static_cast<double>(r.traffic.total()) * r.decode_tok_s / 1e9;
-    r.roofline_pct = r.achieved_gbs / r.device_copy_gbs * 100;
+    r.roofline_pct = roofline_share(r.achieved_gbs, r.device_copy_gbs);
+    r.roofline_capped = r.achieved_gbs > r.device_copy_gbs;
     r.upload_gbs = r.uploaded_bytes_per_token * r.decode_tok_s / 1e9;
     return r;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "llamacl/bandwidth_probes.hpp"
+#include "llamacl/progress.hpp"
 #include "llamacl/bench.hpp"
 #include "llamacl/bench_report.hpp"
 #include "llamacl/compare.hpp"
@@ -34,6 +35,7 @@ void check_bench_args(const BenchArgs& a) {
 
 Checkpoint load_model(const BenchArgs& a) {
     if (a.synthetic.empty()) return with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
+    const ProgressLine progress("bench: writing the synthetic " + a.synthetic + " model");
     return with_weights(Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
                                                "synthetic:" + a.synthetic),
                         weights_format(a.weights));
@@ -72,7 +74,8 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
     add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--probe-mib", a.probe_mib,
-                    "bandwidth probe buffer size in MiB (default: min(1024, max allocation, global memory / 4))")
+                    "bandwidth probe buffer size in MiB (default: 8 x the device's last-level cache, 64 to 1024, within "
+                    "the largest allocation and global memory / 4; on a CPU device halved to fit the address space)")
         ->check(positive_number());
     cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");

@@ -105,7 +105,8 @@ std::string format_bench_text(const BenchResult& r) {
                 mb(r.traffic.kv_read_bytes));
     t += format("copy:        %.2f GB/s device copy bandwidth (copy_f32 over %llu MiB, best of %d)\n", r.device_copy_gbs,
                 static_cast<unsigned long long>(r.probe_bytes / kMiB), r.probe_reps);
-    t += format("achieved:    %.2f GB/s = %.1f%% of the copy bandwidth (roofline)\n", r.achieved_gbs, r.roofline_pct);
+    t += format("achieved:    %.2f GB/s = %.1f%% of the copy bandwidth (roofline)%s\n", r.achieved_gbs, r.roofline_pct,
+                r.roofline_capped ? "; capped: the model's bytes stream faster than the copy probe's, from cache" : "");
     if (r.h2d_gbs) {
         t += format("host->device: %.2f GB/s pinned (best of %d); streamed %.3f MB/token = %.2f GB/s = %.1f%% of it\n",
                     *r.h2d_gbs, r.probe_reps,
@@ -169,6 +170,7 @@ std::string format_bench_json(const BenchResult& r) {
     j["h2d_gbs"] = r.h2d_gbs ? Json(*r.h2d_gbs) : Json(nullptr);
     j["achieved_gbs"] = r.achieved_gbs;
     j["roofline_pct"] = r.roofline_pct;
+    j["roofline_capped"] = r.roofline_capped;
     j["uploaded_bytes_per_token"] = r.uploaded_bytes_per_token;
     j["upload_gbs"] = r.upload_gbs;
     j["enqueues_per_token"] = r.enqueues_per_token;

@@ -21,8 +21,15 @@ std::string mib(std::uint64_t bytes) {
 
 }  // namespace
 
+// The KV cache as reached, and as the whole context would need it when that is more.
+std::string CapacityPlan::kv_cache() const {
+    if (positions >= seq_len) return "KV cache " + mib(kv_cache_bytes);
+    return "KV cache " + mib(kv_cache_bytes) + " (" + std::to_string(positions) + " positions; the whole context of " +
+           std::to_string(seq_len) + " would need " + mib(context_kv_cache_bytes) + ")";
+}
+
 std::string CapacityPlan::describe() const {
-    return "capacity: KV cache " + mib(kv_cache_bytes) + " + constants " + mib(constant_bytes) + " + working " +
+    return "capacity: " + kv_cache() + " + constants " + mib(constant_bytes) + " + working " +
            mib(working_bytes) + " + " + std::to_string(layers_per_offload) + " x layer " + mib(layer_bytes) + " = " +
            mib(total_bytes()) + " of " + mib(usable_bytes) + " usable; " +
            (resident() ? "all " + std::to_string(n_layers) + " layers resident"
@@ -48,17 +55,21 @@ CapacityPlan with_prefill_batch(CapacityPlan p, int most, const WorkingBytes& wo
 
 }  // namespace
 
-CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize finalize, int requested_k,
-                           std::uint64_t memory_limit, int max_prefill_batch) {
+CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finalize finalize, int requested_k,
+                           std::uint64_t memory_limit, int max_prefill_batch, int positions) {
+    const Config c = within_positions(model, positions);
     const ModelSize size(c);
     const std::uint64_t f = sizeof(float);
     CapacityPlan p;
     p.n_layers = c.n_layers;
+    p.positions = c.seq_len;
+    p.seq_len = model.seq_len;
     // Drivers keep some memory for themselves and fragment the rest; plan within 90 %.
     std::uint64_t total = device.global_mem_bytes;
     if (memory_limit != 0) total = std::min(total, memory_limit);
     p.usable_bytes = total / 10 * 9;
     p.kv_cache_bytes = size.kv_cache_bytes;
+    p.context_kv_cache_bytes = ModelSize(model).kv_cache_bytes;
     p.constant_bytes = static_cast<std::uint64_t>(c.seq_len) * c.head_size() * f;  // RoPE cos/sin table
     if (finalize == Finalize::device) p.constant_bytes += size.embedding_bytes() + c.dim * f;
     // WorkingBuffers as the kernels this device may build size them: attention split into the most
@@ -85,7 +96,7 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     const std::uint64_t room = p.usable_bytes > fixed ? p.usable_bytes - fixed : 0;
     const int fits = static_cast<int>(std::min<std::uint64_t>(room / p.layer_bytes, static_cast<std::uint64_t>(c.n_layers)));
     const auto numbers = [&] {
-        return "KV cache " + mib(p.kv_cache_bytes) + " + constants " + mib(p.constant_bytes) + " + working " +
+        return p.kv_cache() + " + constants " + mib(p.constant_bytes) + " + working " +
                mib(p.working_bytes) + " + layer " + mib(p.layer_bytes) + " x K must fit in " + mib(p.usable_bytes) +
                " usable on " + device.name;
     };

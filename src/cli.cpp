@@ -28,6 +28,7 @@
 #include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/perplexity.hpp"
+#include "llamacl/progress.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/runtime_args.hpp"
 #include "llamacl/sampler.hpp"
@@ -50,6 +51,7 @@ struct GenerateArgs {
     std::string weights;  // empty: the file's own format
     RuntimeArgs runtime;
     bool verbose = false;
+    bool quiet = false;
     bool compare_cpu = false;
     double tolerance = kDefaultTolerance;
 };
@@ -91,7 +93,8 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
 void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
-                    "exists, else cpu)")
+                    "exists, else cpu; where the only devices are CPUs, the CPU reference for models under 0.25 MiB "
+                    "of weights per layer)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
     add_weights_option(*cmd, a.weights);
@@ -105,6 +108,9 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
                     "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact)")
         ->capture_default_str();
+    cmd->add_flag("-q,--quiet", a.quiet,
+                  "no status lines on stderr: neither --backend auto's choice nor progress while kernels compile "
+                  "and weights upload (shown only on a terminal)");
     cmd->add_flag("-v,--verbose", a.verbose,
                   "print the device, capacity plan and per-token counters on stderr (with --compare-cpu: the "
                   "boundary tables of the first token and of the first diverging token)");
@@ -135,11 +141,37 @@ void check_generate_args(const GenerateArgs& a) {
     }
 }
 
-// Opens the OpenCL device for --backend opencl/auto; nullopt when auto finds no OpenCL at all.
-std::optional<Device> open_device(const GenerateArgs& a) {
+// --backend auto where the only OpenCL devices are CPUs: the CPU reference when a layer's share of the
+// weights is below this, where PoCL's cost per command (a few per layer) outweighs its second thread
+// (docs/benchmarks.md has the crossover).
+constexpr std::uint64_t kAutoReferenceLayerBytes = std::uint64_t{256} << 10;
+
+// Whether --backend auto leaves `device`, a CPU and the best device there is, for the CPU reference; says
+// which it chose on stderr unless -q.
+bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, const Checkpoint& ck) {
+    if (a.backend != "auto" || !device.is_cpu || !a.runtime.platform.empty() || !a.runtime.device.empty() ||
+        a.compare_cpu || a.runtime.shapes_the_runtime())
+        return false;
+    const std::uint64_t per_layer = ModelSize(ck.config()).weight_bytes() / ck.config().n_layers;
+    const bool reference = per_layer < kAutoReferenceLayerBytes;
+    char size[48];
+    std::snprintf(size, sizeof size, "%.2f MiB of weights per layer", static_cast<double>(per_layer) / (1 << 20));
+    if (!a.quiet)
+        report("--backend auto: " +
+               (reference ? "the CPU reference, faster than " + device.name + " for " + size + " (--backend opencl to use it)"
+                          : "OpenCL on " + device.name + ", faster than the CPU reference for " + size +
+                                " (--backend cpu for the reference)"));
+    return reference;
+}
+
+// Opens the OpenCL device for --backend opencl/auto; nullopt when auto finds no OpenCL at all, or chooses
+// the CPU reference for a small model on a machine whose devices are CPUs.
+std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck) {
     if (a.backend == "cpu") return std::nullopt;
     try {
-        return Device::open(a.runtime.platform, a.runtime.device);
+        Device device = Device::open(a.runtime.platform, a.runtime.device);
+        if (auto_prefers_reference(a, device.info(), ck)) return std::nullopt;
+        return device;
     } catch (const Error& e) {
         // auto falls back to the reference only when there is no OpenCL at all; a selector that
         // matches nothing is still the user's mistake.
@@ -187,17 +219,49 @@ Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
     return Sampler(vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
 }
 
+using Clock = std::chrono::steady_clock;
+const Clock::time_point process_start = Clock::now();  // at static initialization, before main
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+}
+
+// PoCL generates each kernel's code at its first launch: untimed passes at position 0 through every kernel
+// the run launches (prefill, a token, greedy decoding's; the run restarts at 0 and rewrites what they wrote)
+// keep that out of the printed tok/s, as run.c's timing skips its first pass. Only with resident weights,
+// where a pass costs a token's time, not a stream of every layer.
+void first_launches(DeviceForward& model, const DeviceInfo& device) {
+    const ProgressLine progress("preparing the kernels' first launch on " + device.name +
+                                " (the driver caches them for the next run)");
+    const int bos = 1;
+    model.prefill(std::span(&bos, 1), 0);
+    model.forward(bos, 0);
+    if (GreedyDecoder* greedy = model.greedy_decoder()) {
+        greedy->start(0, std::span(&bos, 1), 1);
+        greedy->next(0);
+    }
+}
+
 // The forward pass the flags ask for: the OpenCL device (with --compare-cpu, in lockstep with the CPU
-// reference) or the CPU reference. Not movable: the model holds on to the device.
+// reference) or the CPU reference, sized for positions 0 .. positions - 1. Not movable: the model holds on
+// to the device.
 struct Backend {
-    Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault) : device(open_device(a)) {
+    Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions)
+        : opened(Clock::now()), device(open_device(a, ck)) {
+        set_progress_quiet(a.quiet);
         if (!device) {
-            model = std::make_unique<ReferenceForward>(ck);
+            model = std::make_unique<ReferenceForward>(ck, positions);
             if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
             return;
         }
-        auto forward = std::make_unique<DeviceForward>(*device, ck, device_options(a.runtime, device->info()));
+        const Clock::time_point device_open = Clock::now();
+        DeviceOptions options = device_options(a.runtime, device->info());
+        options.positions = positions;
+        auto forward = std::make_unique<DeviceForward>(*device, ck, options);
         on_device = forward.get();
+        const Clock::time_point loaded = Clock::now();
+        if (on_device->plan().resident()) first_launches(*on_device, device->info());
+        const Clock::time_point ready = Clock::now();
         if (fault) {
             on_device->inject_fault(*fault);
             llamacl::report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
@@ -212,11 +276,25 @@ struct Backend {
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
                          on_device->shape().describe().c_str(), ck.config().weight_format.describe().c_str(),
                          describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
+            describe_startup(device_open, loaded, ready);
         }
         before = on_device->counters();
     }
     Backend(const Backend&) = delete;
     Backend& operator=(const Backend&) = delete;
+
+    // -v: where the time before the first position went, from the process's start.
+    void describe_startup(Clock::time_point device_open, Clock::time_point loaded, Clock::time_point now) const {
+        const Device::Builds builds = device->builds();
+        std::fprintf(stderr,
+                     "startup: %.3f s: checkpoint and tokenizer %.3f s, OpenCL platforms and device %.3f s, kernel "
+                     "builds %.3f s (%d program%s), buffers and weights %.3f s, first launches %.3f s\n",
+                     seconds_between(process_start, now), seconds_between(process_start, opened),
+                     seconds_between(opened, device_open), builds.seconds, builds.programs,
+                     builds.programs == 1 ? "" : "s", seconds_between(device_open, loaded) - builds.seconds,
+                     seconds_between(loaded, now));
+    }
+
     Forward& driver() { return compare ? static_cast<Forward&>(*compare) : *model; }
 
     // After the run of `positions` forward passes: the per-token counters (-v) and --compare-cpu's verdict
@@ -234,6 +312,7 @@ struct Backend {
         return compare->first_divergence() ? 3 : 0;
     }
 
+    Clock::time_point opened;  // when the backend began to open
     std::optional<Device> device;
     std::unique_ptr<Forward> model;
     DeviceForward* on_device = nullptr;
@@ -249,7 +328,7 @@ int run_generate(const GenerateArgs& a) {
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
-    Backend backend(a, ck, fault);
+    Backend backend(a, ck, fault, steps);
     const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
     if (a.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
@@ -282,7 +361,7 @@ int run_chat(const ChatArgs& a) {
     options.steps = effective_steps(a.run.steps, c.seq_len);
     options.seq_len = c.seq_len;
     options.vocab_size = c.vocab_size;
-    Backend backend(a.run, ck, fault);
+    Backend backend(a.run, ck, fault, options.steps);  // run.c's chat stops at -n positions in all
     const ChatStats stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
     return backend.report(a.run, stats.positions);
 }
@@ -344,7 +423,8 @@ int run_perplexity(const PerplexityArgs& a) {
     const std::vector<int> tokens = encode_text(tokenizer, read_text(a.text_file), c.vocab_size, "the text");
     if (tokens.size() < 2)
         throw Error(a.text_file + ": the text is empty; perplexity needs at least one token to score");
-    Backend backend(a.run, ck, fault);
+    // A window holds at most --context positions, and at most the text's tokens but the last.
+    Backend backend(a.run, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)));
     // A window at a time on a terminal, the line rewritten in place; nothing when stderr is a file.
     const bool terminal = isatty(fileno(stderr));
     const auto start = std::chrono::steady_clock::now();
@@ -410,6 +490,8 @@ int run_info(const std::string& path) {
     std::printf("weight bytes: %s\n", bytes_str(size.weight_bytes()).c_str());
     std::printf("bytes per layer: %s\n", bytes_str(size.layer_bytes()).c_str());
     std::printf("kv cache bytes (full context): %s\n", bytes_str(size.kv_cache_bytes).c_str());
+    // A run allocates the cache for the positions it can reach (-n), this much each.
+    std::printf("kv cache bytes per position: %s\n", bytes_str(ModelSize(within_positions(c, 1)).kv_cache_bytes).c_str());
     std::printf("cpu reference activation bytes: %s\n", bytes_str(size.reference_activation_bytes).c_str());
     return 0;
 }

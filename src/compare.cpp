@@ -44,7 +44,7 @@ BoundaryStats compare_tensor(std::span<const float> device, std::span<const floa
 }
 
 LockstepCompare::LockstepCompare(DeviceForward& device, const Checkpoint& checkpoint, double tolerance)
-    : device_(device), reference_(checkpoint), tolerance_(tolerance) {}
+    : device_(device), reference_(checkpoint, device.plan().positions), tolerance_(tolerance) {}
 
 std::span<float> LockstepCompare::forward(int token, int pos) {
     expected_.clear();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/progress.hpp"
 
 namespace llamacl {
 
@@ -248,6 +250,7 @@ std::vector<FoundDevice> enumerate_devices() {
                 info.global_mem_bytes = dev.getInfo<CL_DEVICE_GLOBAL_MEM_SIZE>();
                 info.max_alloc_bytes = dev.getInfo<CL_DEVICE_MAX_MEM_ALLOC_SIZE>();
                 info.local_mem_bytes = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+                info.global_cache_bytes = dev.getInfo<CL_DEVICE_GLOBAL_MEM_CACHE_SIZE>();
                 info.compute_units = dev.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
                 info.max_work_group_size = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
                 info.base_align_bytes = std::max<std::size_t>(4, dev.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / 8);
@@ -364,9 +367,13 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
                                               const std::string& standard) const {
     const std::string all_options = "-cl-std=" + standard + (options.empty() ? "" : " " + options);
     cl::Program program;
+    const ProgressLine progress("compiling kernels for " + info_.name + " (the driver caches them for the next run)");
+    const auto start = std::chrono::steady_clock::now();
     try {
         program = cl::Program(context_, source);
         program.build(device_, all_options.c_str());
+        builds_->programs++;
+        builds_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         return program;
     } catch (const cl::Error& e) {
         std::string log;

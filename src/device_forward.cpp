@@ -48,10 +48,11 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
     : device_(device),
       ck_(ck),
-      c_(device_weights(ck, device.info(), launch_shape(device, options, ck.weight_format()))),
+      c_(within_positions(device_weights(ck, device.info(), launch_shape(device, options, ck.weight_format())),
+                          options.positions)),
       finalize_(options.finalize),
-      plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
-                          prefill_batch_for(launch_shape(device, options, ck.weight_format()), c_))),
+      plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
+                          prefill_batch_for(launch_shape(device, options, ck.weight_format()), c_), options.positions)),
       // The kernels are built for the matrices' format (the file's, or --weights').
       kernels_(device, launch_shape(device, options, ck.weight_format()), c_.weight_format),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),

@@ -1,9 +1,11 @@
 #include "llamacl/host_memory.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <string>
 
 namespace llamacl {
@@ -38,6 +40,15 @@ std::uint64_t available_host_memory_bytes() {
     const std::uint64_t used = read_number("/sys/fs/cgroup/memory.current");
     if (limit > 0) available = std::min(available, limit > used ? limit - used : 0);
     return available;
+}
+
+std::uint64_t address_space_left_bytes() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+        return std::numeric_limits<std::uint64_t>::max();
+    const long page_size = sysconf(_SC_PAGE_SIZE);
+    const std::uint64_t mapped = read_number("/proc/self/statm") * static_cast<std::uint64_t>(std::max(page_size, 1L));
+    return limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
 }
 
 }  // namespace llamacl

@@ -12,17 +12,17 @@ namespace llamacl {
 
 namespace {
 
-// The header's seq_len sizes the KV cache, and a v1 file's size does not bound it: refuse a context the
-// machine cannot hold before allocating (and zero-filling) it, naming the file.
-const Config& checked_for_host_memory(const Checkpoint& ck) {
-    const Config& c = ck.config();
+// The positions the run reaches size the KV cache, and a v1 file's size does not bound seq_len: refuse a
+// context the machine cannot hold before allocating (and zero-filling) it, naming the file.
+Config checked_for_host_memory(const Checkpoint& ck, int positions) {
+    const Config c = within_positions(ck.config(), positions);
     const ModelSize size(c);
     if (const std::uint64_t memory = host_memory_bytes(); memory > 0) {
         const std::uint64_t needed = size.kv_cache_bytes + size.reference_activation_bytes;
         if (needed > memory)
             throw Error(ck.path() + ": the CPU reference needs " + std::to_string(needed) +
-                        " bytes for its KV cache and activations (seq_len " + std::to_string(c.seq_len) +
-                        ") but this machine has " + std::to_string(memory) +
+                        " bytes for its KV cache and activations (" + std::to_string(c.seq_len) +
+                        " positions) but this machine has " + std::to_string(memory) +
                         " bytes of memory; use a machine with more, or an OpenCL device without --compare-cpu");
     }
     return c;
@@ -30,9 +30,9 @@ const Config& checked_for_host_memory(const Checkpoint& ck) {
 
 }  // namespace
 
-ReferenceForward::ReferenceForward(const Checkpoint& checkpoint)
+ReferenceForward::ReferenceForward(const Checkpoint& checkpoint, int positions)
     : ck_(checkpoint),
-      c_(checked_for_host_memory(checkpoint)),
+      c_(checked_for_host_memory(checkpoint, positions)),
       x_(c_.dim),
       xb_(c_.dim),
       xb2_(c_.dim),

@@ -9,6 +9,7 @@
 #include "llamacl/error.hpp"
 #include "llamacl/host_memory.hpp"
 #include "llamacl/model_math.hpp"
+#include "llamacl/progress.hpp"
 
 namespace llamacl {
 
@@ -121,6 +122,8 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
         // Every layer has its own slot, parts of its tensors' stacks (which the token kernel takes whole),
         // filled when first acquired. Upload straight from the mapped file (Q8_0: its rows rewritten, one
         // tensor at a time), once, before any token.
+        const ProgressLine progress("uploading " + std::to_string(plan.layer_bytes * c.n_layers >> 20) +
+                                    " MiB of layer weights to " + device.info().name);
         std::vector<std::byte> packed;
         for (const TensorView& t : kLayerTensors) {
             const DeviceLayout on_device = layout(ck, t);
@@ -146,7 +149,7 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
                                                          " layers");
     }
 
-    const std::vector<float> rope = llamacl::rope_table(c.seq_len, c.head_size());
+    const std::vector<float> rope = llamacl::rope_table(plan.positions, c.head_size());
     rope_ = upload_once(device, rope.data(), rope.size() * sizeof(float), "RoPE table");
     if (finalize == Finalize::device) {
         rms_final_ = upload_once(device, ck.rms_final(), static_cast<std::size_t>(c.dim) * sizeof(float),

@@ -1,8 +1,11 @@
 #include "support.hpp"
 
+#include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -45,9 +48,18 @@ CommandResult run_command(const std::string& command) {
     TempDir dir;
     const fs::path out = dir / "stdout", err = dir / "stderr";
     const std::string full = command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
-    const int status = std::system(full.c_str());
+    // As std::system, but waited for with wait4: its rusage is the shell's and that of every process the
+    // shell waited for, so ru_maxrss is the command's peak memory.
+    const char* argv[] = {"sh", "-c", full.c_str(), nullptr};
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0)
+        throw std::runtime_error("cannot start /bin/sh for: " + command);
+    int status = 0;
+    rusage usage{};
+    while (wait4(pid, &status, 0, &usage) < 0)
+        if (errno != EINTR) throw std::runtime_error("wait4 failed for: " + command);
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return {code, read_file(out), read_file(err)};
+    return {code, read_file(out), read_file(err), usage.ru_maxrss};
 }
 
 std::string quote(const std::string& s) {

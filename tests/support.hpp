@@ -28,13 +28,15 @@ struct CommandResult {
     int exit_code;
     std::string out;  // stdout
     std::string err;  // stderr
+    long peak_rss_kib = 0;  // the largest resident set of the command or any process it waited for
 };
 
 // Runs the built llama-cl binary; `args` is a shell fragment, so quote paths with quote().
 CommandResult run_llama_cl(const std::string& args);
 // Single-quotes a string for the shell.
 std::string quote(const std::string& s);
-// Runs any command line through the shell, capturing stdout and stderr.
+// Runs any command line through the shell, capturing stdout, stderr and the peak resident set (wait4's
+// rusage).
 CommandResult run_command(const std::string& command);
 std::string read_file(const std::filesystem::path& path);
 

@@ -190,8 +190,9 @@ TEST(BenchRun, JsonFieldsAgreeWithTheRuntimesCounters) {
     EXPECT_NEAR(j.at("decode_tok_s").get<double>(), median, median * 1e-9);
     const double achieved = j.at("bytes_per_token").get<double>() * j.at("decode_tok_s").get<double>() / 1e9;
     EXPECT_NEAR(j.at("achieved_gbs").get<double>(), achieved, achieved * 1e-9);
-    const double pct = achieved / j.at("device_copy_gbs").get<double>() * 100;
+    const double pct = std::min(100.0, achieved / j.at("device_copy_gbs").get<double>() * 100);
     EXPECT_NEAR(j.at("roofline_pct").get<double>(), pct, pct * 1e-9);
+    EXPECT_EQ(j.at("roofline_capped").get<bool>(), achieved > j.at("device_copy_gbs").get<double>());
     EXPECT_GT(j.at("device_copy_gbs").get<double>(), 0);
     EXPECT_FALSE(j.at("profiled").get<bool>());
     EXPECT_FALSE(j.contains("profile"));
@@ -400,8 +401,8 @@ TEST(BenchReport, JsonHasEveryFieldInItsOrder) {
         "host_mirror", "chunks_per_token", "finalize", "work_shape", "schedule", "per_op_reason", "argmax", "tokens",
         "context", "context_requested", "runs", "run_tok_s", "decode_tok_s", "ms_per_token", "bytes_per_token",
         "bytes_per_token_breakdown", "bytes_per_token_definition", "probe_bytes", "probe_reps", "device_copy_gbs",
-        "h2d_gbs", "achieved_gbs", "roofline_pct", "uploaded_bytes_per_token", "upload_gbs", "enqueues_per_token",
-        "waits_per_token", "prompt", "profiled", "profiled_ms_per_token", "profile"};
+        "h2d_gbs", "achieved_gbs", "roofline_pct", "roofline_capped", "uploaded_bytes_per_token", "upload_gbs",
+        "enqueues_per_token", "waits_per_token", "prompt", "profiled", "profiled_ms_per_token", "profile"};
     EXPECT_EQ(keys, expected);
     std::vector<std::string> config_keys;
     for (const auto& item : j.at("config").items()) config_keys.push_back(item.key());
@@ -530,6 +531,35 @@ TEST(BenchCli, WithoutProbeMibTheProbeHasItsDefaultSize) {
     ASSERT_EQ(run.exit_code, 0);
     const Device device = Device::open("", "");
     EXPECT_EQ(Json::parse(run.out).at("probe_bytes").get<double>(), static_cast<double>(default_probe_bytes(device.info())));
+}
+
+TEST(BenchProbe, TheDefaultSizeIsSeveralTimesTheLastLevelCache) {
+    DeviceInfo cpu;
+    cpu.is_cpu = true;
+    cpu.max_alloc_bytes = cpu.global_mem_bytes = std::uint64_t{64} << 30;
+    cpu.global_cache_bytes = 32 * kMiB;
+    EXPECT_EQ(default_probe_bytes(cpu), kCacheMultiple * 32 * kMiB);
+    cpu.global_cache_bytes = kMiB;  // a small cache: the floor
+    EXPECT_EQ(default_probe_bytes(cpu), kMinProbeBytes);
+    cpu.global_cache_bytes = 1024 * kMiB;  // a huge one: at most 1 GiB
+    EXPECT_EQ(default_probe_bytes(cpu), 1024 * kMiB);
+    cpu.global_cache_bytes = 0;  // not reported: 1 GiB, as before the cache was asked
+    EXPECT_EQ(default_probe_bytes(cpu), 1024 * kMiB);
+    cpu.global_cache_bytes = 32 * kMiB;
+    cpu.global_mem_bytes = 512 * kMiB;  // the two buffers stay within half of the device's memory
+    EXPECT_EQ(default_probe_bytes(cpu), 128 * kMiB);
+}
+
+TEST(BenchReport, TheRooflineShareNeverReadsAboveAHundredPercent) {
+    EXPECT_DOUBLE_EQ(roofline_share(1.0, 4.0), 25.0);
+    EXPECT_DOUBLE_EQ(roofline_share(4.0, 4.0), 100.0);
+    EXPECT_DOUBLE_EQ(roofline_share(5.2, 4.0), 100.0);  // cache-resident weights beat the copy probe
+    EXPECT_DOUBLE_EQ(roofline_share(1.0, 0.0), 100.0);
+    BenchResult r = sample_result();
+    EXPECT_EQ(format_bench_text(r).find("capped"), std::string::npos);
+    r.roofline_capped = true;
+    EXPECT_NE(format_bench_text(r).find("(roofline); capped: the model's bytes stream faster than the copy probe's"),
+              std::string::npos);
 }
 
 TEST(BenchCli, SizesMustBePositiveFiniteAndFitTheDevice) {

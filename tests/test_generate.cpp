@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "llamacl/device.hpp"
 #include "models.hpp"
 #include "reference_cases.hpp"
 
@@ -102,7 +103,126 @@ TEST(Info, PrintsTheMemoryContract) {
           "parameters: " + std::to_string(size.total_params), "weight bytes: " + std::to_string(size.weight_bytes()),
           "bytes per layer: " + std::to_string(size.layer_bytes()),
         "kv cache bytes (full context): " + std::to_string(size.kv_cache_bytes),
+        "kv cache bytes per position: " + std::to_string(size.kv_cache_bytes / c.seq_len),
         "cpu reference activation bytes: " + std::to_string(size.reference_activation_bytes)};
     for (const std::string& expect : expected)
         EXPECT_NE(r.out.find(expect), std::string::npos) << expect << "\n" << r.out;
+}
+
+// The status lines of a first run (progress.hpp) and --backend auto's choice (src/cli.cpp).
+namespace {
+
+bool has_script() { return run_command("command -v script >/dev/null").exit_code == 0; }
+
+// Runs llama-cl under a pseudo-terminal (util-linux's script) with stdout sent to `stdout_file`: what
+// comes back is what the terminal showed, stderr alone.
+CommandResult on_terminal(const std::string& args, const std::filesystem::path& stdout_file) {
+    return run_command("script -qec " + quote(quote(LLAMACL_BINARY) + " " + args + " > " + quote(stdout_file.string())) +
+                       " /dev/null");
+}
+
+bool any_gpu() {
+    for (const llamacl::DeviceInfo& d : llamacl::list_devices())
+        if (d.type == "GPU") return true;
+    return false;
+}
+
+}  // namespace
+
+TEST(FirstRun, ProgressLinesAppearOnATerminalOnlyAndAreCleared) {
+    if (!has_script()) GTEST_SKIP() << "util-linux's script is not installed: no pseudo-terminal to test with";
+    TempDir dir;
+    const auto model = write_model(dir, small_config(), 1);
+    const std::string args = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -n 6 -t 0 --backend opencl";
+    const CommandResult tty = on_terminal(args, dir / "out.txt");
+    ASSERT_EQ(tty.exit_code, 0) << tty.out;
+    for (const char* line : {"\r\033[Kllama-cl: compiling kernels for ", "(the driver caches them for the next run)",
+                             "\r\033[Kllama-cl: uploading ", "\r\033[Kllama-cl: preparing the kernels' first launch"})
+        EXPECT_NE(tty.out.find(line), std::string::npos) << line << "\n" << tty.out;
+    // Cleared before the run's own output: the last status line is erased, and nothing follows on it.
+    EXPECT_NE(tty.out.find("\r\033[Kachieved tok/s"), std::string::npos) << tty.out;
+    const std::string out = read_file(dir / "out.txt");
+    EXPECT_EQ(out.find('\033'), std::string::npos) << "nothing on stdout: " << out;
+    EXPECT_EQ(out.find("llama-cl"), std::string::npos) << out;
+
+    // In a pipe: no status lines at all, and the same stdout.
+    const CommandResult piped = run_llama_cl(args);
+    ASSERT_EQ(piped.exit_code, 0) << piped.err;
+    EXPECT_EQ(piped.err.find('\033'), std::string::npos) << piped.err;
+    EXPECT_EQ(piped.err.find("compiling"), std::string::npos) << piped.err;
+    EXPECT_EQ(piped.out, out);
+
+    // -q: none on a terminal either.
+    const CommandResult quiet = on_terminal(args + " -q", dir / "quiet.txt");
+    ASSERT_EQ(quiet.exit_code, 0) << quiet.out;
+    EXPECT_EQ(quiet.out.find("\033[K"), std::string::npos) << quiet.out;
+}
+
+TEST(FirstRun, BenchSaysWhatItIsDoingOnATerminal) {
+    if (!has_script()) GTEST_SKIP() << "util-linux's script is not installed: no pseudo-terminal to test with";
+    TempDir dir;
+    const CommandResult tty = on_terminal("bench --synthetic tiny -n 2 --runs 2 --prompt 4", dir / "out.txt");
+    ASSERT_EQ(tty.exit_code, 0) << tty.out;
+    for (const char* step : {"bench: writing the synthetic tiny model", "bench: measuring the copy bandwidth (",
+                             "bench: measuring the FMA throughput", "bench: loading the model onto ",
+                             "bench: a first prefill of the prompt (4 positions)", "bench: timed prefill 2 of 2",
+                             "bench: running the context (", "bench: timed run 1 of 2", "bench: timed run 2 of 2"})
+        EXPECT_NE(tty.out.find(step), std::string::npos) << step << "\n" << tty.out;
+    EXPECT_EQ(read_file(dir / "out.txt").find("bench: "), std::string::npos);
+    const CommandResult piped = run_llama_cl("bench --synthetic tiny -n 2 --runs 1");
+    ASSERT_EQ(piped.exit_code, 0) << piped.err;
+    EXPECT_EQ(piped.err, "");
+}
+
+TEST(FirstRun, VerboseSaysWhereTheStartupWentOnStderr) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config(), 1);
+    const std::string args = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -n 6 -t 0 --backend opencl";
+    const CommandResult verbose = run_llama_cl(args + " -v"), plain = run_llama_cl(args);
+    ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    const std::size_t at = verbose.err.find("\nstartup: ");
+    ASSERT_NE(at, std::string::npos) << verbose.err;
+    const std::string line = verbose.err.substr(at + 1, verbose.err.find('\n', at + 1) - at - 1);
+    for (const char* part : {" s: checkpoint and tokenizer ", " s, OpenCL platforms and device ", " s, kernel builds ",
+                             " program", "), buffers and weights ", " s, first launches "})
+        EXPECT_NE(line.find(part), std::string::npos) << part << "\n" << line;
+    EXPECT_EQ(plain.err.find("startup:"), std::string::npos) << plain.err;
+    EXPECT_EQ(verbose.out, plain.out);  // stdout is the text alone
+    EXPECT_EQ(verbose.out.find("startup"), std::string::npos);
+    EXPECT_EQ(verbose.out.find("tok/s"), std::string::npos);
+}
+
+TEST(BackendAuto, OnCpuOnlyMachinesSmallModelsRunOnTheReferenceAndTheLineSaysSo) {
+    TempDir dir;
+    // 1.1 MiB of weights (below the 4 MiB rule) and 13.4 MiB (above it).
+    const auto small = write_model(dir, small_config(), 1, 7, "small.bin");
+    const auto large = write_model(dir, llamacl::Config{256, 768, 4, 8, 8, 300, 64, true}, 1, 7, "large.bin");
+    const std::string tok = " -z " + quote((dir / "tok.bin").string()) + " -n 4 -t 0";
+    const CommandResult s = run_llama_cl("generate " + quote(small.string()) + tok);
+    const CommandResult l = run_llama_cl("generate " + quote(large.string()) + tok);
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    ASSERT_EQ(l.exit_code, 0) << l.err;
+    if (any_gpu()) {  // a GPU is the choice without a question: no line
+        EXPECT_EQ(s.err.find("--backend auto"), std::string::npos) << s.err;
+        return;
+    }
+    EXPECT_EQ(s.err.rfind("llama-cl: --backend auto: the CPU reference, faster than ", 0), 0u) << s.err;
+    EXPECT_NE(s.err.find(" for 0.10 MiB of weights per layer (--backend opencl to use it)\n"), std::string::npos)
+        << s.err;
+    EXPECT_EQ(l.err.rfind("llama-cl: --backend auto: OpenCL on ", 0), 0u) << l.err;
+    EXPECT_NE(l.err.find(", faster than the CPU reference for 3.33 MiB of weights per layer (--backend cpu for the "
+                         "reference)\n"),
+              std::string::npos)
+        << l.err;
+    // The reference's output is the reference's: the same as --backend cpu's; -q drops the line.
+    const CommandResult cpu = run_llama_cl("generate " + quote(small.string()) + tok + " --backend cpu");
+    EXPECT_EQ(s.out, cpu.out);
+    const CommandResult quiet = run_llama_cl("generate " + quote(small.string()) + tok + " -q");
+    EXPECT_EQ(quiet.err.find("--backend auto"), std::string::npos) << quiet.err;
+    // An explicit device choice is not second-guessed.
+    const CommandResult opencl = run_llama_cl("generate " + quote(small.string()) + tok + " --backend opencl");
+    EXPECT_EQ(opencl.err.find("--backend auto"), std::string::npos) << opencl.err;
 }

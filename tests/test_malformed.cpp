@@ -294,15 +294,89 @@ TEST(MalformedCheckpoint, PathsThatAreNotReadableFiles) {
 
 TEST(MalformedCheckpoint, AContextTooLargeForMemoryIsRefusedBeforeAllocating) {
     // A version 1 header's seq_len is not tied to the file's size: this 300 KB file asks for a KV cache
-    // of 2 x 4 layers x (2^31 - 1) positions x 64 floats, 4 TiB. Both backends must refuse with the
-    // numbers before allocating (the request is far beyond any allocator, so a backend that tries
-    // fails at once instead of touching memory).
+    // of 2 x 4 layers x (2^31 - 1) positions x 64 floats, 4 TiB, when -n 0 runs the whole context. Both
+    // backends must refuse with the numbers before allocating (the request is far beyond any allocator,
+    // so a backend that tries fails at once instead of touching memory).
     TempDir dir;
     const Config huge{64, 64, 4, 8, 8, 260, kInt32Max, true};
     const fs::path model = write_model(dir, huge, 1);
-    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " -n 4";
+    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " -n 0";
     expect_error(run(base + " --backend cpu", /*limit_memory=*/true), 1, {model.string(), "KV cache"}, "cpu");
     expect_error(run(base + " --backend opencl"), 1, {"KV cache", "MiB"}, "opencl");
+}
+
+TEST(BenchUnderALimit, TheProbeFitsTheAddressSpaceOrSaysWhatItNeeds) {
+#ifdef LLAMACL_UNDER_ASAN
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no address-space cap";
+#else
+    // A CPU device's probe buffers are this process's memory: the default fits itself to the limit.
+    const CommandResult fits = run_command("ulimit -v 2000000; timeout 60 " + bin() + " bench --synthetic tiny -n 2 --runs 1");
+    EXPECT_EQ(fits.exit_code, 0) << fits.err;
+    EXPECT_NE(fits.out.find("copy_f32 over"), std::string::npos) << fits.out;
+    // A size given that cannot fit is refused before anything is allocated.
+    expect_error(run_command("ulimit -v 2000000; timeout 60 " + bin() +
+                             " bench --synthetic tiny -n 2 --runs 1 --probe-mib 1024"),
+                 1, {"copy bandwidth probe needs 2 x 1024 MiB", "ulimit -v", "--probe-mib"}, "--probe-mib 1024");
+#endif
+}
+
+TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
+    // seq_len 4,000,000 in a 0.5 MB file: its whole context would need 7.8 GiB of KV cache, but -n 4
+    // reaches four positions. Each backend's peak memory must be that of the same model with a context of
+    // four positions (the 1 GiB address-space cap keeps a regression from taking the machine's memory).
+    TempDir dir;
+    const Config huge{64, 64, 4, 8, 8, 260, 4000000, true};
+    Config four = huge;
+    four.seq_len = 4;
+    const fs::path model = write_model(dir, huge, 1, 7, "huge.bin");
+    const fs::path small = write_model(dir, four, 1, 7, "four.bin");
+    const auto generate = [&](const fs::path& m, const std::string& backend) {
+        return run("generate " + quote(m.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                       " -n 4 -s 1 -v --backend " + backend,
+                   /*limit_memory=*/true);
+    };
+    for (const char* backend : {"cpu", "opencl"}) {
+        const CommandResult r = generate(model, backend), baseline = generate(small, backend);
+        ASSERT_EQ(r.exit_code, 0) << backend << ": " << r.err;
+        ASSERT_EQ(baseline.exit_code, 0) << backend << ": " << baseline.err;
+        EXPECT_EQ(r.out, baseline.out) << backend;
+        // Allocator and driver noise is a few MiB; the whole context's KV cache would be 8,000,000 KiB.
+        EXPECT_LT(r.peak_rss_kib, baseline.peak_rss_kib + 8 * 1024)
+            << backend << ": " << r.peak_rss_kib << " KiB against " << baseline.peak_rss_kib << " KiB with seq_len 4";
+        if (std::string(backend) == "opencl") {
+            EXPECT_NE(r.err.find("KV cache 0.0 MiB (4 positions; the whole context of 4000000 would need 7812.5 MiB)"),
+                      std::string::npos)
+                << r.err;
+        }
+    }
+}
+
+TEST(MalformedCheckpoint, EveryCommandSizesTheCacheByThePositionsItReaches) {
+    // The same 7.8 GiB context: chat reaches -n positions, perplexity its window (here the text's tokens),
+    // bench --prompt and --context + -n. Each runs under the 1 GiB cap, in a fraction of it.
+    TempDir dir;
+    const Config huge{64, 64, 4, 8, 8, 260, 4000000, true};
+    const fs::path model = write_model(dir, huge, 1);
+    const fs::path text = dir / "text.txt";
+    std::ofstream(text) << "Once upon a time";
+    const std::string m = quote(model.string()), tok = " -z " + quote((dir / "tok.bin").string());
+    for (const char* backend : {"cpu", "opencl"}) {
+        const std::string be = std::string(" -v --backend ") + backend;
+        const CommandResult chat = run("chat " + m + tok + " -n 24 -y '' -i hi" + be, /*limit_memory=*/true);
+        const CommandResult ppl = run("perplexity " + m + tok + " -f " + quote(text.string()) + be, true);
+        for (const CommandResult* r : {&chat, &ppl}) {
+            ASSERT_EQ(r->exit_code, 0) << backend << ": " << r->err;
+            EXPECT_LT(r->peak_rss_kib, 256 * 1024) << backend;
+        }
+        if (std::string(backend) == "opencl") {
+            EXPECT_NE(chat.err.find("KV cache 0.0 MiB (24 positions; the whole context of 4000000"), std::string::npos)
+                << chat.err;
+            EXPECT_NE(ppl.err.find("positions; the whole context of 4000000"), std::string::npos) << ppl.err;
+        }
+    }
+    const CommandResult bench = run("bench " + m + " --prompt 8 --context 4 -n 2 --runs 1 --probe-mib 64", true);
+    ASSERT_EQ(bench.exit_code, 0) << bench.err;
+    EXPECT_LT(bench.peak_rss_kib, 512 * 1024);
 }
 
 TEST(MalformedCheckpoint, TruncatedAtEveryByteIsRejectedNamingTheFile) {

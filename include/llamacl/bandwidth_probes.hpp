@@ -18,8 +18,16 @@ double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps);
 double measure_fma_gflops(const Device& device, int reps);
 // Host-to-device bandwidth in GB/s from pinned memory, best of `reps`.
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
-// The probes' buffer size without --probe-mib: min(1 GiB, the largest allocation, global memory / 4).
+// The probes' buffer size without --probe-mib: kCacheMultiple x the last-level cache, at least
+// kMinProbeBytes (1 GiB when the device does not report its cache), and at most min(1 GiB, the largest
+// allocation, global memory / 4).
+inline constexpr std::uint64_t kCacheMultiple = 8;
+inline constexpr std::uint64_t kMinProbeBytes = 64 * kMiB;
 std::uint64_t default_probe_bytes(const DeviceInfo& info);
+// The size the probes run at for `requested` bytes (0: the default), checked before anything is allocated:
+// on a CPU device the two buffers may take half of the memory this process can still map; the default
+// halves to fit (never below twice the cache), else an Error says what the probe needs.
+std::uint64_t probe_bytes_for(const DeviceInfo& info, std::uint64_t requested);
 // The size a probe of `bytes` runs at: whole MiB, at least one, so the copy's global size (in float4s) is
 // a multiple of every work-group size a driver picks.
 std::uint64_t probe_size(std::uint64_t bytes);

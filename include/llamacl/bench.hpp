@@ -55,7 +55,7 @@ struct BenchOptions {
     int context = 0;           // positions run untimed first; clamped so that context + tokens <= seq_len
     int runs = 3;              // timed runs of N tokens; tokens/s is their median
     DeviceOptions device;      // layers per offload, finalize, work shape, memory limit
-    std::uint64_t probe_bytes = 0;  // bandwidth probe buffer size; 0: min(1 GiB, max allocation, global / 4)
+    std::uint64_t probe_bytes = 0;  // bandwidth probe buffer size; 0: default_probe_bytes(), fitted (probe_bytes_for)
     int probe_reps = 5;
     bool profile = false;      // per-command table from event timestamps; needs a profiling queue
 };
@@ -94,7 +94,8 @@ struct BenchResult {
     double device_copy_gbs = 0;
     std::optional<double> h2d_gbs;  // measured only when weights stream (not resident)
     double achieved_gbs = 0;        // traffic.total() x decode_tok_s
-    double roofline_pct = 0;        // achieved_gbs / device_copy_gbs x 100
+    double roofline_pct = 0;        // roofline_share(achieved_gbs, device_copy_gbs)
+    bool roofline_capped = false;   // the model's bytes streamed faster than the copy probe's
     double enqueues_per_token = 0;  // RuntimeCounters deltas over the timed tokens
     double waits_per_token = 0;
     double uploaded_bytes_per_token = 0;  // streamed weights (0 when resident)
@@ -116,6 +117,10 @@ struct BenchResult {
 // Measures everything above for `checkpoint` on `device`. With options.profile the device must have
 // been opened with profiling (Device::open(..., true)). Throws usage_error for a bad token count or
 // context, Error for device failures.
+// achieved / copy x 100, at most 100: a model whose bytes stay in a cache can stream faster than the copy
+// probe (which is sized to miss it), and no share of a ceiling reads above it.
+double roofline_share(double achieved_gbs, double copy_gbs);
+
 BenchResult run_benchmark(Device& device, const Checkpoint& checkpoint, const std::string& model_name,
                           const BenchOptions& options);
 

@@ -16,11 +16,14 @@ enum class Finalize { cpu, device };
 
 struct CapacityPlan {
     std::uint64_t usable_bytes = 0;      // device memory we allow ourselves (a margin below the total)
-    std::uint64_t kv_cache_bytes = 0;    // keys and values for every layer and position
+    std::uint64_t kv_cache_bytes = 0;    // keys and values for every layer and position the run reaches
+    std::uint64_t context_kv_cache_bytes = 0;  // the same for the model's whole context (seq_len)
     std::uint64_t constant_bytes = 0;    // RoPE table, and with --finalize=device the classifier and final norm
     std::uint64_t working_bytes = 0;     // activations and scratch, rewritten every layer
     std::uint64_t layer_bytes = 0;       // one staging slot: all tensors of one layer
     int n_layers = 0;
+    int positions = 0;                   // the positions the run can reach (at most seq_len)
+    int seq_len = 0;                     // the model's context
     int layers_per_offload = 0;          // K: layers resident at once
     int prefill_batch = 1;               // positions a prefill batch holds (its activations are working bytes)
 
@@ -28,6 +31,7 @@ struct CapacityPlan {
     int chunks() const { return (n_layers + layers_per_offload - 1) / layers_per_offload; }
     std::uint64_t persistent_bytes() const { return kv_cache_bytes + constant_bytes; }
     std::uint64_t total_bytes() const { return persistent_bytes() + working_bytes + layer_bytes * layers_per_offload; }
+    std::string kv_cache() const;  // "KV cache X MiB", with the whole context's figure when that is more
     // One line for --verbose: the contract's terms and the chosen K.
     std::string describe() const;
 };
@@ -36,8 +40,9 @@ struct CapacityPlan {
 // (0: none) caps the device memory considered, to rehearse small devices. Throws Error with the
 // numbers when even K = 1 cannot fit, or when one tensor exceeds the device's largest allocation.
 // The prefill batch takes only memory the K layers leave: `max_prefill_batch` positions, halved until its
-// activations fit beside them (at least one position).
+// activations fit beside them (at least one position). Per-position terms count the `positions` the run
+// can reach (0: seq_len; see within_positions).
 CapacityPlan plan_capacity(const Config& config, const DeviceInfo& device, Finalize finalize, int requested_k,
-                           std::uint64_t memory_limit = 0, int max_prefill_batch = 1);
+                           std::uint64_t memory_limit = 0, int max_prefill_batch = 1, int positions = 0);
 
 }  // namespace llamacl

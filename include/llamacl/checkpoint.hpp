@@ -29,6 +29,11 @@ struct Config {
     int kv_mul() const { return n_heads / n_kv_heads; }  // query heads per KV head
 };
 
+// The model as a run that reaches only `positions` positions sees it (0, or more than seq_len: the whole
+// context): seq_len lowered to them, so that everything sized per position (the KV cache, attention's
+// scores, the RoPE table) is sized by what the run can reach, not by the header alone.
+Config within_positions(const Config& c, int positions);
+
 // One source of truth for sizes: info, the device capacity plan, bench and the tests all use this.
 struct ModelSize {
     explicit ModelSize(const Config& c);

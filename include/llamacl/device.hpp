@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct DeviceInfo {
     std::string type;            // "GPU", "CPU", "ACCELERATOR" or "OTHER"
     bool is_cpu = false;
     std::uint64_t global_mem_bytes = 0, max_alloc_bytes = 0, local_mem_bytes = 0;
+    std::uint64_t global_cache_bytes = 0;  // CL_DEVICE_GLOBAL_MEM_CACHE_SIZE: the last-level cache, or 0
     std::uint32_t compute_units = 0;
     std::size_t max_work_group_size = 0;
     std::size_t base_align_bytes = 4;  // CL_DEVICE_MEM_BASE_ADDR_ALIGN: where a sub-buffer may start
@@ -79,6 +81,13 @@ public:
     cl::Buffer allocate(std::size_t bytes, const std::string& what,
                         cl_mem_flags flags = CL_MEM_READ_WRITE) const;
 
+    // The programs built on this device so far and the seconds their builds took (-v's startup line).
+    struct Builds {
+        int programs = 0;
+        double seconds = 0;
+    };
+    Builds builds() const { return *builds_; }
+
 private:
     Device(DeviceInfo info, cl::Device device, bool profiling);
 
@@ -86,6 +95,7 @@ private:
     cl::Device device_;
     cl::Context context_;
     cl::CommandQueue queue_;
+    std::shared_ptr<Builds> builds_ = std::make_shared<Builds>();  // shared by copies, as the CL objects are
 };
 
 // Host memory the device can DMA from and to directly ("pinned"): a CL_MEM_ALLOC_HOST_PTR buffer kept

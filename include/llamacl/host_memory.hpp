@@ -9,5 +9,7 @@ namespace llamacl {
 std::uint64_t host_memory_bytes();
 // Memory this process could still take: MemAvailable, capped by the cgroup's limit when there is one.
 std::uint64_t available_host_memory_bytes();
+// Address space this process could still map under its limit (ulimit -v), or UINT64_MAX with none.
+std::uint64_t address_space_left_bytes();
 
 }  // namespace llamacl

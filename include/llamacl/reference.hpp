@@ -13,7 +13,8 @@ namespace llamacl {
 
 class ReferenceForward : public Forward {
 public:
-    explicit ReferenceForward(const Checkpoint& checkpoint);
+    // Positions 0 .. positions - 1 can be run (0: the model's whole context, seq_len).
+    explicit ReferenceForward(const Checkpoint& checkpoint, int positions = 0);
     std::span<float> forward(int token, int pos) override;
     // As forward(), reporting every boundary to `observer` (which may be empty).
     std::span<float> forward(int token, int pos, const BoundaryObserver& observer);
@@ -22,11 +23,11 @@ public:
 
 private:
     const Checkpoint& ck_;
-    Config c_;
+    Config c_;  // seq_len: the positions this run can reach (within_positions)
     // run.c's RunState: activations rewritten every layer, and the KV cache that grows with pos.
     std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_;
     MatmulInput xin_, hin_;  // xb and hb as the matmuls read them (runq.c's xq and hq)
-    std::vector<float> key_cache_, value_cache_;  // (layer, seq_len, kv_dim)
+    std::vector<float> key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
 };
 
 }  // namespace llamacl
