@@ -101,7 +101,7 @@ std::span<float> DeviceForward::result_logits() {
 std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
     if (tokens.empty() || first < 0 || first + tokens.size() > static_cast<std::size_t>(c_.seq_len))
         throw std::invalid_argument("prefill: positions outside the context, or no token");
-    if (fault_ || !kernels_.prefill_possible()) return Forward::prefill(tokens, first, each);
+    if (fault_ || !kernels_.prefill_possible(c_)) return Forward::prefill(tokens, first, each);
     const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
     std::span<float> logits;
     try {
@@ -127,17 +127,8 @@ std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, 
     return logits;
 }
 
-void DeviceForward::enqueue_gemm(const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset, int n,
-                                 int rows, int positions, bool accumulate, Command command) {
-    bind_args(kernels_.gemm, signatures::gemm,
-         {{"w", w}, {"in", in}, {"out", out}, {"out_offset", out_offset}, {"n", n}, {"rows", rows},
-          {"positions", positions}, {"accumulate", accumulate ? 1 : 0}});
-    launch({&kernels_.gemm, kernels_.gemm_range(rows, positions)}, command);
-}
-
 void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) {
     const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim, n = static_cast<int>(tokens.size());
-    const int kv_at_pos = pos * kv_dim;
     const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
     for (int i = 0; i < n; ++i) {
         // The mapping outlives the copies, so they need not be waited for.
@@ -152,33 +143,41 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
              {{"x", work_.batch_x}, {"weight", weight}, {"out", work_.batch_xn}, {"n", dim}});
         launch({&kernels_.rmsnorm_rows, kernels_.groups(n)}, Command::rmsnorm_rows);
     };
+    using Gemm = KernelSet::Gemm;
+    // Every layer launches the same shapes.
+    const KernelSet::Launch qkv = kernels_.gemm(Gemm::qkv_rope, {dim, kv_dim, kv_dim}, n);
+    const KernelSet::Launch gate_up = kernels_.gemm(Gemm::gate_up, {2 * hidden}, n);
+    const KernelSet::Launch out = kernels_.gemm(Gemm::gemm, {dim}, n);  // wo's and w2's
+    const auto residual = [&](const cl::Buffer& w, const cl::Buffer& in, int width, Command command) {
+        bind_args(*out.kernel, signatures::gemm,
+             {{"w", w}, {"in", in}, {"out", work_.batch_x}, {"out_offset", 0}, {"n", width}, {"rows", dim},
+              {"positions", n}, {"accumulate", 1}});
+        launch(out, command);
+    };
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
         // Attention: the batch's keys and values go straight into the cache, rotated there with the queries,
         // before any position of the batch attends to them.
         norm(w.rms_att);
-        enqueue_gemm(w.wq, work_.batch_xn, work_.batch_q, 0, dim, dim, n, false, Command::gemm_q);
-        enqueue_gemm(w.wk, work_.batch_xn, kv_.keys(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_k);
-        enqueue_gemm(w.wv, work_.batch_xn, kv_.values(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_v);
-        bind_args(kernels_.rope_rows, signatures::rope_rows,
-             {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"rope", weights_.rope_table()}, {"dim", dim},
+        bind_args(*qkv.kernel, signatures::gemm_qkv_rope,
+             {{"wq", w.wq}, {"wk", w.wk}, {"wv", w.wv}, {"in", work_.batch_xn}, {"rope", weights_.rope_table()},
+              {"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"dim", dim},
               {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
-        launch({&kernels_.rope_rows, kernels_.per_position((dim + kv_dim) / 2, n)}, Command::rope_rows);
+        launch(qkv, Command::gemm_qkv_rope);
         bind_args(kernels_.attention_rows, signatures::attention_rows,
              {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
               {"att", work_.batch_att}, {"out", work_.batch_xb}, {"n_heads", c_.n_heads},
               {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
               {"pos", pos}, {"positions", n}});
         launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
-        enqueue_gemm(w.wo, work_.batch_xb, work_.batch_x, 0, dim, dim, n, true, Command::gemm_wo);
+        residual(w.wo, work_.batch_xb, dim, Command::gemm_wo);
 
         norm(w.rms_ffn);
-        enqueue_gemm(w.w1, work_.batch_xn, work_.batch_hb, 0, dim, hidden, n, false, Command::gemm_w1);
-        enqueue_gemm(w.w3, work_.batch_xn, work_.batch_hb_up, 0, dim, hidden, n, false, Command::gemm_w3);
-        bind_args(kernels_.swiglu, signatures::swiglu,
-             {{"gate", work_.batch_hb}, {"up", work_.batch_hb_up}, {"count", n * hidden}});
-        launch({&kernels_.swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
-        enqueue_gemm(w.w2, work_.batch_hb, work_.batch_x, 0, hidden, dim, n, true, Command::gemm_w2);
+        bind_args(*gate_up.kernel, signatures::gemm_gate_up,
+             {{"w1", w.w1}, {"w3", w.w3}, {"in", work_.batch_xn}, {"hb", work_.batch_hb}, {"dim", dim},
+              {"hidden_dim", hidden}, {"positions", n}});
+        launch(gate_up, Command::gemm_gate_up);
+        residual(w.w2, work_.batch_hb, hidden, Command::gemm_w2);
     }
 }
 

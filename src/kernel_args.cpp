@@ -26,8 +26,9 @@ constexpr Names kArgmax[] = {"logits", "count", "partial"};
 constexpr Names kArgmaxEmbed[] = {"logits", "partial", "groups", "choose", "tokens", "pos", "table", "x", "dim"};
 constexpr Names kRmsnormRows[] = {"x", "weight", "out", "n"};
 constexpr Names kGemm[] = {"w", "in", "out", "out_offset", "n", "rows", "positions", "accumulate"};
-constexpr Names kRopeRows[] = {"q", "key_cache", "rope", "dim", "kv_dim", "head_size", "pos", "positions"};
-constexpr Names kSwiglu[] = {"gate", "up", "count"};
+constexpr Names kGemmQkvRope[] = {"wq",        "wk",          "wv",  "in",     "rope",      "q",  "key_cache",
+                                  "value_cache", "dim", "kv_dim", "head_size", "pos", "positions"};
+constexpr Names kGemmGateUp[] = {"w1", "w3", "in", "hb", "dim", "hidden_dim", "positions"};
 constexpr Names kAttentionRows[] = {"q",      "key_cache", "value_cache", "att", "out", "n_heads", "head_size",
                                     "kv_dim", "kv_mul",    "seq_len",     "pos", "positions"};
 constexpr Names kForwardToken[] = {
@@ -50,8 +51,8 @@ const KernelSignature argmax{"argmax", kArgmax};
 const KernelSignature argmax_embed{"argmax_embed", kArgmaxEmbed};
 const KernelSignature rmsnorm_rows{"rmsnorm_rows", kRmsnormRows};
 const KernelSignature gemm{"gemm", kGemm};
-const KernelSignature rope_rows{"rope_rows", kRopeRows};
-const KernelSignature swiglu{"swiglu", kSwiglu};
+const KernelSignature gemm_qkv_rope{"gemm_qkv_rope", kGemmQkvRope};
+const KernelSignature gemm_gate_up{"gemm_gate_up", kGemmGateUp};
 const KernelSignature attention_rows{"attention_rows", kAttentionRows};
 const KernelSignature forward_token{"forward_token", kForwardToken};
 }  // namespace signatures
@@ -61,7 +62,7 @@ std::span<const KernelSignature* const> kernel_signatures() {
         &signatures::attn_qkv_rope, &signatures::ffn_gate_up,     &signatures::rmsnorm,
         &signatures::classifier,    &signatures::matvec_residual, &signatures::attention,
         &signatures::argmax,        &signatures::argmax_embed,    &signatures::rmsnorm_rows,
-        &signatures::gemm,          &signatures::rope_rows,       &signatures::swiglu,
+        &signatures::gemm,          &signatures::gemm_qkv_rope,   &signatures::gemm_gate_up,
         &signatures::attention_rows, &signatures::forward_token};
     return all;
 }

@@ -115,13 +115,17 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     argmax = cl::Kernel(program, "argmax");
     argmax_embed = cl::Kernel(program, "argmax_embed");
     rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
-    gemm = cl::Kernel(program, "gemm");
-    rope_rows = cl::Kernel(program, "rope_rows");
-    swiglu = cl::Kernel(program, "swiglu");
     attention_rows = cl::Kernel(program, "attention_rows");
+    // The shape's own build holds the GPU shapes' smallest tile (gemm_gpu.cl's default).
+    gemm_builds_.emplace(kOwnGemmTile, GemmBuild{kOwnGemmTile, gemm_kernels(program)});
     // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
     if (matvec_options_.empty())
         builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
+}
+
+// In Gemm's order.
+KernelSet::GemmKernels KernelSet::gemm_kernels(const cl::Program& program) {
+    return {cl::Kernel(program, "gemm"), cl::Kernel(program, "gemm_qkv_rope"), cl::Kernel(program, "gemm_gate_up")};
 }
 
 // In Matvec's order.
@@ -152,8 +156,7 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                      std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
                                      " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
-                                     " -DGEMM_ROWS=" + std::to_string(kGemmRows) + " -DGEMM_GROUP=" +
-                                     std::to_string(kGemmGroup) + " -DGEMM_TILE=" + std::to_string(kGemmTile) +
+                                     " -DGEMM_ROWS=" + std::to_string(kGemmRows) +
                                      (device_fences() ? " -DDEVICE_FENCES" : "") +
                                      (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + common_options_ + extra,
                                  standard_);
@@ -197,15 +200,56 @@ int prefill_batch_for(const LaunchShape& shape, const Config& config) {
     return std::min(shape.gpu_family() ? kGpuPrefillBatch : kCpuPrefillBatch, config.seq_len);
 }
 
-bool KernelSet::prefill_possible() const {
-    return !shape_.gpu_family() || gemm.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
-                                       static_cast<std::size_t>(kGemmGroup * kGemmGroup);
+bool KernelSet::fits(const cl::Kernel& kernel) const {
+    return kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
+           static_cast<std::size_t>(kGemmGroup * kGemmGroup);
 }
 
-KernelSet::Range KernelSet::gemm_range(int rows, int positions) const {
-    if (!shape_.gpu_family()) return this->rows((rows + kGemmRows - 1) / kGemmRows, 1);
-    const auto tiles = [](int count) { return static_cast<std::size_t>((count + kGemmTile - 1) / kGemmTile); };
-    return {cl::NDRange(tiles(rows) * kGemmGroup, tiles(positions) * kGemmGroup), cl::NDRange(kGemmGroup, kGemmGroup)};
+bool KernelSet::prefill_possible(const Config& c) const {
+    if (!shape_.gpu_family()) return true;
+    const std::uint64_t widest = std::max(c.dim, c.hidden_dim);
+    const std::uint64_t elements = widest * std::max<std::uint64_t>(widest, prefill_batch_for(shape_, c));
+    return elements < (std::uint64_t{1} << 32) && fits(gemm_builds_.at(kOwnGemmTile).kernels[0]);
+}
+
+int gemm_blocks(std::initializer_list<int> row_extents, int block_rows) {
+    int blocks = 0;
+    for (int rows : row_extents) blocks += (rows + block_rows - 1) / block_rows;
+    return blocks;
+}
+
+GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units) {
+    const auto groups = [&](const GemmTile& t) {
+        return static_cast<std::int64_t>(gemm_blocks(row_extents, t.rows)) * ((positions + t.positions - 1) / t.positions);
+    };
+    const GemmTile* most = &kGemmTiles[0];
+    for (const GemmTile& t : kGemmTiles) {
+        if (groups(t) >= compute_units) return t;
+        if (groups(t) > groups(*most)) most = &t;
+    }
+    return *most;
+}
+
+KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
+                                  std::optional<GemmTile> tile_asked) {
+    const auto index = static_cast<std::size_t>(which);
+    if (!shape_.gpu_family())
+        return {&gemm_builds_.at(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
+    const GemmTile wanted = tile_asked ? *tile_asked : gemm_tile(row_extents, positions, static_cast<int>(compute_units_));
+    auto it = gemm_builds_.find(wanted);
+    if (it == gemm_builds_.end()) {
+        GemmBuild build{wanted, gemm_kernels(build_program(shape_.row_threads, kLongDotBatch,
+                                                           " -DGEMM_TR=" + std::to_string(wanted.rows) +
+                                                               " -DGEMM_TP=" + std::to_string(wanted.positions)))};
+        // A tile whose registers leave too few for a whole work-group takes the smallest one's build instead
+        // (prefill_possible says that one fits).
+        it = gemm_builds_.emplace(wanted, fits(build.kernels[0]) ? build : gemm_builds_.at(kOwnGemmTile)).first;
+    }
+    const GemmTile tile = it->second.tile;
+    const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, tile.rows));
+    const std::size_t position_tiles = static_cast<std::size_t>((positions + tile.positions - 1) / tile.positions);
+    return {&it->second.kernels[index], {cl::NDRange(blocks * kGemmGroup, position_tiles * kGemmGroup),
+                                         cl::NDRange(kGemmGroup, kGemmGroup)}};
 }
 
 KernelSet::Range KernelSet::per_position(int width, int positions) const {

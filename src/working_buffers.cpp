@@ -26,12 +26,11 @@ WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_g
       batch_q(batch_x),
       batch_xb(batch_x),
       batch_hb(floats(static_cast<std::size_t>(prefill_batch) * c.hidden_dim)),
-      batch_hb_up(batch_hb),
       batch_att(floats(static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len)) {}
 
 std::uint64_t WorkingBuffers::Sizes::total() const {
     return std::uint64_t{x} + xn + q + xb + hb + att + att_partial + att_arrivals + logits + tokens + argmax_partial +
-           batch_x + batch_xn + batch_q + batch_xb + batch_hb + batch_hb_up + batch_att;
+           batch_x + batch_xn + batch_q + batch_xb + batch_hb + batch_att;
 }
 
 WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_chunks, int argmax_groups,
@@ -54,7 +53,6 @@ WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_c
     batch_q = d.allocate(s.batch_q, "prefill queries");
     batch_xb = d.allocate(s.batch_xb, "prefill attention outputs");
     batch_hb = d.allocate(s.batch_hb, "prefill FFN activations");
-    batch_hb_up = d.allocate(s.batch_hb_up, "prefill FFN up projections");
     batch_att = d.allocate(s.batch_att, "prefill attention scores");
     const std::vector<cl_uint> zero(s.att_arrivals / sizeof(cl_uint), 0);
     d.queue().enqueueWriteBuffer(att_arrivals, CL_TRUE, 0, s.att_arrivals, zero.data());

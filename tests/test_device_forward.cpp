@@ -279,7 +279,7 @@ std::uint64_t allocated_bytes(const WorkingBuffers& w) {
     std::uint64_t bytes = 0;
     for (const cl::Buffer* b : {&w.x, &w.xn, &w.q, &w.xb, &w.hb, &w.att, &w.att_partial, &w.att_arrivals, &w.logits,
                                 &w.tokens, &w.argmax_partial, &w.batch_x, &w.batch_xn, &w.batch_q, &w.batch_xb,
-                                &w.batch_hb, &w.batch_hb_up, &w.batch_att})
+                                &w.batch_hb, &w.batch_att})
         bytes += b->getInfo<CL_MEM_SIZE>();
     return bytes;
 }

@@ -32,10 +32,12 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "llamacl/device.hpp"
@@ -557,22 +559,32 @@ TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) {
 // The position counts every batch kernel is tried on: one, a few, and either side of the GPU tile (64).
 const int kBatchPositions[] = {1, 3, 17, 63, 64, 65};
 
+// The GEMMs' launches: on GPU shapes once for each tile gemm_gpu.cl is built for, on CPU shapes the one.
+std::vector<std::optional<GemmTile>> tiles_of(const Harness& h) {
+    if (!h.kernels.shape().gpu_family()) return {std::nullopt};
+    return {std::begin(kGemmTiles), std::end(kGemmTiles)};
+}
+std::string describe(const std::optional<GemmTile>& tile) {
+    return tile ? ", tile " + std::to_string(tile->rows) + "x" + std::to_string(tile->positions) : "";
+}
+
 // gemm: out[p] = w . in[p] for every position, stored or added to the residual, from out_offset on.
 TEST_P(KernelVsReference, Gemm) {
     Harness& h = this->h();
     struct Case {
         int n, rows;
     };
-    // Rows below, at and past a GPU tile (64) and a CPU work-item's four; n short, long and with a tail
-    // past the float16 steps and the tile's 16 elements.
-    const Case cases[] = {{37, 11}, {1, 1}, {3, 65}, {260, 64}, {17, 130}, {64, 5}};
+    // Rows below, at and past a GPU tile's halves and tiles (32, 64, 128) and a CPU work-item's four; n
+    // short, long and with a tail past the float16 steps and a GPU step's 16 elements.
+    const Case cases[] = {{37, 11}, {1, 1}, {3, 65}, {260, 64}, {17, 130}, {64, 5}, {33, 129}};
     const int pad = 7;  // sentinels before and after the output catch writes of clamped rows and positions
     std::mt19937 rng(123);
-    for (const Case& c : cases) {
-        for (int positions : kBatchPositions) {
-            for (int accumulate : {0, 1}) {
+    for (const std::optional<GemmTile>& tile : tiles_of(h)) {
+        for (const Case& c : cases) {
+            for (int positions : kBatchPositions) {
+                const int accumulate = positions % 2;  // stored for some counts, added for the others
                 SCOPED_TRACE("n " + std::to_string(c.n) + " rows " + std::to_string(c.rows) + " positions " +
-                             std::to_string(positions) + (accumulate ? " accumulating" : " storing"));
+                             std::to_string(positions) + (accumulate ? " accumulating" : " storing") + describe(tile));
                 const auto w = random_vector(static_cast<std::size_t>(c.rows) * c.n, rng);
                 const auto in = random_vector(static_cast<std::size_t>(positions) * c.n, rng, -2.0f, 2.0f);
                 const std::size_t count = static_cast<std::size_t>(positions) * c.rows;
@@ -591,12 +603,105 @@ TEST_P(KernelVsReference, Gemm) {
                     }
                 }
                 cl::Buffer w_b = h.upload(w), in_b = h.upload(in), out_b = h.upload(out);
-                h.run(h.kernels.gemm, h.kernels.gemm_range(c.rows, positions), w_b, in_b, out_b, pad, c.n, c.rows,
-                      positions, accumulate);
+                const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gemm, {c.rows}, positions, tile);
+                h.run(*l.kernel, l.range, w_b, in_b, out_b, pad, c.n, c.rows, positions, accumulate);
                 const auto got = h.download(out_b, out.size());
                 expect_match(h, true, slice(got, pad, count), expected, "out");
                 expect_untouched(slice(got, 0, pad), "out before out_offset");
                 expect_untouched(slice(got, pad + count, pad), "out past the last position");
+            }
+        }
+    }
+}
+
+// gemm_qkv_rope: the batch's q, k, v, RoPE applied at positions pos.., k and v into the cache's rows from
+// pos on and nowhere else.
+TEST_P(KernelVsReference, GemmQkvRope) {
+    Harness& h = this->h();
+    const int seq_len = 140;
+    struct Case {
+        int dim, kv_dim, head_size, pos, positions;
+    };
+    // Matrices shorter than a tile's half, between, and longer than a tile (GQA, MQA, MHA); batches from
+    // the start and mid-sequence, either side of the GPU tiles' positions.
+    const Case cases[] = {{8, 8, 4, 0, 1},    {24, 8, 8, 5, 17},   {48, 16, 8, 20, 65},
+                          {12, 12, 6, 139, 1}, {260, 130, 130, 3, 64}, {136, 68, 34, 7, 129}};
+    std::mt19937 rng(8);
+    for (const std::optional<GemmTile>& tile : tiles_of(h)) {
+        for (const Case& c : cases) {
+            SCOPED_TRACE("dim " + std::to_string(c.dim) + " kv_dim " + std::to_string(c.kv_dim) + " pos " +
+                         std::to_string(c.pos) + " positions " + std::to_string(c.positions) + describe(tile));
+            const int dim = c.dim, kv_dim = c.kv_dim;
+            const auto in = random_vector(static_cast<std::size_t>(c.positions) * dim, rng, -2.0f, 2.0f);
+            const auto wq = random_vector(static_cast<std::size_t>(dim) * dim, rng);
+            const auto wk = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
+            const auto wv = random_vector(static_cast<std::size_t>(kv_dim) * dim, rng);
+            const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
+            std::vector<float> q_want(static_cast<std::size_t>(c.positions) * dim), k_want(cache_size, kSentinel),
+                v_want(cache_size, kSentinel);
+            for (int p = 0; p < c.positions; ++p) {
+                const float* x = in.data() + static_cast<std::size_t>(p) * dim;
+                float* q = q_want.data() + static_cast<std::size_t>(p) * dim;
+                float* k = k_want.data() + static_cast<std::size_t>(c.pos + p) * kv_dim;
+                matmul(q, x, wq.data(), dim, dim);
+                matmul(k, x, wk.data(), dim, kv_dim);
+                matmul(v_want.data() + static_cast<std::size_t>(c.pos + p) * kv_dim, x, wv.data(), dim, kv_dim);
+                rope(q, k, c.pos + p, dim, kv_dim, c.head_size);
+            }
+            cl::Buffer q_b = h.upload(std::vector<float>(q_want.size(), kSentinel));
+            cl::Buffer k_b = h.upload(std::vector<float>(cache_size, kSentinel));
+            cl::Buffer v_b = h.upload(std::vector<float>(cache_size, kSentinel));
+            const KernelSet::Launch l =
+                h.kernels.gemm(KernelSet::Gemm::qkv_rope, {dim, kv_dim, kv_dim}, c.positions, tile);
+            h.run(*l.kernel, l.range, h.upload(wq), h.upload(wk), h.upload(wv), h.upload(in),
+                  h.upload(rope_table(seq_len, c.head_size)), q_b, k_b, v_b, dim, kv_dim, c.head_size, c.pos,
+                  c.positions);
+            expect_match(h, true, h.download(q_b, q_want.size()), q_want, "q");
+            const std::size_t at = static_cast<std::size_t>(c.pos) * kv_dim,
+                              count = static_cast<std::size_t>(c.positions) * kv_dim;
+            for (const auto& [buffer, want, what] :
+                 {std::tuple{&k_b, &k_want, "key cache"}, std::tuple{&v_b, &v_want, "value cache"}}) {
+                const auto got = h.download(*buffer, cache_size);
+                expect_match(h, true, slice(got, at, count), slice(*want, at, count), what);
+                expect_untouched(slice(got, 0, at), std::string(what) + " rows before the batch");
+                expect_untouched(slice(got, at + count, cache_size - at - count), std::string(what) + " rows after it");
+            }
+        }
+    }
+}
+
+// gemm_gate_up: hb[p] = silu(w1 . in[p]) * (w3 . in[p]), nothing past the batch's rows.
+TEST_P(KernelVsReference, GemmGateUp) {
+    Harness& h = this->h();
+    struct Case {
+        int dim, hidden;
+    };
+    const Case cases[] = {{36, 100}, {37, 11}, {1, 1}, {100, 37}, {17, 200}, {6, 65}};
+    const int pad = 5;
+    std::mt19937 rng(4243);
+    for (const std::optional<GemmTile>& tile : tiles_of(h)) {
+        for (const Case& c : cases) {
+            for (int positions : kBatchPositions) {
+                SCOPED_TRACE("dim " + std::to_string(c.dim) + " hidden " + std::to_string(c.hidden) + " positions " +
+                             std::to_string(positions) + describe(tile));
+                const auto in = random_vector(static_cast<std::size_t>(positions) * c.dim, rng, -2.0f, 2.0f);
+                const auto w1 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
+                const auto w3 = random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng);
+                const std::size_t count = static_cast<std::size_t>(positions) * c.hidden;
+                std::vector<float> want(count), up(c.hidden);
+                for (int p = 0; p < positions; ++p) {
+                    float* hb = want.data() + static_cast<std::size_t>(p) * c.hidden;
+                    const float* x = in.data() + static_cast<std::size_t>(p) * c.dim;
+                    matmul(hb, x, w1.data(), c.dim, c.hidden);
+                    matmul(up.data(), x, w3.data(), c.dim, c.hidden);
+                    swiglu(hb, up.data(), c.hidden);
+                }
+                cl::Buffer hb_b = h.upload(std::vector<float>(count + pad, kSentinel));
+                const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gate_up, {2 * c.hidden}, positions, tile);
+                h.run(*l.kernel, l.range, h.upload(w1), h.upload(w3), h.upload(in), hb_b, c.dim, c.hidden, positions);
+                const auto got = h.download(hb_b, count + pad);
+                expect_match(h, false, slice(got, 0, count), want, "hb");  // silu's exp(): never exact
+                expect_untouched(slice(got, count, pad), "hb past the batch");
             }
         }
     }
@@ -619,56 +724,6 @@ TEST_P(KernelVsReference, RmsnormRows) {
             h.run(h.kernels.rmsnorm_rows, h.kernels.groups(positions), x_b, w_b, out_b, n);
             expect_match(h, true, h.download(out_b, x.size()), expected, "out");
         }
-    }
-}
-
-// rope_rows: the batch's queries and its keys in the cache (positions pos.. of it) rotated at their
-// positions, the cache's other rows untouched.
-TEST_P(KernelVsReference, RopeRows) {
-    Harness& h = this->h();
-    const int seq_len = 90;
-    struct Case {
-        int dim, kv_dim, head_size, pos, positions;
-    };
-    const Case cases[] = {{8, 8, 4, 0, 1}, {24, 8, 8, 5, 17}, {48, 16, 8, 20, 65}, {12, 12, 6, 89, 1}};
-    std::mt19937 rng(8);
-    for (const Case& c : cases) {
-        SCOPED_TRACE("dim " + std::to_string(c.dim) + " kv_dim " + std::to_string(c.kv_dim) + " pos " +
-                     std::to_string(c.pos) + " positions " + std::to_string(c.positions));
-        const auto table = rope_table(seq_len, c.head_size);
-        const auto q = random_vector(static_cast<std::size_t>(c.positions) * c.dim, rng);
-        const auto keys = random_vector(static_cast<std::size_t>(seq_len) * c.kv_dim, rng);
-        auto q_want = q, keys_want = keys;
-        for (int p = 0; p < c.positions; ++p)
-            rope(q_want.data() + static_cast<std::size_t>(p) * c.dim,
-                 keys_want.data() + static_cast<std::size_t>(c.pos + p) * c.kv_dim, c.pos + p, c.dim, c.kv_dim,
-                 c.head_size);
-        cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), t_b = h.upload(table);
-        h.run(h.kernels.rope_rows, h.kernels.per_position((c.dim + c.kv_dim) / 2, c.positions), q_b, k_b, t_b, c.dim,
-              c.kv_dim, c.head_size, c.pos, c.positions);
-        expect_match(h, true, h.download(q_b, q.size()), q_want, "q");
-        // Rows outside the batch's are the input's exactly, so the whole cache is compared bit for bit there.
-        const auto k_got = h.download(k_b, keys.size());
-        expect_match(h, true, k_got, keys_want, "key cache");
-        const std::size_t before = static_cast<std::size_t>(c.pos) * c.kv_dim;
-        expect_bit_identical(slice(k_got, 0, before), slice(keys, 0, before), "cache rows before the batch");
-        const std::size_t after = static_cast<std::size_t>(c.pos + c.positions) * c.kv_dim;
-        expect_bit_identical(slice(k_got, after, keys.size() - after), slice(keys, after, keys.size() - after),
-                             "cache rows after the batch");
-    }
-}
-
-// swiglu: silu(gate) * up, elementwise.
-TEST_P(KernelVsReference, Swiglu) {
-    Harness& h = this->h();
-    std::mt19937 rng(13);
-    for (int count : {1, 17, 1000}) {
-        const auto gate = random_vector(count, rng, -4.0f, 4.0f), up = random_vector(count, rng);
-        auto expected = gate;
-        swiglu(expected.data(), up.data(), count);
-        cl::Buffer g_b = h.upload(gate), u_b = h.upload(up);
-        h.run(h.kernels.swiglu, h.kernels.per_position(count, 1), g_b, u_b, count);
-        expect_match(h, false, h.download(g_b, gate.size()), expected, "swiglu");  // exp(): never exact
     }
 }
 

@@ -23,15 +23,10 @@ enum class Command {
     // Prefill (a batch of positions at once):
     write_embeddings,    // the batch's embedding rows into its residual streams
     rmsnorm_rows,        // RMSNorm of every position's residual stream
-    gemm_q,              // the batch's projections, by the weight they read
-    gemm_k,
-    gemm_v,
-    rope_rows,           // RoPE of the batch's queries and keys
+    gemm_qkv_rope,       // the batch's queries, keys and values, RoPE applied, k and v into the cache
     attention_rows,      // causal attention of the batch over the cache
     gemm_wo,             // with the residual add
-    gemm_w1,
-    gemm_w3,
-    swiglu,              // silu(w1 . xn) * (w3 . xn)
+    gemm_gate_up,        // silu(w1 . xn) * (w3 . xn)
     gemm_w2,             // with the residual add
     copy_last_row,       // the batch's last residual stream into x, for the classifier
 };

@@ -138,8 +138,6 @@ private:
     // Positions [pos, pos + tokens.size()) through every layer, their residual streams left in batch_x.
     void enqueue_prefill_batch(std::span<const int> tokens, int pos);
     // Launches gemm: out (from out_offset) = w (rows x n) times in's `positions` rows, added with `accumulate`.
-    void enqueue_gemm(const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset, int n, int rows,
-                      int positions, bool accumulate, Command command);
     // Greedy decoding's two kernels after the classifier (per-op schedule): the next token is the argmax of
     // the logits when `choose`, else the one the device's token sequence already holds (the prompt's).
     void enqueue_next_token(int pos, bool choose);

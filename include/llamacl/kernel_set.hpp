@@ -3,7 +3,9 @@
 // shape live here and nowhere else.
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -84,6 +86,22 @@ int max_attention_chunks(const Config& config);
 int prefill_batch_for(const LaunchShape& shape, const Config& config);
 constexpr int kGpuPrefillBatch = 512, kCpuPrefillBatch = 64;
 
+// A GPU-shape GEMM's work-group tile, rows by positions (GEMM_TR x GEMM_TP in gemm_gpu.cl).
+struct GemmTile {
+    int rows, positions;
+    auto operator<=>(const GemmTile&) const = default;
+};
+// The tiles gemm_gpu.cl is built for, largest first: a larger tile reads local memory less per
+// multiply-add, a smaller one splits a launch over more work-groups.
+inline constexpr GemmTile kGemmTiles[] = {{128, 128}, {128, 64}, {64, 64}};
+// The smallest, gemm_gpu.cl's default: the shape's own build holds it.
+inline constexpr GemmTile kOwnGemmTile = {64, 64};
+// Blocks of `block_rows` rows a product over matrices of `row_extents` rows takes (KernelSet::gemm).
+int gemm_blocks(std::initializer_list<int> row_extents, int block_rows);
+// The tile for such a product of `positions` positions on a device of `compute_units`: the largest tile
+// that still gives every compute unit a work-group, else the one with the most work-groups.
+GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units);
+
 class KernelSet {
 public:
     // Kernels for matrices of `weights`' format. `warp_shuffles` false builds every reduction through local
@@ -149,14 +167,22 @@ public:
 
     cl::Kernel attention, rmsnorm, argmax, argmax_embed;  // of the shape's own build
 
-    // Prefill's kernels (kernels/prefill.cl), of the shape's own build, and their ranges.
-    cl::Kernel rmsnorm_rows, gemm, rope_rows, swiglu, attention_rows;
-    // out (positions x rows) = in (positions x n) times w's `rows` rows: on CPU shapes a work-item per
-    // GEMM_ROWS rows (kGemmRows), on GPU shapes a work-group per tile of kGemmTile rows by kGemmTile positions.
-    Range gemm_range(int rows, int positions) const;
-    static constexpr int kGemmRows = 4, kGemmGroup = 16, kGemmTile = 64;
-    // Whether gemm can run here: GPU shapes need work-groups of kGemmGroup^2 work-items.
-    bool prefill_possible() const;
+    // Prefill's kernels (kernels/prefill.cl), of the shape's own build.
+    cl::Kernel rmsnorm_rows, attention_rows;
+    // Prefill's products, by what becomes of their sums (prefill.cl's kernels of the same names).
+    enum class Gemm { gemm, qkv_rope, gate_up };  // indexes GemmKernels
+    // The kernel and range for a product of `positions` positions over matrices of `row_extents` rows (wq's,
+    // wk's and wv's for qkv_rope; twice hidden_dim for gate_up, whose blocks take half their rows from w1
+    // and half from w3), each matrix's rows divided into blocks of its own. CPU shapes: a work-item per
+    // block of kGemmRows rows (gemm_cpu.cl), the shape's own build. GPU shapes: a work-group of
+    // kGemmGroup x kGemmGroup per tile of rows by positions (gemm_gpu.cl), the tile chosen by gemm_tile
+    // for the launch's size (or `tile`: tests), each tile's build compiled once, when first needed.
+    Launch gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
+                std::optional<GemmTile> tile = std::nullopt);
+    static constexpr int kGemmRows = 4, kGemmGroup = 16;
+    // Whether the GEMMs can run here for this model: GPU shapes need work-groups of kGemmGroup^2
+    // work-items, and matrices and batches of fewer than 2^32 elements (gemm_gpu.cl's offsets).
+    bool prefill_possible(const Config& config) const;
     // One work-item per (element, position) of a step over `width` elements of each position.
     Range per_position(int width, int positions) const;
 
@@ -200,6 +226,18 @@ private:
     std::size_t compute_units_;
     // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.
     std::map<std::pair<int, int>, Build> builds_;
+    // Prefill's products of one build, indexed by Gemm, and the tile they compute (GPU shapes).
+    using GemmKernels = std::array<cl::Kernel, 3>;
+    static GemmKernels gemm_kernels(const cl::Program& program);
+    struct GemmBuild {
+        GemmTile tile;
+        GemmKernels kernels;
+    };
+    // Whether the device launches work-groups of kGemmGroup^2 work-items of `kernel`.
+    bool fits(const cl::Kernel& kernel) const;
+    // By the tile asked for: the shape's own build (CPU shapes; the smallest tile of GPU shapes), and the
+    // others as launches first ask for them.
+    std::map<GemmTile, GemmBuild> gemm_builds_;
     std::uint64_t local_mem_bytes_;
 };
 

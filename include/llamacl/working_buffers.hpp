@@ -19,7 +19,7 @@ struct WorkingBuffers {
     struct Sizes {
         Sizes(const Config& config, int attention_chunks, int argmax_groups, bool scores_in_memory, int prefill_batch);
         std::size_t x, xn, q, xb, hb, att, att_partial, att_arrivals, logits, tokens, argmax_partial;
-        std::size_t batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_hb_up, batch_att;
+        std::size_t batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_att;
         std::uint64_t total() const;
     };
 
@@ -41,9 +41,9 @@ struct WorkingBuffers {
     // (int, argmax_groups).
     cl::Buffer argmax_partial;
     // Prefill (kernels/prefill.cl), each a row per position of the batch: the residual streams (dim), their
-    // RMSNorm (dim), queries (dim), attention outputs (dim), the FFN's gate and then SwiGLU output (hidden_dim),
-    // its up projection (hidden_dim), and attention's scores (n_heads x seq_len).
-    cl::Buffer batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_hb_up, batch_att;
+    // RMSNorm (dim), queries (dim), attention outputs (dim), the FFN's SwiGLU output (hidden_dim), and
+    // attention's scores (n_heads x seq_len).
+    cl::Buffer batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_att;
 };
 
 }  // namespace llamacl
