@@ -52,7 +52,7 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
                                    options.schedule == Schedule::token, per_op_reason_)),
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
-            !kernels_.device_fences(), plan_.prefill_batch),
+            !kernels_.device_fences(), !kernels_.attention_tiles_possible(c_.head_size()), plan_.prefill_batch),
       kv_(device, c_, stacked_),
       weights_(device, ck, plan_, options.finalize, options.host_mirror, stacked_, counters_) {
     // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
@@ -148,6 +148,8 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
     const KernelSet::Launch qkv = kernels_.gemm(Gemm::qkv_rope, {dim, kv_dim, kv_dim}, n);
     const KernelSet::Launch gate_up = kernels_.gemm(Gemm::gate_up, {2 * hidden}, n);
     const KernelSet::Launch out = kernels_.gemm(Gemm::gemm, {dim}, n);  // wo's and w2's
+    const bool tiled_attention = kernels_.attention_tiles_possible(c_.head_size());
+    const auto tiles_local = kernels_.attention_tiles_local(c_.head_size());
     const auto residual = [&](const cl::Buffer& w, const cl::Buffer& in, int width, Command command) {
         bind_args(*out.kernel, signatures::gemm,
              {{"w", w}, {"in", in}, {"out", work_.batch_x}, {"out_offset", 0}, {"n", width}, {"rows", dim},
@@ -164,12 +166,21 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
               {"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"dim", dim},
               {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
         launch(qkv, Command::gemm_qkv_rope);
-        bind_args(kernels_.attention_rows, signatures::attention_rows,
-             {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
-              {"att", work_.batch_att}, {"out", work_.batch_xb}, {"n_heads", c_.n_heads},
-              {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
-              {"pos", pos}, {"positions", n}});
-        launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
+        if (tiled_attention) {
+            bind_args(kernels_.attention_tiles, signatures::attention_tiles,
+                 {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
+                  {"out", work_.batch_xb}, {"n_heads", c_.n_heads}, {"head_size", c_.head_size()}, {"kv_dim", kv_dim},
+                  {"kv_mul", c_.kv_mul()}, {"pos", pos}, {"positions", n}, {"queries", tiles_local[0]},
+                  {"keys", tiles_local[1]}, {"scores", tiles_local[2]}, {"exchange", tiles_local[3]}});
+            launch({&kernels_.attention_tiles, kernels_.attention_tiles_range(c_.n_heads, n)}, Command::attention_tiles);
+        } else {
+            bind_args(kernels_.attention_rows, signatures::attention_rows,
+                 {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
+                  {"att", work_.batch_att}, {"out", work_.batch_xb}, {"n_heads", c_.n_heads},
+                  {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
+                  {"pos", pos}, {"positions", n}});
+            launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
+        }
         residual(w.wo, work_.batch_xb, dim, Command::gemm_wo);
 
         norm(w.rms_ffn);

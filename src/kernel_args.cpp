@@ -31,6 +31,8 @@ constexpr Names kGemmQkvRope[] = {"wq",        "wk",          "wv",  "in",     "
 constexpr Names kGemmGateUp[] = {"w1", "w3", "in", "hb", "dim", "hidden_dim", "positions"};
 constexpr Names kAttentionRows[] = {"q",      "key_cache", "value_cache", "att", "out", "n_heads", "head_size",
                                     "kv_dim", "kv_mul",    "seq_len",     "pos", "positions"};
+constexpr Names kAttentionTiles[] = {"q",   "key_cache", "value_cache", "out",  "n_heads", "head_size", "kv_dim",
+                                     "kv_mul", "pos",     "positions",   "queries", "keys", "scores",   "exchange"};
 constexpr Names kForwardToken[] = {
     "x",         "rms_att",     "wq",        "wk",         "wv",         "wo",          "rms_ffn",
     "w1",        "w2",          "w3",        "rope",       "key_cache",  "value_cache", "q",
@@ -54,16 +56,17 @@ const KernelSignature gemm{"gemm", kGemm};
 const KernelSignature gemm_qkv_rope{"gemm_qkv_rope", kGemmQkvRope};
 const KernelSignature gemm_gate_up{"gemm_gate_up", kGemmGateUp};
 const KernelSignature attention_rows{"attention_rows", kAttentionRows};
+const KernelSignature attention_tiles{"attention_tiles", kAttentionTiles};
 const KernelSignature forward_token{"forward_token", kForwardToken};
 }  // namespace signatures
 
 std::span<const KernelSignature* const> kernel_signatures() {
-    static const std::array<const KernelSignature*, 14> all = {
+    static const std::array<const KernelSignature*, 15> all = {
         &signatures::attn_qkv_rope, &signatures::ffn_gate_up,     &signatures::rmsnorm,
         &signatures::classifier,    &signatures::matvec_residual, &signatures::attention,
         &signatures::argmax,        &signatures::argmax_embed,    &signatures::rmsnorm_rows,
         &signatures::gemm,          &signatures::gemm_qkv_rope,   &signatures::gemm_gate_up,
-        &signatures::attention_rows, &signatures::forward_token};
+        &signatures::attention_rows, &signatures::attention_tiles, &signatures::forward_token};
     return all;
 }
 

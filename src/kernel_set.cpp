@@ -116,6 +116,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     argmax_embed = cl::Kernel(program, "argmax_embed");
     rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
     attention_rows = cl::Kernel(program, "attention_rows");
+    if (shape_.gpu_family()) attention_tiles = cl::Kernel(program, "attention_tiles");
     // The shape's own build holds the GPU shapes' smallest tile (gemm_gpu.cl's default).
     gemm_builds_.emplace(kOwnGemmTile, GemmBuild{kOwnGemmTile, gemm_kernels(program)});
     // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
@@ -210,6 +211,41 @@ bool KernelSet::prefill_possible(const Config& c) const {
     const std::uint64_t widest = std::max(c.dim, c.hidden_dim);
     const std::uint64_t elements = widest * std::max<std::uint64_t>(widest, prefill_batch_for(shape_, c));
     return elements < (std::uint64_t{1} << 32) && fits(gemm_builds_.at(kOwnGemmTile).kernels[0]);
+}
+
+namespace {
+
+// attention_tiles' work-items (ATT_QUERIES x ATT_LANES), keys per tile and local floats for heads of
+// head_size: the queries and a tile of keys or values in rows of head_size rounded up to odd, the
+// scores, one float per work-item to exchange.
+constexpr int kAttentionTilesItems = 256, kAttentionTilesKeys = 32;
+std::array<std::size_t, 4> attention_tiles_floats(int head_size) {
+    const std::size_t stride = static_cast<std::size_t>(head_size | 1);
+    return {KernelSet::kAttentionTilesQueries * stride, kAttentionTilesKeys * stride,
+            static_cast<std::size_t>(KernelSet::kAttentionTilesQueries) * (kAttentionTilesKeys + 1),
+            kAttentionTilesItems};
+}
+
+}  // namespace
+
+bool KernelSet::attention_tiles_possible(int head_size) const {
+    if (!shape_.gpu_family() || head_size > kAttentionTilesHeadMax) return false;
+    std::size_t bytes = 0;
+    for (std::size_t floats : attention_tiles_floats(head_size)) bytes += floats * sizeof(float);
+    // (The reductions' scratch and what the compiler keeps in local memory itself leave room: staged_count.)
+    return bytes + 1024 <= local_mem_bytes_ &&
+           attention_tiles.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >= kAttentionTilesItems;
+}
+
+KernelSet::Range KernelSet::attention_tiles_range(int n_heads, int positions) const {
+    const std::size_t blocks = static_cast<std::size_t>((positions + kAttentionTilesQueries - 1) / kAttentionTilesQueries);
+    return {cl::NDRange(blocks * kAttentionTilesItems, static_cast<std::size_t>(n_heads)), cl::NDRange(kAttentionTilesItems, 1)};
+}
+
+std::array<cl::LocalSpaceArg, 4> KernelSet::attention_tiles_local(int head_size) const {
+    const auto floats = attention_tiles_floats(head_size);
+    return {cl::Local(floats[0] * sizeof(float)), cl::Local(floats[1] * sizeof(float)),
+            cl::Local(floats[2] * sizeof(float)), cl::Local(floats[3] * sizeof(float))};
 }
 
 int gemm_blocks(std::initializer_list<int> row_extents, int block_rows) {

@@ -9,7 +9,7 @@ std::size_t floats(std::size_t n) { return n * sizeof(float); }
 }  // namespace
 
 WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_groups, bool scores_in_memory,
-                             int prefill_batch)
+                             bool prefill_scores_in_memory, int prefill_batch)
     : x(floats(c.dim)),
       xn(floats(c.dim)),
       q(floats(c.dim)),
@@ -26,7 +26,7 @@ WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_g
       batch_q(batch_x),
       batch_xb(batch_x),
       batch_hb(floats(static_cast<std::size_t>(prefill_batch) * c.hidden_dim)),
-      batch_att(floats(static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len)) {}
+      batch_att(floats(prefill_scores_in_memory ? static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len : 1)) {}
 
 std::uint64_t WorkingBuffers::Sizes::total() const {
     return std::uint64_t{x} + xn + q + xb + hb + att + att_partial + att_arrivals + logits + tokens + argmax_partial +
@@ -34,9 +34,9 @@ std::uint64_t WorkingBuffers::Sizes::total() const {
 }
 
 WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_chunks, int argmax_groups,
-                               bool scores_in_memory, int prefill_batch_)
+                               bool scores_in_memory, bool prefill_scores_in_memory, int prefill_batch_)
     : prefill_batch(prefill_batch_) {
-    const Sizes s(c, attention_chunks, argmax_groups, scores_in_memory, prefill_batch);
+    const Sizes s(c, attention_chunks, argmax_groups, scores_in_memory, prefill_scores_in_memory, prefill_batch);
     x = d.allocate(s.x, "residual stream");
     xn = d.allocate(s.xn, "normalized activations");
     q = d.allocate(s.q, "query");

@@ -69,6 +69,13 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     using Matvec = KernelSet::Matvec;
     for (Matvec which : {Matvec::attn_qkv_rope, Matvec::matvec_residual, Matvec::ffn_gate_up, Matvec::classifier})
         expect_signature(*kernels.matvec(which, 64, 64).kernel);
+    // Prefill's: the products of every tile's build, and attention_tiles where the shape has it.
+    for (const cl::Kernel* k : {&kernels.rmsnorm_rows, &kernels.attention_rows}) expect_signature(*k);
+    if (kernels.shape().gpu_family()) expect_signature(kernels.attention_tiles);
+    using Gemm = KernelSet::Gemm;
+    for (const GemmTile& tile : kGemmTiles)
+        for (Gemm which : {Gemm::gemm, Gemm::qkv_rope, Gemm::gate_up})
+            expect_signature(*kernels.gemm(which, {64}, 64, tile).kernel);
     if (!kernels.device_fences()) return;  // no token kernel without OpenCL C 2.0 (CPU shapes)
     cl::Program token;
     try {

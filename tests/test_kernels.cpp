@@ -733,18 +733,22 @@ TEST_P(KernelVsReference, RmsnormRows) {
 // from the reference, which stops at its own.
 TEST_P(KernelVsReference, AttentionRows) {
     Harness& h = this->h();
-    const int seq_len = 100;
+    const int seq_len = 140;
     struct Case {
         AttentionCase heads;
         int pos, positions;  // the batch starts mid-sequence where pos > 0 (after decoded positions)
     };
-    const Case cases[] = {{{"MHA", 4, 4, 6}, 0, 1},       {{"GQA kv_mul 2", 4, 2, 8}, 0, 17},
-                          {{"GQA kv_mul 3", 6, 2, 48}, 5, 3}, {{"MQA", 3, 1, 130}, 20, 65},
-                          {{"GQA kv_mul 2", 4, 2, 10}, 36, 64}, {{"MHA", 2, 2, 6}, 99, 1}};
+    // attention_tiles (GPU shapes) too, where it takes the head size: blocks of 32 queries and 32 keys,
+    // so batches and caches either side of them.
+    const Case cases[] = {{{"MHA", 4, 4, 6}, 0, 1},          {{"GQA kv_mul 2", 4, 2, 8}, 0, 17},
+                          {{"GQA kv_mul 3", 6, 2, 48}, 5, 3},  {{"MQA", 3, 1, 130}, 20, 65},
+                          {{"GQA kv_mul 2", 4, 2, 10}, 36, 64}, {{"MHA", 2, 2, 6}, 139, 1},
+                          {{"GQA kv_mul 4", 8, 2, 64}, 40, 70}, {{"MHA", 2, 2, 128}, 0, 33}};
     std::mt19937 rng(31);
     for (const Case& c : cases) {
         const AttentionCase& a = c.heads;
-        SCOPED_TRACE(std::string(a.kind) + " pos " + std::to_string(c.pos) + " positions " + std::to_string(c.positions));
+        SCOPED_TRACE(std::string(a.kind) + " head_size " + std::to_string(a.head_size) + " pos " +
+                     std::to_string(c.pos) + " positions " + std::to_string(c.positions));
         const int kv_dim = a.n_kv_heads * a.head_size, dim = a.n_heads * a.head_size, kv_mul = a.n_heads / a.n_kv_heads;
         const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
         const auto q = random_vector(static_cast<std::size_t>(c.positions) * dim, rng, -2.0f, 2.0f);
@@ -763,8 +767,26 @@ TEST_P(KernelVsReference, AttentionRows) {
         cl::Buffer out_b = h.upload(std::vector<float>(q.size(), kNaN));
         h.run(h.kernels.attention_rows, h.kernels.per_position(a.n_heads, c.positions), q_b, k_b, v_b, att_b, out_b,
               a.n_heads, a.head_size, kv_dim, kv_mul, seq_len, c.pos, c.positions);
-        expect_match(h, false, h.download(out_b, q.size()), expected, "attention output");  // exp(): never exact
+        expect_match(h, false, h.download(out_b, q.size()), expected, "attention_rows");  // exp(): never exact
+        if (!h.kernels.attention_tiles_possible(a.head_size)) continue;
+        cl::Buffer tiles_out = h.upload(std::vector<float>(q.size(), kNaN));
+        const auto local = h.kernels.attention_tiles_local(a.head_size);
+        h.run(h.kernels.attention_tiles, h.kernels.attention_tiles_range(a.n_heads, c.positions), q_b, k_b, v_b,
+              tiles_out, a.n_heads, a.head_size, kv_dim, kv_mul, c.pos, c.positions, local[0], local[1], local[2],
+              local[3]);
+        expect_match(h, false, h.download(tiles_out, q.size()), expected, "attention_tiles");
     }
+}
+
+// attention_tiles takes every head size up to its bound, on GPU shapes only.
+TEST(AttentionTiles, GpuShapesUpToTheHeadBound) {
+    Device& device = test_device();
+    const KernelSet gpu(device, parse_launch_shape("gpu", device.info()));
+    for (int head_size : {1, 6, 48, 64, 127, KernelSet::kAttentionTilesHeadMax})
+        EXPECT_TRUE(gpu.attention_tiles_possible(head_size)) << head_size;
+    EXPECT_FALSE(gpu.attention_tiles_possible(KernelSet::kAttentionTilesHeadMax + 1));
+    const KernelSet cpu(device, parse_launch_shape("cpu", device.info()));
+    EXPECT_FALSE(cpu.attention_tiles_possible(64));
 }
 
 TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {

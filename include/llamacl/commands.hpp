@@ -24,7 +24,8 @@ enum class Command {
     write_embeddings,    // the batch's embedding rows into its residual streams
     rmsnorm_rows,        // RMSNorm of every position's residual stream
     gemm_qkv_rope,       // the batch's queries, keys and values, RoPE applied, k and v into the cache
-    attention_rows,      // causal attention of the batch over the cache
+    attention_rows,      // causal attention of the batch over the cache, a work-item per (head, position)
+    attention_tiles,     // the same, a work-group per (block of positions, head) (GPU shapes)
     gemm_wo,             // with the residual add
     gemm_gate_up,        // silu(w1 . xn) * (w3 . xn)
     gemm_w2,             // with the residual add

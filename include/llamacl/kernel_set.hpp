@@ -169,6 +169,17 @@ public:
 
     // Prefill's kernels (kernels/prefill.cl), of the shape's own build.
     cl::Kernel rmsnorm_rows, attention_rows;
+    // Prefill's attention on GPU shapes (kernels/attention_tiles.cl), where attention_tiles_possible.
+    cl::Kernel attention_tiles;
+    // Whether attention_tiles runs a model of this head size here: GPU shapes, heads of at most
+    // kAttentionTilesHeadMax elements, its local memory within the device's and its work-groups whole.
+    // Elsewhere prefill runs attention_rows, whose scores go to memory.
+    bool attention_tiles_possible(int head_size) const;
+    static constexpr int kAttentionTilesHeadMax = 128, kAttentionTilesQueries = 32;
+    // attention_tiles' range for `positions` queries of n_heads heads, and its four local buffers
+    // (queries, keys or values, scores, exchange) for heads of head_size.
+    Range attention_tiles_range(int n_heads, int positions) const;
+    std::array<cl::LocalSpaceArg, 4> attention_tiles_local(int head_size) const;
     // Prefill's products, by what becomes of their sums (prefill.cl's kernels of the same names).
     enum class Gemm { gemm, qkv_rope, gate_up };  // indexes GemmKernels
     // The kernel and range for a product of `positions` positions over matrices of `row_extents` rows (wq's,

@@ -14,17 +14,19 @@ struct WorkingBuffers {
     // capacity plan. attention_chunks: the most chunks attention splits a head into
     // (KernelSet::attention_chunks); argmax_groups: KernelSet::argmax_groups; scores_in_memory: whether
     // attention writes its scores to `att` (kernels built without device fences: attention.cl's SCORE),
-    // else it only passes it along; prefill_batch: the most positions a prefill batch holds (prefill_batch in
-    // kernel_set.hpp).
+    // else it only passes it along; prefill_scores_in_memory: the same for prefill's attention (attention_rows,
+    // where KernelSet::attention_tiles_possible is false); prefill_batch: the most positions a prefill batch
+    // holds (prefill_batch in kernel_set.hpp).
     struct Sizes {
-        Sizes(const Config& config, int attention_chunks, int argmax_groups, bool scores_in_memory, int prefill_batch);
+        Sizes(const Config& config, int attention_chunks, int argmax_groups, bool scores_in_memory,
+              bool prefill_scores_in_memory, int prefill_batch);
         std::size_t x, xn, q, xb, hb, att, att_partial, att_arrivals, logits, tokens, argmax_partial;
         std::size_t batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_att;
         std::uint64_t total() const;
     };
 
     WorkingBuffers(const Device& device, const Config& config, int attention_chunks, int argmax_groups,
-                   bool scores_in_memory, int prefill_batch);
+                   bool scores_in_memory, bool prefill_scores_in_memory, int prefill_batch);
     int prefill_batch;
     cl::Buffer x;       // residual stream (dim)
     cl::Buffer xn;      // last RMSNorm output, kept for inspection only: kernels fold the norm in (dim)
@@ -42,7 +44,7 @@ struct WorkingBuffers {
     cl::Buffer argmax_partial;
     // Prefill (kernels/prefill.cl), each a row per position of the batch: the residual streams (dim), their
     // RMSNorm (dim), queries (dim), attention outputs (dim), the FFN's SwiGLU output (hidden_dim), and
-    // attention's scores (n_heads x seq_len).
+    // attention's scores (n_heads x seq_len; one unused float unless prefill_scores_in_memory).
     cl::Buffer batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_att;
 };
 
