@@ -1,8 +1,7 @@
 // The CPU families' (SHAPE_EXACT, SHAPE_CPU) matrix-matrix block, prefill.cl's GEMMs' inner part.
 //
-// A block is GEMM_ROWS output rows by GEMM_POSITIONS positions: its first GEMM_HALF rows are rows a0..
-// of matrix wa, the others rows b0.. of wb (the same matrix further on, or a second one whose rows pair
-// with the first's: w1 and w3). A work-item takes a run of blocks' rows (FOR_GROUP_UNITS) and walks all
+// A block is GEMM_ROWS output rows by GEMM_POSITIONS positions: GEMM_HALF rows a0, a0 + step, ... of
+// matrix wa and as many of wb from b0 (gemm_gpu.cl says why). A work-item takes a run of blocks' rows (FOR_GROUP_UNITS) and walks all
 // positions GEMM_POSITIONS at a time, so its rows stay in the core's cache while every position reads
 // them; its floatv accumulators are registers. Every element sums its terms in partial_dot's order (run.c's
 // on the exact family), so a prefilled position's values are the decode kernels' bit for bit. Rows and
@@ -30,19 +29,20 @@
          p0 += GEMM_POSITIONS)
 // Nothing is shared through local memory.
 #define GEMM_LOCALS
-#define GEMM_LOCAL_ARGS 0, 0
+#define GEMM_LOCAL_ARGS 0, 0, 0
 // The block's row (of its half) and position (from p0) of accumulator slot i (< GEMM_HALF) and k.
 #define gemm_slot_row(i) (i)
 #define gemm_slot_pos(k) (k)
 
 UNIT_FUNCTION void gemm_block(__global const weight_t* wa, int a0, int a_rows, __global const weight_t* wb, int b0,
-                              int b_rows, __global const float* in, int n, int p0, int positions, __local float* wl,
-                              __local float* xl, float acc[GEMM_SLOTS_R][GEMM_SLOTS_P]) {
+                              int b_rows, int step, __global const float* in, int n, int p0, int positions,
+                              __local float* wl, __local float* xl, __local float* scratch,
+                              float acc[GEMM_SLOTS_R][GEMM_SLOTS_P]) {
     __global const weight_t* wr[GEMM_ROWS];
 #pragma unroll
     for (int i = 0; i < GEMM_ROWS; i++)
-        wr[i] = i < GEMM_HALF ? WEIGHT_ROW(wa, min(a0 + i, a_rows - 1), n)
-                              : WEIGHT_ROW(wb, min(b0 + i - GEMM_HALF, b_rows - 1), n);
+        wr[i] = i < GEMM_HALF ? WEIGHT_ROW(wa, min(a0 + i * step, a_rows - 1), n)
+                              : WEIGHT_ROW(wb, min(b0 + (i - GEMM_HALF) * step, b_rows - 1), n);
     __global const float* xp[GEMM_POSITIONS];
 #pragma unroll
     for (int k = 0; k < GEMM_POSITIONS; k++) xp[k] = in + (size_t)min(p0 + k, positions - 1) * n;

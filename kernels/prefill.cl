@@ -22,12 +22,13 @@ __kernel void gemm(__global const weight_t* w, __global const float* in, __globa
     GEMM_FOR_BLOCKS(block, p0, (rows + GEMM_BLOCK_ROWS - 1) / GEMM_BLOCK_ROWS, positions) {
         float acc[GEMM_SLOTS_R][GEMM_SLOTS_P];
         const int r0 = block * GEMM_BLOCK_ROWS;
-        gemm_block(w, r0, rows, w, r0 + GEMM_HALF, rows, in, n, p0, positions, GEMM_LOCAL_ARGS, acc);
+        gemm_block(w, r0, rows, w, r0 + GEMM_HALF, rows, 1, in, n, p0, positions, GEMM_LOCAL_ARGS, acc);
 #pragma unroll
         for (int i = 0; i < GEMM_SLOTS_R; i++) {
 #pragma unroll
             for (int k = 0; k < GEMM_SLOTS_P; k++) {
-                const int r = r0 + (i < GEMM_SLOTS_R / 2 ? 0 : GEMM_HALF) + gemm_slot_row(i % (GEMM_SLOTS_R / 2));
+                const int second = i < GEMM_SLOTS_R / 2 ? 0 : 1;  // of the block's two halves
+                const int r = r0 + second * GEMM_HALF + gemm_slot_row(i - second * (GEMM_SLOTS_R / 2));
                 const int p = p0 + gemm_slot_pos(k);
                 if (r < rows && p < positions) {
                     __global float* o = out + out_offset + (size_t)p * rows + r;
@@ -40,8 +41,9 @@ __kernel void gemm(__global const weight_t* w, __global const float* in, __globa
 
 // The batch's queries, keys and values: q = wq . xn, k = wk . xn, v = wv . xn for every position, RoPE
 // applied to q and k at positions pos, pos + 1, ... as attn_qkv_rope rotates them, k and v written to the
-// cache's rows from pos on. Blocks of GEMM_BLOCK_ROWS rows of wq, then wk's, then wv's: a block never
-// straddles two matrices, and a RoPE pair (an even row and the next) is in one work-item's slots.
+// cache's rows from pos on. Blocks of GEMM_BLOCK_ROWS rows of wq, then wk's, then wv's (a block never
+// straddles two matrices), its even rows one half, the odd rows the other: a RoPE pair meets in one
+// work-item.
 __kernel void gemm_qkv_rope(__global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
                             __global const float* in, __global const float* rope, __global float* q,
                             __global float* key_cache, __global float* value_cache, int dim, int kv_dim,
@@ -55,15 +57,14 @@ __kernel void gemm_qkv_rope(__global const weight_t* wq, __global const weight_t
         __global const weight_t* w = part == 0 ? wq : part == 1 ? wk : wv;
         const int rows = part == 0 ? dim : kv_dim;
         float acc[GEMM_SLOTS_R][GEMM_SLOTS_P];
-        gemm_block(w, r0, rows, w, r0 + GEMM_HALF, rows, in, dim, p0, positions, GEMM_LOCAL_ARGS, acc);
+        gemm_block(w, r0, rows, w, r0 + 1, rows, 2, in, dim, p0, positions, GEMM_LOCAL_ARGS, acc);
 #pragma unroll
-        for (int i = 0; i < GEMM_SLOTS_R; i += 2) {
+        for (int i = 0; i < GEMM_SLOTS_R / 2; i++) {
 #pragma unroll
             for (int k = 0; k < GEMM_SLOTS_P; k++) {
-                const int r = r0 + (i < GEMM_SLOTS_R / 2 ? 0 : GEMM_HALF) + gemm_slot_row(i % (GEMM_SLOTS_R / 2));
-                const int p = p0 + gemm_slot_pos(k);
+                const int r = r0 + 2 * gemm_slot_row(i), p = p0 + gemm_slot_pos(k);
                 if (r >= rows || p >= positions) continue;  // (rows are even: so is r + 1 < rows)
-                const float v0 = acc[i][k], v1 = acc[i + 1][k];
+                const float v0 = acc[i][k], v1 = acc[GEMM_SLOTS_R / 2 + i][k];
                 if (part == 2) {
                     value_cache[(size_t)(pos + p) * kv_dim + r] = v0;
                     value_cache[(size_t)(pos + p) * kv_dim + r + 1] = v1;
@@ -87,7 +88,7 @@ __kernel void gemm_gate_up(__global const weight_t* w1, __global const weight_t*
     GEMM_FOR_BLOCKS(block, p0, (hidden_dim + GEMM_HALF - 1) / GEMM_HALF, positions) {
         const int r0 = block * GEMM_HALF;
         float acc[GEMM_SLOTS_R][GEMM_SLOTS_P];
-        gemm_block(w1, r0, hidden_dim, w3, r0, hidden_dim, in, dim, p0, positions, GEMM_LOCAL_ARGS, acc);
+        gemm_block(w1, r0, hidden_dim, w3, r0, hidden_dim, 1, in, dim, p0, positions, GEMM_LOCAL_ARGS, acc);
 #pragma unroll
         for (int i = 0; i < GEMM_SLOTS_R / 2; i++) {
 #pragma unroll

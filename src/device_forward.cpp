@@ -46,7 +46,8 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
                           prefill_batch_for(launch_shape(device, options), c_))),
       // The kernels are built for the matrices' format (the file's, or --weights').
-      kernels_(device, launch_shape(device, options), c_.weight_format),
+      kernels_(device, launch_shape(device, options), c_.weight_format, true, "",
+               options.tensor_cores ? TensorCores::where_present : TensorCores::never),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,

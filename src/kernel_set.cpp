@@ -92,12 +92,15 @@ int token_dot_batch(int longest_row, int dim, int row_threads) {
 }
 
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
-                     bool warp_shuffles, const std::string& build_options)
+                     bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores)
     : device_(device),
       common_options_(weights.build_option()),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
+      tensor_cores_(tensor_cores == TensorCores::emulated ||
+                    (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
+                     device.info().compute_capability >= kTf32ComputeCapability)),
       shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
       compute_units_(device.info().compute_units),
@@ -106,6 +109,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
     if (shape_.family() == ShapeFamily::exact && device.info().fp64) common_options_ += glibc_expf_option();
+    if (tensor_cores_) common_options_ += tensor_cores == TensorCores::emulated ? " -DGEMM_MMA -DMMA_EMULATE" : " -DGEMM_MMA";
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);

@@ -65,13 +65,16 @@ struct Harness {
     KernelSet kernels;
     bool exact;      // the exact shape on a device with correctly rounded divide and sqrt
     double tolerance;  // relative to the tensor's largest magnitude, where not exact
+    bool emulated;   // tensor cores emulated: slow, so the GEMM tests take fewer sizes
 
-    Harness(Device& d, const LaunchShape& shape, bool warp_shuffles = true)
+    Harness(Device& d, const LaunchShape& shape, bool warp_shuffles = true,
+            TensorCores tensor_cores = TensorCores::where_present)
         : device(d),
-          kernels(d, shape, {}, warp_shuffles),
+          kernels(d, shape, {}, warp_shuffles, "", tensor_cores),
           exact(shape.family() == ShapeFamily::exact &&
                 (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
-          tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4) {}
+          tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4),
+          emulated(tensor_cores == TensorCores::emulated) {}
 
     cl::Buffer upload(const std::vector<float>& data) {
         cl::Buffer buffer = device.allocate(data.size() * sizeof(float), "kernel test buffer");
@@ -99,12 +102,17 @@ struct Harness {
     }
 };
 
+const std::string kTensorCoresEmulated = "tensor_cores_emulated";
+
 Harness& harness(const std::string& shape_name) {
     static std::map<std::string, std::unique_ptr<Harness>> cache;
     auto& h = cache[shape_name];
     if (!h) {
         Device& device = test_device();
-        h = std::make_unique<Harness>(device, parse_launch_shape(shape_name, device.info()));
+        // "tensor_cores_emulated": the GPU shape with prefill's tensor-core GEMMs, their instruction emulated.
+        const bool emulated = shape_name == kTensorCoresEmulated;
+        h = std::make_unique<Harness>(device, parse_launch_shape(emulated ? "gpu" : shape_name, device.info()), true,
+                                      emulated ? TensorCores::emulated : TensorCores::where_present);
     }
     return *h;
 }
@@ -559,17 +567,31 @@ TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) {
 // The position counts every batch kernel is tried on: one, a few, and either side of the GPU tile (64).
 const int kBatchPositions[] = {1, 3, 17, 63, 64, 65};
 
-// The GEMMs' launches: on GPU shapes once for each tile gemm_gpu.cl is built for, on CPU shapes the one.
+// The GEMMs' launches: on GPU shapes once for each tile gemm_gpu.cl is built for, on CPU shapes the one;
+// emulated tensor cores take the largest and the smallest tile (every count of m16n8k8 blocks a warp
+// takes), and two batch sizes: a part of a tile and a whole one.
 std::vector<std::optional<GemmTile>> tiles_of(const Harness& h) {
     if (!h.kernels.shape().gpu_family()) return {std::nullopt};
+    // (The emulation's matrices and the largest tile take 82 KiB of local memory; GPUs have 48 or 64 KiB,
+    // and their own tensor cores run every tile on the "gpu" shape where they have them.)
+    if (h.emulated && h.device.info().local_mem_bytes < 96 * 1024) return {kOwnGemmTile};
+    if (h.emulated) return {kGemmTiles[0], kOwnGemmTile};
     return {std::begin(kGemmTiles), std::end(kGemmTiles)};
+}
+std::vector<int> batch_positions(const Harness& h) {
+    if (h.emulated) return {3, 64};
+    return {std::begin(kBatchPositions), std::end(kBatchPositions)};
 }
 std::string describe(const std::optional<GemmTile>& tile) {
     return tile ? ", tile " + std::to_string(tile->rows) + "x" + std::to_string(tile->positions) : "";
 }
 
+// The GEMMs on every shape family and on the tensor-core kernels (emulated here; on NVIDIA's GPUs of
+// compute capability 8.0 on, the "gpu" shape runs them for real and the narrower shapes the portable ones).
+class GemmVsReference : public KernelVsReference {};
+
 // gemm: out[p] = w . in[p] for every position, stored or added to the residual, from out_offset on.
-TEST_P(KernelVsReference, Gemm) {
+TEST_P(GemmVsReference, Gemm) {
     Harness& h = this->h();
     struct Case {
         int n, rows;
@@ -581,7 +603,7 @@ TEST_P(KernelVsReference, Gemm) {
     std::mt19937 rng(123);
     for (const std::optional<GemmTile>& tile : tiles_of(h)) {
         for (const Case& c : cases) {
-            for (int positions : kBatchPositions) {
+            for (int positions : batch_positions(h)) {
                 const int accumulate = positions % 2;  // stored for some counts, added for the others
                 SCOPED_TRACE("n " + std::to_string(c.n) + " rows " + std::to_string(c.rows) + " positions " +
                              std::to_string(positions) + (accumulate ? " accumulating" : " storing") + describe(tile));
@@ -616,7 +638,7 @@ TEST_P(KernelVsReference, Gemm) {
 
 // gemm_qkv_rope: the batch's q, k, v, RoPE applied at positions pos.., k and v into the cache's rows from
 // pos on and nowhere else.
-TEST_P(KernelVsReference, GemmQkvRope) {
+TEST_P(GemmVsReference, GemmQkvRope) {
     Harness& h = this->h();
     const int seq_len = 140;
     struct Case {
@@ -671,7 +693,7 @@ TEST_P(KernelVsReference, GemmQkvRope) {
 }
 
 // gemm_gate_up: hb[p] = silu(w1 . in[p]) * (w3 . in[p]), nothing past the batch's rows.
-TEST_P(KernelVsReference, GemmGateUp) {
+TEST_P(GemmVsReference, GemmGateUp) {
     Harness& h = this->h();
     struct Case {
         int dim, hidden;
@@ -681,7 +703,7 @@ TEST_P(KernelVsReference, GemmGateUp) {
     std::mt19937 rng(4243);
     for (const std::optional<GemmTile>& tile : tiles_of(h)) {
         for (const Case& c : cases) {
-            for (int positions : kBatchPositions) {
+            for (int positions : batch_positions(h)) {
                 SCOPED_TRACE("dim " + std::to_string(c.dim) + " hidden " + std::to_string(c.hidden) + " positions " +
                              std::to_string(positions) + describe(tile));
                 const auto in = random_vector(static_cast<std::size_t>(positions) * c.dim, rng, -2.0f, 2.0f);
@@ -833,6 +855,57 @@ TEST(DotBatch, TokenKernelBatchCoversADimRowUpToTheLongBatch) {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Tensor cores: prefill's GEMMs with split TF32 operands (3xTF32) stay within fp32's error bound for a
+// dot product of n terms, |error| <= (2 n 2^-24 + 2^-20) sum |w x| (summation with rounding or, in a
+// tensor core's adder, truncation; the operands' split, about 2^-22 of each product twice over), which
+// products of plain TF32 operands (2^-11 each) miss. The "gpu" shape runs them for real on NVIDIA's GPUs
+// of compute capability 8.0 on, the portable kernels elsewhere; the emulation everywhere.
+TEST(TensorCores, SplitOperandsKeepFp32Accuracy) {
+    const int n = 200, rows = 130, positions = 65;
+    std::mt19937 rng(77);
+    const auto w = random_vector(static_cast<std::size_t>(rows) * n, rng);
+    const auto in = random_vector(static_cast<std::size_t>(positions) * n, rng, -2.0f, 2.0f);
+    const auto bound_ratio = [&](const std::function<double(int, int)>& value) {
+        double worst = 0;
+        for (int p = 0; p < positions; ++p) {
+            for (int r = 0; r < rows; ++r) {
+                double exact = 0, magnitude = 0;
+                for (int k = 0; k < n; ++k) {
+                    const double term = static_cast<double>(w[static_cast<std::size_t>(r) * n + k]) *
+                                        in[static_cast<std::size_t>(p) * n + k];
+                    exact += term;
+                    magnitude += std::fabs(term);
+                }
+                const double bound = (2.0 * n * std::ldexp(1.0, -24) + std::ldexp(1.0, -20)) * magnitude;
+                worst = std::max(worst, std::fabs(value(p, r) - exact) / bound);
+            }
+        }
+        return worst;
+    };
+    // The bound tells plain TF32 from fp32: products of operands rounded to TF32 exceed it.
+    const auto tf32 = [](float x) {
+        return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) + 0x1000u) & 0xffffe000u);
+    };
+    EXPECT_GT(bound_ratio([&](int p, int r) {
+                  double sum = 0;
+                  for (int k = 0; k < n; ++k)
+                      sum += static_cast<double>(tf32(w[static_cast<std::size_t>(r) * n + k])) *
+                             tf32(in[static_cast<std::size_t>(p) * n + k]);
+                  return sum;
+              }),
+              1.0);
+    for (const std::string& shape : {std::string("gpu"), kTensorCoresEmulated}) {
+        Harness& h = harness(shape);
+        SCOPED_TRACE(shape + (h.kernels.tensor_cores() ? ": tensor cores" : ": portable kernels"));
+        cl::Buffer out = h.upload(std::vector<float>(static_cast<std::size_t>(positions) * rows, kNaN));
+        const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gemm, {rows}, positions);
+        h.run(*l.kernel, l.range, h.upload(w), h.upload(in), out, 0, n, rows, positions, 0);
+        const auto got = h.download(out, static_cast<std::size_t>(positions) * rows);
+        EXPECT_LE(bound_ratio([&](int p, int r) { return got[static_cast<std::size_t>(p) * rows + r]; }), 1.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Warp shuffles (NVIDIA): the GPU shape's reductions combine a row's lanes, a score's slices and a
 // work-group's last 32 partial results by shuffles instead of local memory, adding the same pairs in the
 // same order, so every output must be the same bits as the local-memory trees' build gives.
@@ -894,6 +967,9 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),
+                         [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(KernelShapes, GemmVsReference,
+                         ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2", kTensorCoresEmulated),
                          [](const auto& p) { return p.param; });
 
 }  // namespace

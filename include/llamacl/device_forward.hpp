@@ -102,6 +102,8 @@ public:
     const CapacityPlan& plan() const { return plan_; }
     bool host_mirror() const { return weights_.mirrored(); }
     const LaunchShape& shape() const { return kernels_.shape(); }
+    // Whether prefill's GEMMs run on tensor cores (KernelSet::tensor_cores).
+    bool tensor_cores() const { return kernels_.tensor_cores(); }
     // Whether tokens run as one launch of the token kernel, and if not, why not.
     bool token_schedule() const { return token_ != nullptr; }
     int token_groups() const { return token_ ? token_->groups() : 0; }  // the token kernel's launch, 0 without

@@ -20,6 +20,7 @@ struct DeviceOptions {
     std::uint64_t memory_limit = 0;      // 0: the device's own global memory
     bool host_mirror = true;             // streaming: allow a pinned host mirror (see weight_staging.hpp)
     Schedule schedule = Schedule::automatic;
+    bool tensor_cores = true;            // prefill's GEMMs on tensor cores where the device has them
 };
 
 }  // namespace llamacl

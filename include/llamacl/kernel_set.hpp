@@ -102,13 +102,19 @@ int gemm_blocks(std::initializer_list<int> row_extents, int block_rows);
 // that still gives every compute unit a work-group, else the one with the most work-groups.
 GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units);
 
+// Whether prefill's GEMMs run on tensor cores (kernels/tensor_cores.cl): where the device has them, never
+// (the portable path everywhere), or emulated (tests: the tensor-core kernels on any device, the
+// instruction computed through local memory).
+enum class TensorCores { where_present, never, emulated };
+
 class KernelSet {
 public:
     // Kernels for matrices of `weights`' format. `warp_shuffles` false builds every reduction through local
     // memory even where the device offers warp shuffles (tests: warp_shuffles() says the same bits either
     // way). `build_options` are added to every build (tests: -cl-kernel-arg-info).
     KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
-              bool warp_shuffles = true, const std::string& build_options = "");
+              bool warp_shuffles = true, const std::string& build_options = "",
+              TensorCores tensor_cores = TensorCores::where_present);
 
     const LaunchShape& shape() const { return shape_; }
 
@@ -203,6 +209,10 @@ public:
     // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in reductions.cl): GPU shapes
     // of whole warps on a device with 32-wide warps whose compiler takes PTX (NVIDIA's).
     bool warp_shuffles() const { return warp_shuffles_; }
+    // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl): GPU shapes with warp shuffles
+    // (the compiler takes inline PTX) on a GPU of compute capability 8.0 or later (TF32 mma.sync), unless
+    // asked never to; or emulated.
+    bool tensor_cores() const { return tensor_cores_; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
     // as -D options (and any option of the device's own compiler), `longest_row` the most elements a row
@@ -220,6 +230,8 @@ private:
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
     Range rows(int rows, int row_threads) const;
 
+    // The compute capability of NVIDIA's first GPUs with TF32 tensor cores (Ampere).
+    static constexpr int kTf32ComputeCapability = 80;
     // The token kernel's work-items per row (token_program).
     static constexpr int kTokenRowThreads = 32;
     // Work-groups per compute unit the per-op matrix-vector builds (GPU shapes) cap their registers for
@@ -231,6 +243,7 @@ private:
     std::string common_options_;  // every build's: the weight format, correctly rounded division and sqrt, the caller's
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;
+    bool tensor_cores_;
     std::string matvec_options_;  // the matrix-vector builds' register cap
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
