@@ -1,4 +1,6 @@
-// Every family's row products with the (normalized, staged) input, built on dot_cpu.cl or dot_gpu.cl.
+// Every family's row products with the (normalized, staged) input, built on dot_cpu.cl or dot_gpu.cl,
+// for the float formats (FLOAT_WEIGHTS). Q8_0's (dot_q8.cl) have the same three: stage_input, row_dot and
+// row_pair.
 
 // Writes rmsnorm(x) * weight to out; called by one work-group so the normalized vector can be
 // inspected (--compare-cpu) without another kernel.
@@ -7,16 +9,28 @@ inline void write_norm(__global float* out, __global const float* x, __global co
 }
 
 
+inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
+
+#ifdef FEW_GROUPS
+// The token kernel stages a step's input in the work-group's first unit of the step (float weights: after
+// that unit has issued its first batch of weight loads, which do not depend on the input, so that the two
+// waits on memory overlap rather than follow each other). A unit learns it from a negative staged_n: the
+// input is not staged yet, and row_dot and row_pair stage it. (token.cl defines it: n floats of x,
+// normalized with `weight` when given, staged by stage_input.)
+void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
+                      __local float* scratch);
+#endif
+
+#ifdef FLOAT_WEIGHTS
 // GPU shapes: the work-group copies its input vector (normalized on the way when `weight` is given)
 // into local memory once, so the rows' dot products read it from there instead of re-reading x, the norm
-// weights and doing the normalization per element for every row. Needs every work-item.
+// weights and doing the normalization per element for every row. Needs every work-item. (`scratch` is
+// Q8_0's.)
 inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss,
-                        int n) {
+                        int n, __local float* scratch) {
     for (int j = get_local_id(0); j < n; j += LOCAL) staged[j] = weight ? weight[j] * (ss * x[j]) : x[j];
     barrier(CLK_LOCAL_MEM_FENCE);
 }
-
-inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
 // Weight loads a work-item issues before it uses the first of them: a matrix with few rows (wo and w2,
 // every matrix of a small model) gives each compute unit too few work-items to hide memory latency one
@@ -52,14 +66,6 @@ inline float dot_staged_from(__global const weight_t* w, __local const float* in
 }
 
 #ifdef FEW_GROUPS
-// The token kernel stages a step's input in the work-group's first unit of the step, after that unit has
-// issued its first batch of weight loads (they do not depend on the input), so that the two waits on
-// memory overlap rather than follow each other. A unit learns it from a negative staged_n: the input is
-// not staged yet, and row_dot and row_pair stage it. (token.cl defines it: n floats of x, normalized with
-// `weight` when given.)
-void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
-                      __local float* scratch);
-
 // The lane's first batch of a row, masked as the rest is, and its sum: dot_staged_from's first trip,
 // apart, so that it can be loaded before the input is staged.
 inline void load_first_batch(__private float* a, __global const weight_t* w, int n, int lane) {
@@ -149,3 +155,4 @@ inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb,
     const float b = row_sum(row_dot(wb, x, weight, ss, staged, staged_n, n, lane, scratch), scratch);
     return (float2)(a, b);
 }
+#endif

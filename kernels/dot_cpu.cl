@@ -45,10 +45,12 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     return sum;
 #endif
 
+#ifdef FLOAT_WEIGHTS  // (Q8_0 rows: dot_q8.cl)
 // dot(w, in) over n elements of a weight row (a row has one lane).
 inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
     DOT_BODY(WEIGHT, WEIGHTV, w, in, n)
 }
+#endif
 
 // The same dot product of n floats (attention's keys, whatever the weights' format).
 #define FLOAT_AT(a, j) ((a)[j])
@@ -57,6 +59,7 @@ inline float partial_dot_floats(__global const float* a, __global const float* i
     DOT_BODY(FLOAT_AT, FLOATV_AT, a, in, n)
 }
 
+#ifdef FLOAT_WEIGHTS
 // As partial_dot, with the input normalized on the fly: in[j] = weight[j] * (ss * x[j]), the exact
 // expression run.c's rmsnorm stores, so fusing the norm changes no bit.
 inline float partial_dot_normed(__global const weight_t* w, __global const float* x, __global const float* weight,
@@ -74,4 +77,5 @@ inline float partial_dot_normed(__global const weight_t* w, __global const float
 #endif
     return sum;
 }
+#endif
 #endif

@@ -9,6 +9,7 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     return rms_from_sum(ss, n);
 }
 
+#ifdef FLOAT_WEIGHTS  // (Q8_0 rows: dot_q8.cl)
 // This lane's part of dot(w, in) over n elements.
 inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
     float sum = 0.0f;
@@ -34,4 +35,5 @@ inline float partial_dot_normed(__global const weight_t* w, __global const float
     for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += WEIGHT(w, j) * (weight[j] * (ss * x[j]));
     return sum;
 }
+#endif
 #endif

@@ -1,4 +1,5 @@
-// The CPU families' (SHAPE_EXACT, SHAPE_CPU) matrix-matrix block, prefill.cl's GEMMs' inner part.
+// The CPU families' (SHAPE_EXACT, SHAPE_CPU) matrix-matrix block of float weights, prefill.cl's GEMMs'
+// inner part (Q8_0's products: prefill_q8.cl).
 //
 // A block is GEMM_ROWS output rows by GEMM_POSITIONS positions: GEMM_HALF rows a0, a0 + step, ... of
 // matrix wa and as many of wb from b0 (gemm_gpu.cl says why). A work-item takes a run of blocks' rows (FOR_GROUP_UNITS) and walks all
@@ -6,7 +7,12 @@
 // them; its floatv accumulators are registers. Every element sums its terms in partial_dot's order (run.c's
 // on the exact family), so a prefilled position's values are the decode kernels' bit for bit. Rows and
 // positions past the end are clamped for the loads and not stored.
-#if SHAPE_FAMILY != SHAPE_GPU
+// (The host defines GEMM_ROWS, KernelSet::kGemmRows, Q8_0's products' too; the default only keeps the
+// program buildable on its own.)
+#ifndef GEMM_ROWS
+#define GEMM_ROWS 4
+#endif
+#if SHAPE_FAMILY != SHAPE_GPU && defined(FLOAT_WEIGHTS)
 #define GEMM_POSITIONS 4
 #define GEMM_HALF (GEMM_ROWS / 2)
 #define GEMM_SLOTS_R GEMM_ROWS

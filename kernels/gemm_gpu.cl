@@ -1,6 +1,6 @@
-// The GPU family's (SHAPE_GPU) matrix-matrix block, prefill.cl's GEMMs' inner part: a tiled product with
-// double-buffered local memory, on the SIMT cores (register-blocked fma) or, with GEMM_MMA, on tensor
-// cores (tensor_cores.cl).
+// The GPU family's (SHAPE_GPU) matrix-matrix block of float weights, prefill.cl's GEMMs' inner part: a
+// tiled product with double-buffered local memory, on the SIMT cores (register-blocked fma) or, with
+// GEMM_MMA, on tensor cores (tensor_cores.cl).
 //
 // A work-group of 16 x 16 work-items computes a block of GEMM_TR rows by GEMM_TP positions (the host
 // builds a program per tile: KernelSet::gemm). Half its rows are rows a0, a0 + step, ... of matrix wa,
@@ -19,14 +19,16 @@
 #endif
 #define GEMM_GROUP 16  // work-items along each side of the work-group
 #define GEMM_THREADS (GEMM_GROUP * GEMM_GROUP)
+#if GEMM_TR != 64 && GEMM_TR != 128 || GEMM_TP != 64 && GEMM_TP != 128
+#error GEMM_TR and GEMM_TP must be 64 or 128
+#endif
+// (The tile's geometry above is Q8_0's too: prefill_q8.cl. The block below reads float weights.)
+#ifdef FLOAT_WEIGHTS
 #define GEMM_TK 16
 #define GEMM_HALF (GEMM_TR / 2)
 #define GEMM_BLOCK_ROWS GEMM_TR
 #define GEMM_W_LOADS (GEMM_TR * GEMM_TK / GEMM_THREADS)
 #define GEMM_X_LOADS (GEMM_TP * GEMM_TK / GEMM_THREADS)
-#if GEMM_TR != 64 && GEMM_TR != 128 || GEMM_TP != 64 && GEMM_TP != 128
-#error GEMM_TR and GEMM_TP must be 64 or 128
-#endif
 
 inline int gemm_flat(void) { return get_local_id(1) * GEMM_GROUP + get_local_id(0); }
 
@@ -269,4 +271,5 @@ UNIT_FUNCTION void gemm_block(__global const weight_t* wa, int a0, int a_rows, _
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
+#endif  // FLOAT_WEIGHTS
 #endif

@@ -85,7 +85,7 @@ UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const 
     // No token (no candidate, or a forced token of -1): nothing to copy. (A token kernel that gave up never
     // gets here: the work-group that would is the last to finish, and one that gave up never finishes.)
     if (next < 0) return;
-    for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = WEIGHT(WEIGHT_ROW(table, next, dim), i);
+    for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = ROW_ELEMENT(WEIGHT_ROW(table, next, dim), i, dim);
 }
 
 // The two steps as kernels of their own (the per-op schedule): `argmax` over many work-groups, then

@@ -1,6 +1,6 @@
 // Matrix-vector products whose input is RMSNorm(x), the norm folded in (each work-group recomputes the
 // scale from x instead of a separate normalization kernel and buffer round trip). `staged` is local
-// memory for the normalized input when staged_n > 0 (see stage_input in dot.cl).
+// memory for the normalized input when staged_n > 0 (see stage_input in dot.cl and dot_q8.cl).
 
 // Attention entry of a layer: q, k, v = (wq, wk, wv) @ rmsnorm(x), RoPE applied to q and k, and k, v
 // stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
@@ -54,7 +54,7 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
     __local float scratch[LOCAL];
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
-    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim, scratch);
     FOR_GROUP_UNITS(unit, (dim + 2 * kv_dim) / 2)
     attn_qkv_rope_unit(unit, x, rms_weight, ss, wq, wk, wv, rope, q, key_cache, value_cache, dim, kv_dim,
                        head_size, pos, staged, staged_n, scratch);
@@ -82,7 +82,7 @@ __kernel void ffn_gate_up(__global const float* x, __global const float* rms_wei
     __local float scratch[LOCAL];
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
-    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim, scratch);
     FOR_GROUP_UNITS(unit, hidden_dim)
     ffn_gate_up_unit(unit, x, rms_weight, ss, w1, w3, hb, dim, hidden_dim, staged, staged_n, scratch);
 }
@@ -121,7 +121,7 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
     const float ss = rms_scale(x, dim, scratch);
 #endif
     if (rms_weight && get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
-    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim, scratch);
     FOR_GROUP_UNITS(unit, rows)
     classifier_unit(unit, x, rms_weight, ss, w, logits, dim, rows, row_base, staged, staged_n, scratch);
 }

@@ -3,7 +3,8 @@
 // (positions, width): position p's vector starts at p * width. The products are gemm_block's (gemm_cpu.cl,
 // gemm_gpu.cl: a block of rows by positions per work-item or work-group); the kernels below say which rows
 // a block takes and what becomes of its sums: stored, added to the residual, rotated into the queries and
-// the cache, or paired into SwiGLU. On the CPU families they are the decode kernels' bits.
+// the cache, or paired into SwiGLU. On the CPU families they are the decode kernels' bits. (Float
+// weights; Q8_0's products, unfused: prefill_q8.cl, which shares the RoPE and SwiGLU below.)
 
 // RMSNorm of each position's x, one work-group per position: out[p] = rmsnorm(x[p]) * weight, the
 // expression the fused decode kernels multiply by, so the products below keep their bits.
@@ -13,6 +14,20 @@ __kernel void rmsnorm_rows(__global const float* x, __global const float* weight
     write_norm(out + at, x + at, weight, rms_scale(x + at, n, scratch), n);
 }
 
+// RoPE's rotation of the pair (v0, v1) at rows r, r + 1 of o by cs (cos, sin), as attn_qkv_rope rotates it.
+inline void rope_pair(__global float* o, int r, float v0, float v1, __global const float* cs) {
+    const float fcr = cs[0], fci = cs[1];
+    o[r] = v0 * fcr - v1 * fci;
+    o[r + 1] = v0 * fci + v1 * fcr;
+}
+
+// SwiGLU of a gate and its up projection, as ffn_gate_up computes it.
+inline float swiglu_of(float gate, float up) {
+    gate *= (1.0f / (1.0f + model_exp(-gate)));  // silu, as run.c writes it
+    return gate * up;
+}
+
+#ifdef FLOAT_WEIGHTS
 // out[p][r] = w[r] . in[p] for `rows` rows of n elements and `positions` positions, out's rows starting
 // at out_offset; with `accumulate`, added to what out holds (the residual: the sum formed first, as
 // run.c does). A block takes GEMM_BLOCK_ROWS consecutive rows, its halves gemm_block's two.
@@ -70,11 +85,8 @@ __kernel void gemm_qkv_rope(__global const weight_t* wq, __global const weight_t
                     value_cache[(size_t)(pos + p) * kv_dim + r + 1] = v1;
                     continue;
                 }
-                __global const float* cs = rope + (size_t)(pos + p) * head_size + 2 * ((r % head_size) / 2);
-                const float fcr = cs[0], fci = cs[1];
                 __global float* o = part == 0 ? q + (size_t)p * dim : key_cache + (size_t)(pos + p) * kv_dim;
-                o[r] = v0 * fcr - v1 * fci;
-                o[r + 1] = v0 * fci + v1 * fcr;
+                rope_pair(o, r, v0, v1, rope + (size_t)(pos + p) * head_size + 2 * ((r % head_size) / 2));
             }
         }
     }
@@ -95,13 +107,13 @@ __kernel void gemm_gate_up(__global const weight_t* w1, __global const weight_t*
             for (int k = 0; k < GEMM_SLOTS_P; k++) {
                 const int r = r0 + gemm_slot_row(i), p = p0 + gemm_slot_pos(k);
                 if (r >= hidden_dim || p >= positions) continue;
-                float val = acc[i][k];
-                val *= (1.0f / (1.0f + model_exp(-val)));  // silu, as run.c writes it
-                hb[(size_t)p * hidden_dim + r] = val * acc[GEMM_SLOTS_R / 2 + i][k];
+                hb[(size_t)p * hidden_dim + r] = swiglu_of(acc[i][k], acc[GEMM_SLOTS_R / 2 + i][k]);
             }
         }
     }
 }
+
+#endif  // FLOAT_WEIGHTS
 
 // Causal attention of the batch's positions pos, pos + 1, ... over the cache, which holds their keys and
 // values already: position pos + p attends to cache positions 0..pos + p. One work-item per (head,

@@ -11,9 +11,9 @@
 // and reuses it for every unit it takes.
 //
 // The model's shape is compiled in: DIM, KV_DIM, HIDDEN_DIM, N_LAYERS, N_HEADS, KV_MUL, SEQ_LEN, VOCAB,
-// and the distance in floats between one layer's tensor and the next in the stacked weight buffers
-// (STRIDE_NORM, STRIDE_ATTN for wq and wo, STRIDE_KV for wk and wv, STRIDE_FFN for w1, w2, w3) and in
-// the KV cache (STRIDE_CACHE).
+// and the distance in elements (the matrices' weight_t, the norms' and the cache's floats) between one
+// layer's tensor and the next in the stacked weight buffers (STRIDE_NORM, STRIDE_ATTN for wq and wo,
+// STRIDE_KV for wk and wv, STRIDE_FFN for w1, w2, w3) and in the KV cache (STRIDE_CACHE).
 #ifdef TOKEN_KERNEL
 #ifndef DEVICE_FENCES
 #error "the token kernel's grid barriers need DEVICE_FENCES (grid_sync.cl)"
@@ -74,12 +74,17 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
 #pragma unroll
     for (int k = 0; k < NORM_LOADS; k++) ss += xv[k] * xv[k];  // rms_scale's order (the padding adds zeros)
     ss = rms_from_sum(group_reduce(ss, 0, scratch), DIM);
+#ifdef WEIGHT_Q8_0
+    // Quantized (dot_q8.cl) from x and the weights read again, from the cache: the values are these.
+    stage_input(staged, x, weight, ss, DIM, scratch);
+#else
 #pragma unroll
     for (int k = 0; k < NORM_LOADS; k++) {
         const int j = get_local_id(0) + k * LOCAL;
         if (j < DIM) staged[j] = wv[k] * (ss * xv[k]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 }
 
 // dot.cl's: the step's input staged by the work-group's first unit of the step, once its first weights
@@ -87,7 +92,7 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
 void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
                       __local float* scratch) {
     if (weight) stage_normed(staged, x, weight, scratch);  // (x is the residual stream: n == DIM)
-    else stage_input(staged, x, 0, 0.0f, n);
+    else stage_input(staged, x, 0, 0.0f, n, scratch);
 }
 // staged_n for unit u: negative for the work-group's first unit of the step, which stages the input.
 #define STAGED(u, n) ((u) < get_num_groups(0) ? -(n) : (n))
@@ -125,8 +130,9 @@ inline void classifier_pair_unit(int unit, __global const weight_t* wcls, __glob
 // When a classifier row fits one batch of a work-item's loads and two units' rows (four batches) leave room
 // in its registers (stories15M, stories260K; not stories110M's batches of 32), the classifier is
 // pipelined: a work-group issues its next unit's loads before it reduces the current one's, so that each
-// wait on memory overlaps the reduction before it instead of following it.
-#if DIM <= DOT_BATCH * ROW_THREADS && DOT_BATCH <= 16
+// wait on memory overlaps the reduction before it instead of following it. (Float weights: its loads are
+// dot.cl's.)
+#if defined(FLOAT_WEIGHTS) && DIM <= DOT_BATCH * ROW_THREADS && DOT_BATCH <= 16
 #define CLASSIFIER_PIPELINED
 // This work-item's rows of classifier unit `unit` (classifier_pair_unit's) loaded into a and b.
 inline void load_classifier_pair(int unit, __global const weight_t* wcls, __private float* a, __private float* b) {

@@ -1,14 +1,22 @@
-// Loads of the matrices' weights, one set per weight format (the host defines WEIGHT_F32 for f32:
-// WeightFormat in weight_format.hpp). Every row product reads its weights through these, so a format is
-// added here, not in each kernel:
+// Loads of the matrices' weights, one set per weight format (the host defines WEIGHT_F32, WEIGHT_F16 or
+// WEIGHT_Q8_0: DeviceWeightLayout in weight_format.hpp). Every row product reads its weights through
+// these, so a format is added here, not in each kernel:
 //   weight_t               the element type a weight pointer points to
 //   WEIGHT_ROW(w, row, n)  row `row` of a matrix of rows of n elements
+//   ROW_ELEMENT(w, j, n)   element j of a row of n elements, as a float
+// The formats whose elements are floats on their own (FLOAT_WEIGHTS: f32, f16) also have
 //   WEIGHT(w, j)           element j of a row, as a float
 //   WEIGHT4(w, j4)         elements 4 j4 .. 4 j4 + 3 of a row, as a float4
 //   WEIGHTV(w, j)          floatv elements from j (CPU families)
+// which dot.cl's row products read; Q8_0's groups are read by dot_q8.cl's.
 // The norms' weights, the embedding rows written to x and the KV cache stay floats.
-#if !defined(WEIGHT_F32) && !defined(WEIGHT_F16)
+#if !defined(WEIGHT_F32) && !defined(WEIGHT_F16) && !defined(WEIGHT_Q8_0)
 #define WEIGHT_F32  // (the default only keeps the program buildable on its own)
+#endif
+
+#if defined(WEIGHT_F32) || defined(WEIGHT_F16)
+#define FLOAT_WEIGHTS
+#define ROW_ELEMENT(w, j, n) WEIGHT(w, j)
 #endif
 
 #ifdef WEIGHT_F32
@@ -31,4 +39,39 @@ typedef half weight_t;
 #else
 #define WEIGHTV(w, j) vload_half(0, (w) + (j))
 #endif
+#endif
+
+// runq.c's Q8_0: GROUP_SIZE consecutive weights of a row share an fp32 scale; a weight is the int8 value
+// times its group's scale. On the device a matrix is its rows one after the other, each row its n values
+// (bytes) and then its n / GROUP_SIZE scales (WeightStaging writes them so: DeviceWeightLayout). A row's
+// values are read 4 at a time (a word), so groups hold a multiple of 4 weights (the host refuses others).
+// Groups lie in runs of Q8_INTERLEAVE whose words are interleaved (word 0 of each group of the run, then
+// word 1 of each, ...; the row's last run may be shorter): the GPU family gives each of a row's lanes a
+// group, and its lanes then read consecutive words, whole memory transactions, where a group apiece would
+// have them 4 x GROUP_SIZE bytes apart. With Q8_INTERLEAVE 1 (CPU families) a group's weights are
+// consecutive. The staged input (dot_q8.cl) lies as the rows do.
+#ifdef WEIGHT_Q8_0
+#if GROUP_SIZE % 4 != 0
+#error "Q8_0 on the device needs groups of a multiple of 4 weights"
+#endif
+#ifndef Q8_INTERLEAVE
+#define Q8_INTERLEAVE 1
+#endif
+typedef char weight_t;
+#define Q8_ROW_BYTES(n) ((n) + 4 * ((n) / GROUP_SIZE))
+#define WEIGHT_ROW(w, row, n) ((w) + (size_t)(row) * Q8_ROW_BYTES(n))
+#define Q8_SCALES(w, n) ((__global const float*)((w) + (n)))  // of a row
+
+// The word (from the row's first) holding weights 4 k .. 4 k + 3 of group g of a row of `groups` groups.
+inline int q8_word(int groups, int g, int k) {
+    const int run = g / Q8_INTERLEAVE * Q8_INTERLEAVE;  // the run's first group
+    return run * (GROUP_SIZE / 4) + k * min(Q8_INTERLEAVE, groups - run) + (g - run);
+}
+// The byte holding element j of a row of n weights.
+inline int q8_byte(int n, int j) {
+    const int i = j % GROUP_SIZE;
+    return 4 * q8_word(n / GROUP_SIZE, j / GROUP_SIZE, i / 4) + i % 4;
+}
+// runq.c's dequantization: the value times its group's scale.
+#define ROW_ELEMENT(w, j, n) ((float)(w)[q8_byte(n, j)] * Q8_SCALES(w, n)[(j) / GROUP_SIZE])
 #endif

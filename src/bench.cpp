@@ -212,7 +212,7 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         // the weights for device memory; the plan says beforehand whether weights will stream.
         const CapacityPlan plan = plan_capacity(
             c, device.info(), o.device.finalize, o.device.layers_per_offload, o.device.memory_limit,
-            prefill_batch_for(o.device.shape ? *o.device.shape : choose_launch_shape(device.info()), c));
+            prefill_batch_for(o.device.shape ? *o.device.shape : choose_launch_shape(device.info(), c.weight_format), c));
         r.probe_bytes = probe_size(o.probe_bytes ? o.probe_bytes : default_probe_bytes(device.info()));
         r.probe_reps = o.probe_reps;
         r.device_copy_gbs = measure_copy_gbs(device, r.probe_bytes, o.probe_reps);

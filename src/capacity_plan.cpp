@@ -74,8 +74,8 @@ CapacityPlan plan_capacity(const Config& c, const DeviceInfo& device, Finalize f
     p.working_bytes = working_bytes(1);
     p.layer_bytes = size.layer_bytes();
 
-    const std::uint64_t largest_tensor = std::max<std::uint64_t>(static_cast<std::uint64_t>(c.hidden_dim) * c.dim,
-                                                                 static_cast<std::uint64_t>(c.dim) * c.dim) * f;
+    const std::uint64_t largest_tensor = c.weight_format.bytes(std::max<std::uint64_t>(
+        static_cast<std::uint64_t>(c.hidden_dim) * c.dim, static_cast<std::uint64_t>(c.dim) * c.dim));
     if (largest_tensor > device.max_alloc_bytes)
         throw Error(device.name + ": a single weight matrix needs " + mib(largest_tensor) +
                     " but the device's largest allocation is " + mib(device.max_alloc_bytes) +

@@ -13,21 +13,30 @@ namespace llamacl {
 
 namespace {
 
-// The device's kernels read f32 and f16 weights so far.
-const Config& device_weights(const Checkpoint& ck) {
-    const WeightFormat& format = ck.weight_format();
-    if (format.type == ElementType::q8_0)
-        throw Error(ck.path() + ": the OpenCL backend runs f32 and f16 weights only so far, and these are " +
-                    format.describe() + "; run generate with --backend cpu");
-    return ck.config();
+// Q8_0 on the device reads a row 4 weights at a time, from an input its work-groups quantize into local
+// memory (kernels/weights.cl, dot_q8.cl).
+const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape) {
+    const Config& c = ck.config();
+    const WeightFormat& format = c.weight_format;
+    if (format.type != ElementType::q8_0) return c;
+    if (format.group_size % 4 != 0)
+        throw Error(ck.path() + ": the OpenCL backend runs q8_0 weights in groups of a multiple of 4, and these are " +
+                    format.describe() + "; quantize the fp32 model with a --group-size that is one "
+                    "(llama-cl quantize), or run generate with --backend cpu");
+    const int longest = std::max(c.dim, c.hidden_dim);
+    if (!staged_input_fits(device, shape, format, longest))
+        throw Error(device.name + ": a work-group's " + std::to_string(device.local_mem_bytes) +
+                    " bytes of local memory cannot hold the quantized input of " + std::to_string(longest) +
+                    " weights that the q8_0 kernels stage there; run generate with --backend cpu");
+    return c;
 }
 
 bool out_of_memory(cl_int code) {
     return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
 }
 
-LaunchShape launch_shape(const Device& device, const DeviceOptions& options) {
-    return options.shape ? *options.shape : choose_launch_shape(device.info());
+LaunchShape launch_shape(const Device& device, const DeviceOptions& options, const WeightFormat& weights) {
+    return options.shape ? *options.shape : choose_launch_shape(device.info(), weights);
 }
 
 }  // namespace
@@ -41,12 +50,12 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
     : device_(device),
       ck_(ck),
-      c_(device_weights(ck)),
+      c_(device_weights(ck, device.info(), launch_shape(device, options, ck.weight_format()))),
       finalize_(options.finalize),
       plan_(plan_capacity(c_, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
-                          prefill_batch_for(launch_shape(device, options), c_))),
+                          prefill_batch_for(launch_shape(device, options, ck.weight_format()), c_))),
       // The kernels are built for the matrices' format (the file's, or --weights').
-      kernels_(device, launch_shape(device, options), c_.weight_format, true, "",
+      kernels_(device, launch_shape(device, options, ck.weight_format()), c_.weight_format, true, "",
                options.tensor_cores ? TensorCores::where_present : TensorCores::never),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
@@ -55,7 +64,7 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
             !kernels_.device_fences(), !kernels_.attention_tiles_possible(c_.head_size()), plan_.prefill_batch),
       kv_(device, c_, stacked_),
-      weights_(device, ck, plan_, options.finalize, options.host_mirror, stacked_, counters_) {
+      weights_(device, ck, kernels_.weight_layout(), plan_, options.finalize, options.host_mirror, stacked_, counters_) {
     // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
     // sub-buffers, as after a fallback.
     if (stacked_) token_ = TokenKernel::create(device, kernels_, c_, weights_, kv_, work_, per_op_reason_);
@@ -145,28 +154,53 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
         launch({&kernels_.rmsnorm_rows, kernels_.groups(n)}, Command::rmsnorm_rows);
     };
     using Gemm = KernelSet::Gemm;
-    // Every layer launches the same shapes.
-    const KernelSet::Launch qkv = kernels_.gemm(Gemm::qkv_rope, {dim, kv_dim, kv_dim}, n);
-    const KernelSet::Launch gate_up = kernels_.gemm(Gemm::gate_up, {2 * hidden}, n);
-    const KernelSet::Launch out = kernels_.gemm(Gemm::gemm, {dim}, n);  // wo's and w2's
+    // out (positions x rows, from out_offset) = in times w's rows, or added to what out holds (accumulate).
+    const auto product = [&](const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset,
+                             int width, int rows, bool accumulate, Command command) {
+        const KernelSet::Launch gemm = kernels_.gemm(Gemm::gemm, {rows}, n);
+        bind_args(*gemm.kernel, signatures::gemm,
+             {{"w", w}, {"in", in}, {"out", out}, {"out_offset", out_offset}, {"n", width}, {"rows", rows},
+              {"positions", n}, {"accumulate", accumulate ? 1 : 0}});
+        launch(gemm, command);
+    };
+    // A GEMM's input as its weights' format multiplies it: the activations, or for Q8_0 each position's
+    // row quantized (where runq.c quantizes it: once for wq, wk and wv, once for w1 and w3).
+    const bool q8 = c_.weight_format.type == ElementType::q8_0;
+    const auto gemm_input = [&](const cl::Buffer& in, int width) -> const cl::Buffer& {
+        if (!q8) return in;
+        bind_args(kernels_.quantize_rows, signatures::quantize_rows,
+             {{"x", in}, {"out", work_.batch_xq}, {"n", width}, {"staged", kernels_.staged_space(width)}});
+        launch({&kernels_.quantize_rows, kernels_.groups(n)}, Command::quantize_rows);
+        return work_.batch_xq;
+    };
+    const auto residual = [&](const cl::Buffer& w, const cl::Buffer& in, int width, Command command) {
+        product(w, gemm_input(in, width), work_.batch_x, 0, width, dim, true, command);
+    };
     const bool tiled_attention = kernels_.attention_tiles_possible(c_.head_size());
     const auto tiles_local = kernels_.attention_tiles_local(c_.head_size());
-    const auto residual = [&](const cl::Buffer& w, const cl::Buffer& in, int width, Command command) {
-        bind_args(*out.kernel, signatures::gemm,
-             {{"w", w}, {"in", in}, {"out", work_.batch_x}, {"out_offset", 0}, {"n", width}, {"rows", dim},
-              {"positions", n}, {"accumulate", 1}});
-        launch(out, command);
-    };
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
         // Attention: the batch's keys and values go straight into the cache, rotated there with the queries,
         // before any position of the batch attends to them.
         norm(w.rms_att);
-        bind_args(*qkv.kernel, signatures::gemm_qkv_rope,
-             {{"wq", w.wq}, {"wk", w.wk}, {"wv", w.wv}, {"in", work_.batch_xn}, {"rope", weights_.rope_table()},
-              {"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"dim", dim},
-              {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
-        launch(qkv, Command::gemm_qkv_rope);
+        if (q8) {  // the products, then RoPE (prefill_q8.cl)
+            const cl::Buffer& xn = gemm_input(work_.batch_xn, dim);
+            const int kv_at_pos = pos * kv_dim;
+            product(w.wq, xn, work_.batch_q, 0, dim, dim, false, Command::gemm_q);
+            product(w.wk, xn, kv_.keys(l), kv_at_pos, dim, kv_dim, false, Command::gemm_k);
+            product(w.wv, xn, kv_.values(l), kv_at_pos, dim, kv_dim, false, Command::gemm_v);
+            bind_args(kernels_.rope_rows, signatures::rope_rows,
+                 {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"rope", weights_.rope_table()}, {"dim", dim},
+                  {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
+            launch({&kernels_.rope_rows, kernels_.per_position((dim + kv_dim) / 2, n)}, Command::rope_rows);
+        } else {
+            const KernelSet::Launch qkv = kernels_.gemm(Gemm::qkv_rope, {dim, kv_dim, kv_dim}, n);
+            bind_args(*qkv.kernel, signatures::gemm_qkv_rope,
+                 {{"wq", w.wq}, {"wk", w.wk}, {"wv", w.wv}, {"in", work_.batch_xn}, {"rope", weights_.rope_table()},
+                  {"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"dim", dim},
+                  {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
+            launch(qkv, Command::gemm_qkv_rope);
+        }
         if (tiled_attention) {
             bind_args(kernels_.attention_tiles, signatures::attention_tiles,
                  {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
@@ -185,10 +219,20 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
         residual(w.wo, work_.batch_xb, dim, Command::gemm_wo);
 
         norm(w.rms_ffn);
-        bind_args(*gate_up.kernel, signatures::gemm_gate_up,
-             {{"w1", w.w1}, {"w3", w.w3}, {"in", work_.batch_xn}, {"hb", work_.batch_hb}, {"dim", dim},
-              {"hidden_dim", hidden}, {"positions", n}});
-        launch(gate_up, Command::gemm_gate_up);
+        if (q8) {  // the products, then SwiGLU (prefill_q8.cl)
+            const cl::Buffer& ffn_in = gemm_input(work_.batch_xn, dim);
+            product(w.w1, ffn_in, work_.batch_hb, 0, dim, hidden, false, Command::gemm_w1);
+            product(w.w3, ffn_in, work_.batch_hb_up, 0, dim, hidden, false, Command::gemm_w3);
+            bind_args(kernels_.swiglu, signatures::swiglu,
+                 {{"gate", work_.batch_hb}, {"up", work_.batch_hb_up}, {"count", n * hidden}});
+            launch({&kernels_.swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
+        } else {
+            const KernelSet::Launch gate_up = kernels_.gemm(Gemm::gate_up, {2 * hidden}, n);
+            bind_args(*gate_up.kernel, signatures::gemm_gate_up,
+                 {{"w1", w.w1}, {"w3", w.w3}, {"in", work_.batch_xn}, {"hb", work_.batch_hb}, {"dim", dim},
+                  {"hidden_dim", hidden}, {"positions", n}});
+            launch(gate_up, Command::gemm_gate_up);
+        }
         residual(w.w2, work_.batch_hb, hidden, Command::gemm_w2);
     }
 }

@@ -33,6 +33,9 @@ constexpr Names kAttentionRows[] = {"q",      "key_cache", "value_cache", "att",
                                     "kv_dim", "kv_mul",    "seq_len",     "pos", "positions"};
 constexpr Names kAttentionTiles[] = {"q",   "key_cache", "value_cache", "out",  "n_heads", "head_size", "kv_dim",
                                      "kv_mul", "pos",     "positions",   "queries", "keys", "scores",   "exchange"};
+constexpr Names kQuantizeRows[] = {"x", "out", "n", "staged"};
+constexpr Names kRopeRows[] = {"q", "key_cache", "rope", "dim", "kv_dim", "head_size", "pos", "positions"};
+constexpr Names kSwiglu[] = {"gate", "up", "count"};
 constexpr Names kForwardToken[] = {
     "x",         "rms_att",     "wq",        "wk",         "wv",         "wo",          "rms_ffn",
     "w1",        "w2",          "w3",        "rope",       "key_cache",  "value_cache", "q",
@@ -57,16 +60,20 @@ const KernelSignature gemm_qkv_rope{"gemm_qkv_rope", kGemmQkvRope};
 const KernelSignature gemm_gate_up{"gemm_gate_up", kGemmGateUp};
 const KernelSignature attention_rows{"attention_rows", kAttentionRows};
 const KernelSignature attention_tiles{"attention_tiles", kAttentionTiles};
+const KernelSignature quantize_rows{"quantize_rows", kQuantizeRows};
+const KernelSignature rope_rows{"rope_rows", kRopeRows};
+const KernelSignature swiglu{"swiglu", kSwiglu};
 const KernelSignature forward_token{"forward_token", kForwardToken};
 }  // namespace signatures
 
 std::span<const KernelSignature* const> kernel_signatures() {
-    static const std::array<const KernelSignature*, 15> all = {
+    static const std::array<const KernelSignature*, 18> all = {
         &signatures::attn_qkv_rope, &signatures::ffn_gate_up,     &signatures::rmsnorm,
         &signatures::classifier,    &signatures::matvec_residual, &signatures::attention,
         &signatures::argmax,        &signatures::argmax_embed,    &signatures::rmsnorm_rows,
         &signatures::gemm,          &signatures::gemm_qkv_rope,   &signatures::gemm_gate_up,
-        &signatures::attention_rows, &signatures::attention_tiles, &signatures::forward_token};
+        &signatures::attention_rows, &signatures::attention_tiles, &signatures::quantize_rows,
+        &signatures::rope_rows,     &signatures::swiglu,          &signatures::forward_token};
     return all;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "llamacl/error.hpp"
 
@@ -39,8 +40,9 @@ std::string LaunchShape::describe() const {
     return text;
 }
 
-LaunchShape choose_launch_shape(const DeviceInfo& device) {
-    return parse_launch_shape(device.is_cpu ? "cpu" : "gpu", device);
+LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights) {
+    if (!device.is_cpu) return parse_launch_shape("gpu", device);
+    return parse_launch_shape(weights.type == ElementType::q8_0 ? "exact" : "cpu", device);
 }
 
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device) {
@@ -91,20 +93,35 @@ int token_dot_batch(int longest_row, int dim, int row_threads) {
     return std::max(dot_batch(longest_row, row_threads), dim_share <= kLongDotBatch ? dim_share : 0);
 }
 
+std::uint64_t staged_input_bytes(const WeightFormat& weights, int n) {
+    const std::uint64_t bytes = weights.type == ElementType::q8_0 ? weights.bytes(static_cast<std::uint64_t>(n))
+                                                                 : static_cast<std::uint64_t>(n) * sizeof(float);
+    return round_up(bytes, sizeof(float));
+}
+
+bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights, int n) {
+    return staged_input_bytes(weights, n) + static_cast<std::uint64_t>(shape.local_size) * sizeof(float) + 1024 <=
+           device.local_mem_bytes;
+}
+
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
                      bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores)
     : device_(device),
-      common_options_(weights.build_option()),
+      layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1},
+      // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
+      common_options_(layout_.build_options() +
+                      (device.info().warp_size == 32 && shape.gpu_family() ? " -DINLINE_PTX" : "")),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
-      tensor_cores_(tensor_cores == TensorCores::emulated ||
-                    (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
-                     device.info().compute_capability >= kTf32ComputeCapability)),
+      // (Q8_0's integer products have no tensor-core path.)
+      tensor_cores_(weights.type != ElementType::q8_0 &&
+                    (tensor_cores == TensorCores::emulated ||
+                     (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
+                      device.info().compute_capability >= kTf32ComputeCapability))),
       shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
-      compute_units_(device.info().compute_units),
-      local_mem_bytes_(device.info().local_mem_bytes) {
+      compute_units_(device.info().compute_units) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
@@ -121,6 +138,11 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
     attention_rows = cl::Kernel(program, "attention_rows");
     if (shape_.gpu_family()) attention_tiles = cl::Kernel(program, "attention_tiles");
+    if (weights.type == ElementType::q8_0) {
+        quantize_rows = cl::Kernel(program, "quantize_rows");
+        rope_rows = cl::Kernel(program, "rope_rows");
+        swiglu = cl::Kernel(program, "swiglu");
+    }
     // The shape's own build holds the GPU shapes' smallest tile (gemm_gpu.cl's default).
     gemm_builds_.emplace(kOwnGemmTile, GemmBuild{kOwnGemmTile, gemm_kernels(program)});
     // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
@@ -129,7 +151,8 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
 }
 
 // In Gemm's order.
-KernelSet::GemmKernels KernelSet::gemm_kernels(const cl::Program& program) {
+KernelSet::GemmKernels KernelSet::gemm_kernels(const cl::Program& program) const {
+    if (layout_.format.type == ElementType::q8_0) return {cl::Kernel(program, "gemm")};
     return {cl::Kernel(program, "gemm"), cl::Kernel(program, "gemm_qkv_rope"), cl::Kernel(program, "gemm_gate_up")};
 }
 
@@ -181,8 +204,12 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
-    const int threads = widened_row_threads(shape_, rows, n, min_groups_);
-    const int batch = dot_batch(n, threads);
+    // Q8_0 rows are dealt to their lanes a group at a time: widened no further than a group per lane, and
+    // one build per width (DOT_BATCH is the float formats' row products').
+    const WeightFormat& format = layout_.format;
+    const int lane_elements = format.type == ElementType::q8_0 ? 4 * (n / format.group_size) : n;
+    const int threads = widened_row_threads(shape_, rows, lane_elements, min_groups_);
+    const int batch = format.type == ElementType::q8_0 ? kLongDotBatch : dot_batch(n, threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
     if (it == builds_.end())
@@ -237,7 +264,7 @@ bool KernelSet::attention_tiles_possible(int head_size) const {
     std::size_t bytes = 0;
     for (std::size_t floats : attention_tiles_floats(head_size)) bytes += floats * sizeof(float);
     // (The reductions' scratch and what the compiler keeps in local memory itself leave room: staged_count.)
-    return bytes + 1024 <= local_mem_bytes_ &&
+    return bytes + 1024 <= device_.info().local_mem_bytes &&
            attention_tiles.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >= kAttentionTilesItems;
 }
 
@@ -273,9 +300,13 @@ GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int co
 KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
                                   std::optional<GemmTile> tile_asked) {
     const auto index = static_cast<std::size_t>(which);
+    const bool q8 = layout_.format.type == ElementType::q8_0;
+    if (q8 && which != Gemm::gemm) throw std::logic_error("Q8_0 weights have no fused prefill products");
     if (!shape_.gpu_family())
         return {&gemm_builds_.at(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
-    const GemmTile wanted = tile_asked ? *tile_asked : gemm_tile(row_extents, positions, static_cast<int>(compute_units_));
+    const GemmTile wanted = q8           ? kOwnGemmTile  // (prefill_q8.cl's tile)
+                            : tile_asked ? *tile_asked
+                                         : gemm_tile(row_extents, positions, static_cast<int>(compute_units_));
     auto it = gemm_builds_.find(wanted);
     if (it == gemm_builds_.end()) {
         GemmBuild build{wanted, gemm_kernels(build_program(shape_.row_threads, kLongDotBatch,
@@ -344,14 +375,14 @@ int max_attention_chunks(const Config& c) {
 }
 
 int KernelSet::staged_count(int n) const {
-    if (!shape_.gpu_family()) return 0;  // CPU shapes read their input straight from memory
-    // Leave room for the reduction scratch and what the compiler keeps in local memory itself.
-    const std::uint64_t needed = (static_cast<std::uint64_t>(n) + shape_.local_size) * sizeof(float) + 1024;
-    return needed <= local_mem_bytes_ ? n : 0;
+    // CPU shapes read float inputs straight from memory.
+    if (!shape_.gpu_family() && layout_.format.type != ElementType::q8_0) return 0;
+    return staged_input_fits(device_.info(), shape_, layout_.format, n) ? n : 0;
 }
 
 cl::LocalSpaceArg KernelSet::staged_space(int n) const {
-    return cl::Local(static_cast<std::size_t>(std::max(1, staged_count(n))) * sizeof(float));
+    return cl::Local(staged_count(n) > 0 ? static_cast<std::size_t>(staged_input_bytes(layout_.format, n))
+                                         : sizeof(float));
 }
 
 }  // namespace llamacl

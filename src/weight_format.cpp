@@ -1,6 +1,7 @@
 #include "llamacl/weight_format.hpp"
 
-#include <stdexcept>
+#include <algorithm>
+#include <cstring>
 
 namespace llamacl {
 
@@ -32,15 +33,6 @@ std::string WeightFormat::describe() const {
     return type == ElementType::q8_0 ? "q8_0 (group size " + std::to_string(group_size) + ")" : element_name(type);
 }
 
-std::string WeightFormat::build_option() const {
-    switch (type) {
-        case ElementType::f32: return " -DWEIGHT_F32";
-        case ElementType::f16: return " -DWEIGHT_F16";
-        case ElementType::q8_0: break;
-    }
-    throw std::logic_error("the kernels read f32 and f16 weights, not " + describe());
-}
-
 WeightTensor WeightTensor::from(std::uint64_t first) const {
     WeightTensor t = *this;
     switch (format.type) {
@@ -52,6 +44,39 @@ WeightTensor WeightTensor::from(std::uint64_t first) const {
             break;
     }
     return t;
+}
+
+std::string DeviceWeightLayout::build_options() const {
+    switch (format.type) {
+        case ElementType::f32: return " -DWEIGHT_F32";
+        case ElementType::f16: return " -DWEIGHT_F16";
+        case ElementType::q8_0:
+            return " -DWEIGHT_Q8_0 -DGROUP_SIZE=" + std::to_string(format.group_size) +
+                   " -DQ8_INTERLEAVE=" + std::to_string(interleave);
+    }
+    return "";
+}
+
+void DeviceWeightLayout::write_rows(std::byte* out, const WeightTensor& source, std::uint64_t first,
+                                    std::uint64_t rows, std::uint64_t n) const {
+    if (format.type != ElementType::q8_0) {
+        const std::uint64_t row_bytes = format.bytes(n);
+        std::memcpy(out, static_cast<const std::byte*>(source.values) + first * row_bytes, rows * row_bytes);
+        return;
+    }
+    // kernels/weights.cl's q8_word: word k of group g of a row of `groups` groups.
+    const std::uint64_t gs = static_cast<std::uint64_t>(format.group_size), groups = n / gs, words = gs / 4;
+    const std::uint64_t run_length = static_cast<std::uint64_t>(interleave);
+    for (std::uint64_t r = first; r < first + rows; ++r) {
+        const std::int8_t* values = source.q8() + r * n;
+        for (std::uint64_t g = 0; g < groups; ++g) {
+            const std::uint64_t run = g / run_length * run_length, span = std::min(run_length, groups - run);
+            for (std::uint64_t k = 0; k < words; ++k)
+                std::memcpy(out + 4 * (run * words + k * span + (g - run)), values + g * gs + 4 * k, 4);
+        }
+        std::memcpy(out + n, source.scales + r * groups, groups * sizeof(float));
+        out += n + groups * sizeof(float);
+    }
 }
 
 }  // namespace llamacl

@@ -19,15 +19,19 @@ std::size_t attn_elements(const Config& c) { return static_cast<std::size_t>(c.d
 std::size_t kv_elements(const Config& c) { return static_cast<std::size_t>(c.kv_dim()) * c.dim; }
 std::size_t ffn_elements(const Config& c) { return static_cast<std::size_t>(c.hidden_dim) * c.dim; }
 
+std::size_t dim_row(const Config& c) { return static_cast<std::size_t>(c.dim); }
+std::size_t hidden_row(const Config& c) { return static_cast<std::size_t>(c.hidden_dim); }
+
 struct TensorView {
     cl::Buffer LayerBuffers::*buffer;
     WeightTensor LayerWeights::*host;
     std::size_t (*elements)(const Config&);
+    std::size_t (*row)(const Config&);  // elements per row
     const char* name;
 };
 
 // A tensor of n weights on the device, in elements of the type its kernels read: floats, halves, or for
-// Q8_0 the bytes of its values and then its scales, laid out as in the file.
+// Q8_0 the bytes of its rows' values and scales (DeviceWeightLayout).
 struct DeviceLayout {
     std::size_t elements, element_bytes;
     std::size_t bytes() const { return elements * element_bytes; }
@@ -43,15 +47,15 @@ DeviceLayout device_layout(const WeightFormat& format, std::size_t n) {
 
 // The tensors of a layer, in the order they are staged.
 constexpr TensorView kLayerTensors[] = {
-    {&LayerBuffers::rms_att, &LayerWeights::rms_att, norm_elements, "rms_att"},
-    {&LayerBuffers::wq, &LayerWeights::wq, attn_elements, "wq"},
-    {&LayerBuffers::wk, &LayerWeights::wk, kv_elements, "wk"},
-    {&LayerBuffers::wv, &LayerWeights::wv, kv_elements, "wv"},
-    {&LayerBuffers::wo, &LayerWeights::wo, attn_elements, "wo"},
-    {&LayerBuffers::rms_ffn, &LayerWeights::rms_ffn, norm_elements, "rms_ffn"},
-    {&LayerBuffers::w1, &LayerWeights::w1, ffn_elements, "w1"},
-    {&LayerBuffers::w2, &LayerWeights::w2, ffn_elements, "w2"},
-    {&LayerBuffers::w3, &LayerWeights::w3, ffn_elements, "w3"},
+    {&LayerBuffers::rms_att, &LayerWeights::rms_att, norm_elements, dim_row, "rms_att"},
+    {&LayerBuffers::wq, &LayerWeights::wq, attn_elements, dim_row, "wq"},
+    {&LayerBuffers::wk, &LayerWeights::wk, kv_elements, dim_row, "wk"},
+    {&LayerBuffers::wv, &LayerWeights::wv, kv_elements, dim_row, "wv"},
+    {&LayerBuffers::wo, &LayerWeights::wo, attn_elements, dim_row, "wo"},
+    {&LayerBuffers::rms_ffn, &LayerWeights::rms_ffn, norm_elements, dim_row, "rms_ffn"},
+    {&LayerBuffers::w1, &LayerWeights::w1, ffn_elements, dim_row, "w1"},
+    {&LayerBuffers::w2, &LayerWeights::w2, ffn_elements, hidden_row, "w2"},
+    {&LayerBuffers::w3, &LayerWeights::w3, ffn_elements, dim_row, "w3"},
 };
 
 // Every layer's tensor `t` is laid out alike: the first one's format says how.
@@ -59,25 +63,44 @@ DeviceLayout layout(const Checkpoint& ck, const TensorView& t) {
     return device_layout((ck.layer(0).*t.host).format, t.elements(ck.config()));
 }
 
-// Copies `bytes` from the mapped file into pinned memory with every core: one thread's memcpy from the
-// page cache is slower than the pinned host-to-device link, so a single-threaded copy would bound
-// streaming.
-void parallel_copy(std::byte* dst, const void* src, std::size_t bytes) {
-    constexpr std::size_t kMinSlice = 8u << 20;
-    const std::size_t threads =
-        std::clamp<std::size_t>(bytes / kMinSlice, 1, std::max(1u, std::thread::hardware_concurrency()));
-    const auto* from = reinterpret_cast<const std::byte*>(src);
+// Writes `rows` rows of n weights of `w` in the device layout at `dst` with every core: one thread's
+// memcpy from the page cache is slower than the pinned host-to-device link, so a single-threaded copy
+// would bound streaming.
+void parallel_write(std::byte* dst, const DeviceWeightLayout& layout, const WeightTensor& w, std::uint64_t rows,
+                    std::uint64_t n) {
+    const DeviceWeightLayout as{w.format, layout.interleave};  // (the norms are floats whatever the matrices are)
+    const std::uint64_t row_bytes = w.format.bytes(n);
+    constexpr std::uint64_t kMinSlice = 8u << 20;
+    const std::uint64_t threads = std::clamp<std::uint64_t>(rows * row_bytes / kMinSlice, 1,
+                                                            std::max(1u, std::thread::hardware_concurrency()));
     if (threads == 1) {
-        std::memcpy(dst, from, bytes);
+        as.write_rows(dst, w, 0, rows, n);
         return;
     }
-    const std::size_t slice = (bytes + threads - 1) / threads;
+    const std::uint64_t slice = (rows + threads - 1) / threads;
     std::vector<std::thread> workers;
-    for (std::size_t i = 0; i < threads; ++i) {
-        const std::size_t begin = i * slice, end = std::min(bytes, begin + slice);
-        if (begin < end) workers.emplace_back([=] { std::memcpy(dst + begin, from + begin, end - begin); });
+    for (std::uint64_t begin = 0; begin < rows; begin += slice) {
+        const std::uint64_t end = std::min(rows, begin + slice);
+        workers.emplace_back([=, &w] { as.write_rows(dst + begin * row_bytes, w, begin, end - begin, n); });
     }
     for (std::thread& worker : workers) worker.join();
+}
+
+// The host bytes a device copy of `rows` rows of n weights of `w` is made from: the mapped file's where
+// the layouts agree (f32, f16), else Q8_0's rows written in the device layout into `packed`, which must
+// outlive the copy.
+const void* device_bytes(const DeviceWeightLayout& layout, const WeightTensor& w, std::uint64_t rows, std::uint64_t n,
+                         std::vector<std::byte>& packed) {
+    if (w.format.type != ElementType::q8_0) return w.values;
+    packed.resize(w.format.bytes(rows * n));
+    parallel_write(packed.data(), layout, w, rows, n);
+    return packed.data();
+}
+
+// Writes layer tensor t, `source` in the mapped file, at `host` in the device layout.
+void write_tensor(std::byte* host, const DeviceWeightLayout& layout, const Config& c, const TensorView& t,
+                  const WeightTensor& source) {
+    parallel_write(host, layout, source, t.elements(c) / t.row(c), t.row(c));
 }
 
 cl::Buffer upload_once(const Device& device, const void* data, std::size_t bytes, const std::string& what) {
@@ -88,19 +111,26 @@ cl::Buffer upload_once(const Device& device, const void* data, std::size_t bytes
 
 }  // namespace
 
-WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const CapacityPlan& plan, Finalize finalize,
-                             bool host_mirror, bool stacked, RuntimeCounters& counters)
-    : device_(device), ck_(ck), plan_(plan), counters_(counters) {
+WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const DeviceWeightLayout& weight_layout,
+                             const CapacityPlan& plan, Finalize finalize, bool host_mirror, bool stacked,
+                             RuntimeCounters& counters)
+    : device_(device), ck_(ck), layout_(weight_layout), plan_(plan), counters_(counters) {
     const Config& c = ck.config();
     slots_.resize(plan.layers_per_offload);
     if (plan.resident()) {
         // Every layer has its own slot, parts of its tensors' stacks (which the token kernel takes whole),
-        // filled when first acquired. Upload straight from the mapped file, once, before any token.
+        // filled when first acquired. Upload straight from the mapped file (Q8_0: its rows rewritten, one
+        // tensor at a time), once, before any token.
+        std::vector<std::byte> packed;
         for (const TensorView& t : kLayerTensors) {
             const DeviceLayout on_device = layout(ck, t);
             stacks_.push_back(LayerStack::allocate(device, on_device.elements, c.n_layers, stacked, t.name,
                                                    CL_MEM_READ_ONLY, on_device.element_bytes));
-            for (int l = 0; l < c.n_layers; ++l) stacks_.back().write(device.queue(), l, (ck.layer(l).*t.host).values);
+            for (int l = 0; l < c.n_layers; ++l) {
+                const std::size_t n = t.row(c);
+                stacks_.back().write(device.queue(), l, device_bytes(layout_, ck.layer(l).*t.host, t.elements(c) / n, n, packed));
+                if (!packed.empty()) device.queue().finish();  // before `packed` holds the next tensor
+            }
         }
         device.queue().finish();
     } else {
@@ -127,10 +157,12 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const C
         const std::size_t row_bytes = device_layout(classifier.format, static_cast<std::size_t>(c.dim)).bytes();
         const int rows_per_block = static_cast<int>(std::min<std::uint64_t>(
             static_cast<std::uint64_t>(c.vocab_size), device.info().max_alloc_bytes / row_bytes));
+        std::vector<std::byte> packed;
         for (int first = 0; first < c.vocab_size; first += rows_per_block) {
             const int rows = std::min(rows_per_block, c.vocab_size - first);
-            classifier_.push_back({upload_once(device, classifier.from(static_cast<std::uint64_t>(first) * c.dim).values,
-                                               static_cast<std::size_t>(rows) * row_bytes, "classifier"),
+            const void* bytes = device_bytes(layout_, classifier.from(static_cast<std::uint64_t>(first) * c.dim),
+                                             static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(c.dim), packed);
+            classifier_.push_back({upload_once(device, bytes, static_cast<std::size_t>(rows) * row_bytes, "classifier"),
                                    first, rows});
         }
     }
@@ -144,8 +176,8 @@ void WeightStaging::fill_mirror() {
                 device_, plan_.layer_bytes * (last - first),
                 "pinned mirror of layers " + std::to_string(first) + ".." + std::to_string(last - 1)));
             for_each_tensor(chunk, static_cast<std::byte*>(mirror_.back()->data()),
-                            [](int, const TensorView&, const void* source, std::byte* host, std::size_t bytes) {
-                                parallel_copy(host, source, bytes);
+                            [&](int, const TensorView& t, const WeightTensor& source, std::byte* host, std::size_t) {
+                                write_tensor(host, layout_, ck_.config(), t, source);
                             });
         }
     } catch (const Error&) {
@@ -158,7 +190,7 @@ std::pair<int, int> WeightStaging::chunk_layers(int chunk) const {
     return {first, std::min(first + plan_.layers_per_offload, ck_.config().n_layers)};
 }
 
-// Calls f(slot, tensor, source in the mapped file, place in `host`, bytes) for every tensor of the chunk,
+// Calls f(slot, tensor, its weights in the mapped file, place in `host`, bytes) for every tensor of the chunk,
 // laying them out in `host` back to back in staging order: the layout of the pinned memory.
 template <typename F>
 void WeightStaging::for_each_tensor(int chunk, std::byte* host, F f) const {
@@ -167,7 +199,7 @@ void WeightStaging::for_each_tensor(int chunk, std::byte* host, F f) const {
         const LayerWeights w = ck_.layer(l);
         for (const TensorView& t : kLayerTensors) {
             const std::size_t bytes = layout(ck_, t).bytes();
-            f(l - first, t, (w.*t.host).values, host, bytes);
+            f(l - first, t, w.*t.host, host, bytes);
             host += bytes;
         }
     }
@@ -201,8 +233,9 @@ void WeightStaging::upload_chunk(int chunk) {
         counters_.host_waits++;
     }
     auto* host = static_cast<std::byte*>(mirrored ? mirror_[chunk]->data() : pinned_->data());
-    for_each_tensor(chunk, host, [&](int slot, const TensorView& t, const void* source, std::byte* at, std::size_t bytes) {
-        if (!mirrored) parallel_copy(at, source, bytes);
+    for_each_tensor(chunk, host, [&](int slot, const TensorView& t, const WeightTensor& source, std::byte* at,
+                                     std::size_t bytes) {
+        if (!mirrored) write_tensor(at, layout_, ck_.config(), t, source);
         cl::Event done;
         device_.queue().enqueueWriteBuffer(slots_[slot].*t.buffer, CL_FALSE, 0, bytes, at, nullptr,
                                            mirrored ? nullptr : &done);

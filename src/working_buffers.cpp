@@ -1,11 +1,14 @@
 #include "llamacl/working_buffers.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace llamacl {
 
 namespace {
 std::size_t floats(std::size_t n) { return n * sizeof(float); }
+// Whether prefill runs Q8_0's unfused products (batch_hb_up, batch_xq).
+bool q8_prefill(const Config& c) { return c.weight_format.type == ElementType::q8_0; }
 }  // namespace
 
 WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_groups, bool scores_in_memory,
@@ -26,11 +29,15 @@ WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_g
       batch_q(batch_x),
       batch_xb(batch_x),
       batch_hb(floats(static_cast<std::size_t>(prefill_batch) * c.hidden_dim)),
-      batch_att(floats(prefill_scores_in_memory ? static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len : 1)) {}
+      batch_att(floats(prefill_scores_in_memory ? static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len : 1)),
+      batch_hb_up(q8_prefill(c) ? batch_hb : floats(1)),
+      batch_xq(q8_prefill(c) ? static_cast<std::size_t>(prefill_batch) *
+                                   c.weight_format.bytes(static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)))
+                             : floats(1)) {}
 
 std::uint64_t WorkingBuffers::Sizes::total() const {
     return std::uint64_t{x} + xn + q + xb + hb + att + att_partial + att_arrivals + logits + tokens + argmax_partial +
-           batch_x + batch_xn + batch_q + batch_xb + batch_hb + batch_att;
+           batch_x + batch_xn + batch_q + batch_xb + batch_hb + batch_hb_up + batch_att + batch_xq;
 }
 
 WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_chunks, int argmax_groups,
@@ -54,6 +61,8 @@ WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_c
     batch_xb = d.allocate(s.batch_xb, "prefill attention outputs");
     batch_hb = d.allocate(s.batch_hb, "prefill FFN activations");
     batch_att = d.allocate(s.batch_att, "prefill attention scores");
+    batch_hb_up = d.allocate(s.batch_hb_up, "prefill FFN up projections");
+    batch_xq = d.allocate(s.batch_xq, "prefill quantized inputs");
     const std::vector<cl_uint> zero(s.att_arrivals / sizeof(cl_uint), 0);
     d.queue().enqueueWriteBuffer(att_arrivals, CL_TRUE, 0, s.att_arrivals, zero.data());
 }

@@ -105,6 +105,35 @@ TEST(CompareCpu, NoDivergenceOnAnyReferenceCaseAndTheTextIsUnchanged) {
     }
 }
 
+// Version 2: the reference is runq.c's path, and the exact shape (CPUs' default for Q8_0) computes it bit
+// for bit, the prompt's prefill included; an injected fault is still named exactly, streamed or resident,
+// finalized on the device or the host.
+TEST(CompareCpu, Version2CasesHaveNoErrorAtAllAndFaultsAreNamed) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    for (const ReferenceCase& c : load_cases(shared, "cases-q80.tsv")) {
+        const CommandResult r =
+            run_llama_cl(generate_args(shared, c, "--backend opencl --work-shape exact --compare-cpu --tolerance 0"));
+        EXPECT_EQ(r.exit_code, 0) << c.id << ": " << r.err;
+        EXPECT_EQ(r.out, read_file(shared / "reference" / c.expected)) << c.id;
+        EXPECT_NE(last_line(r.err).find("(max abs err 0)"), std::string::npos) << c.id << ": " << last_line(r.err);
+    }
+    const std::string base = "generate " + quote((shared / "models/synth-gqa-unshared.q80.bin").string()) + " -z " +
+                             quote((shared / "models/tok512.bin").string()) + " -t 0 -n 3 --backend opencl --compare-cpu";
+    // (On the GPU shape at the first boundary a product writes: a rounding to another integer before it
+    // could diverge first.)
+    for (const auto& [spec, where, flags] :
+         {std::tuple{"layer:0,op:q", "layer 0, q:", " --work-shape exact --layers-per-offload 1"},
+          std::tuple{"layer:1,op:ffn_hidden", "layer 1, ffn_hidden:", " --work-shape exact --finalize=cpu"},
+          std::tuple{"layer:0,op:k", "layer 0, k:", " --work-shape gpu"},
+          std::tuple{"op:logits", "logits:", " --work-shape exact --finalize=cpu --layers-per-offload 1"}}) {
+        const CommandResult r = run_command(std::string("LLAMACL_INJECT_FAULT=") + spec + " '" + LLAMACL_BINARY + "' " +
+                                            base + flags);
+        EXPECT_EQ(r.exit_code, 3) << spec << flags << ": " << r.err;
+        EXPECT_EQ(last_line(r.err).rfind(std::string("compare-cpu: first divergence at token 0, ") + where, 0), 0u)
+            << spec << flags << ": " << last_line(r.err);
+    }
+}
+
 TEST(CompareCpu, VerbosePrintsTheFirstAndTheDivergingTokensTables) {
     TempDir dir;
     const auto model = write_model(dir, small_config());

@@ -63,19 +63,33 @@ class KernelSignatures : public ::testing::TestWithParam<std::tuple<const char*,
 TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     Device& device = test_device();
     const auto [shape, weights] = GetParam();
-    KernelSet kernels(device, parse_launch_shape(shape, device.info()), WeightFormat{weights}, true, "-cl-kernel-arg-info");
+    const bool q8 = weights == ElementType::q8_0;
+    KernelSet kernels(device, parse_launch_shape(shape, device.info()), WeightFormat{weights, q8 ? 4 : 0}, true,
+                      "-cl-kernel-arg-info");
     for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed})
         expect_signature(*k);
+    // Q8_0 builds alone quantize prefill's inputs and run RoPE and SwiGLU after its unfused products.
+    for (const cl::Kernel* k : {&kernels.quantize_rows, &kernels.rope_rows, &kernels.swiglu}) {
+        EXPECT_EQ((*k)() != nullptr, q8);
+        if (q8) expect_signature(*k);
+    }
     using Matvec = KernelSet::Matvec;
     for (Matvec which : {Matvec::attn_qkv_rope, Matvec::matvec_residual, Matvec::ffn_gate_up, Matvec::classifier})
         expect_signature(*kernels.matvec(which, 64, 64).kernel);
-    // Prefill's: the products of every tile's build, and attention_tiles where the shape has it.
+    // Prefill's: the products of every tile's build (Q8_0's: gemm alone, of the shape's own build), and
+    // attention_tiles where the shape has it.
     for (const cl::Kernel* k : {&kernels.rmsnorm_rows, &kernels.attention_rows}) expect_signature(*k);
     if (kernels.shape().gpu_family()) expect_signature(kernels.attention_tiles);
     using Gemm = KernelSet::Gemm;
-    for (const GemmTile& tile : kGemmTiles)
-        for (Gemm which : {Gemm::gemm, Gemm::qkv_rope, Gemm::gate_up})
-            expect_signature(*kernels.gemm(which, {64}, 64, tile).kernel);
+    for (const GemmTile& tile : kGemmTiles) {
+        expect_signature(*kernels.gemm(Gemm::gemm, {64}, 64, tile).kernel);
+        for (Gemm which : {Gemm::qkv_rope, Gemm::gate_up}) {
+            if (q8)
+                EXPECT_THROW(kernels.gemm(which, {64}, 64, tile), std::logic_error);
+            else
+                expect_signature(*kernels.gemm(which, {64}, 64, tile).kernel);
+        }
+    }
     if (!kernels.device_fences()) return;  // no token kernel without OpenCL C 2.0 (CPU shapes)
     cl::Program token;
     try {
@@ -89,17 +103,20 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
 // Every kernel of the programs has a signature, but bench's probes copy_f32 and fma_f32, which bench binds itself.
 TEST(KernelBinding, EveryKernelHasASignature) {
     Device& device = test_device();
-    KernelSet kernels(device, parse_launch_shape("exact", device.info()), {}, true, "-cl-kernel-arg-info");
-    const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
-    std::string names = program.getInfo<CL_PROGRAM_KERNEL_NAMES>();
-    names.erase(std::find(names.begin(), names.end(), '\0'), names.end());
-    std::istringstream in(names);
-    int count = 0;
-    for (std::string name; std::getline(in, name, ';'); ++count)
-        if (name != "copy_f32" && name != "fma_f32") {
-            EXPECT_NO_THROW(signature_of(name)) << name;
-        }
-    EXPECT_GE(count, 8);
+    // Float builds, and Q8_0's, which have quantize_rows too.
+    for (const WeightFormat& weights : {WeightFormat{}, WeightFormat{ElementType::q8_0, 4}}) {
+        KernelSet kernels(device, parse_launch_shape("exact", device.info()), weights, true, "-cl-kernel-arg-info");
+        const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
+        std::string names = program.getInfo<CL_PROGRAM_KERNEL_NAMES>();
+        names.erase(std::find(names.begin(), names.end(), '\0'), names.end());
+        std::istringstream in(names);
+        int count = 0;
+        for (std::string name; std::getline(in, name, ';'); ++count)
+            if (name != "copy_f32" && name != "fma_f32") {
+                EXPECT_NO_THROW(signature_of(name)) << name;
+            }
+        EXPECT_GE(count, 8);
+    }
 }
 
 TEST(KernelBinding, RefusesANameTheKernelLacks) {
@@ -111,7 +128,7 @@ TEST(KernelBinding, RefusesANameTheKernelLacks) {
 
 INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures,
                          ::testing::Combine(::testing::Values("exact", "cpu", "gpu"),
-                                            ::testing::Values(ElementType::f32, ElementType::f16)),
+                                            ::testing::Values(ElementType::f32, ElementType::f16, ElementType::q8_0)),
                          [](const auto& p) {
                              return std::string(std::get<0>(p.param)) + "_" + element_name(std::get<1>(p.param));
                          });

@@ -67,10 +67,10 @@ struct Harness {
     double tolerance;  // relative to the tensor's largest magnitude, where not exact
     bool emulated;   // tensor cores emulated: slow, so the GEMM tests take fewer sizes
 
-    Harness(Device& d, const LaunchShape& shape, bool warp_shuffles = true,
+    Harness(Device& d, const LaunchShape& shape, bool warp_shuffles = true, const WeightFormat& weights = {},
             TensorCores tensor_cores = TensorCores::where_present)
         : device(d),
-          kernels(d, shape, {}, warp_shuffles, "", tensor_cores),
+          kernels(d, shape, weights, warp_shuffles, "", tensor_cores),
           exact(shape.family() == ShapeFamily::exact &&
                 (d.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0),
           tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4),
@@ -80,6 +80,16 @@ struct Harness {
         cl::Buffer buffer = device.allocate(data.size() * sizeof(float), "kernel test buffer");
         device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, data.size() * sizeof(float), data.data());
         return buffer;
+    }
+    cl::Buffer upload_bytes(const std::vector<std::byte>& data) {
+        cl::Buffer buffer = device.allocate(data.size(), "kernel test buffer");
+        device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, data.size(), data.data());
+        return buffer;
+    }
+    std::vector<std::byte> download_bytes(const cl::Buffer& buffer, std::size_t n) {
+        std::vector<std::byte> out(n);
+        device.queue().enqueueReadBuffer(buffer, CL_TRUE, 0, n, out.data());
+        return out;
     }
     std::vector<float> download(const cl::Buffer& buffer, std::size_t n) {
         std::vector<float> out(n);
@@ -112,7 +122,7 @@ Harness& harness(const std::string& shape_name) {
         // "tensor_cores_emulated": the GPU shape with prefill's tensor-core GEMMs, their instruction emulated.
         const bool emulated = shape_name == kTensorCoresEmulated;
         h = std::make_unique<Harness>(device, parse_launch_shape(emulated ? "gpu" : shape_name, device.info()), true,
-                                      emulated ? TensorCores::emulated : TensorCores::where_present);
+                                      WeightFormat{}, emulated ? TensorCores::emulated : TensorCores::where_present);
     }
     return *h;
 }
@@ -977,6 +987,327 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
         }, q.size(), "attention in " + std::to_string(chunks) + " chunks");
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Q8_0 weights (kernels/dot_q8.cl, prefill_q8.cl) against their CPU twins in model_math (quantize, matmul of
+// a MatmulInput), for group sizes 4, 12 (no power of two) and 64. An input quantized alike gives the same
+// integers, so the CPU families, whose one work-item per row adds the groups' terms in runq.c's order,
+// are bit-identical to the twin where the divisions are correctly rounded; the GPU family's lanes add
+// theirs in a tree (the shape's tolerance). The normalizing kernels quantize the RMSNorm they write to xn:
+// their twins quantize that xn (which the shape's RMSNorm tests check), as a last-bit difference there
+// may round a value to the next integer.
+
+bool correctly_rounded_division(Device& device) {
+    return (device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+}
+
+Harness& q8_harness(const std::string& shape_name, int group_size) {
+    static std::map<std::pair<std::string, int>, std::unique_ptr<Harness>> cache;
+    auto& h = cache[{shape_name, group_size}];
+    if (!h) {
+        Device& device = test_device();
+        h = std::make_unique<Harness>(device, parse_launch_shape(shape_name, device.info()), true,
+                                      WeightFormat{ElementType::q8_0, group_size});
+    }
+    return *h;
+}
+
+// Whether the Q8_0 kernels of h sum a row's groups in runq.c's order (bit for bit).
+bool q8_in_order(Harness& h) { return !h.kernels.shape().gpu_family() && correctly_rounded_division(h.device); }
+
+void expect_q8_match(Harness& h, bool exact_here, std::span<const float> got, std::span<const float> want,
+                     const std::string& what) {
+    if (exact_here && q8_in_order(h))
+        expect_bit_identical(got, want, what);
+    else
+        expect_close(got, want, h.tolerance, what);
+}
+
+// A matrix quantized as runq.c quantizes (model_math's quantize), and its bytes in the device layout.
+struct Q8Matrix {
+    WeightFormat format;
+    std::vector<std::int8_t> q;
+    std::vector<float> scales;
+    WeightTensor tensor() const { return {format, q.data(), scales.data()}; }
+};
+Q8Matrix quantized(const std::vector<float>& w, int group_size) {
+    Q8Matrix m{{ElementType::q8_0, group_size}, std::vector<std::int8_t>(w.size()),
+               std::vector<float>(w.size() / group_size)};
+    quantize(m.q.data(), m.scales.data(), w.data(), static_cast<int>(w.size()), group_size);
+    return m;
+}
+std::vector<std::byte> device_rows(const Harness& h, const Q8Matrix& m, int n) {
+    std::vector<std::byte> bytes(m.format.bytes(m.q.size()));
+    h.kernels.weight_layout().write_rows(bytes.data(), m.tensor(), 0, m.q.size() / n, n);
+    return bytes;
+}
+
+// Rows of x: random groups and awkward ones: a group whose values over its scale (1) are exact halves, a
+// group of zeros and one of negative zeros (0 / 0 quantizes to 0), subnormal maxima where the device has
+// subnormals (scales that underflow: x / 0), and a NaN and an infinity (the degenerate scales runq.c's
+// build turns into low bytes of INT32_MIN).
+std::vector<float> awkward_rows(int positions, int n, int group_size, bool subnormals, std::mt19937& rng) {
+    std::vector<float> x = random_vector(static_cast<std::size_t>(positions) * n, rng, -3.0f, 3.0f);
+    const int groups = positions * n / group_size;
+    for (int g = 0; g < groups; ++g) {
+        float* v = x.data() + static_cast<std::size_t>(g) * group_size;
+        switch (g % 7) {
+            case 1:
+                for (int i = 0; i < group_size; ++i) v[i] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i % 127) + 0.5f);
+                v[0] = 127.0f;
+                break;
+            case 2: std::fill(v, v + group_size, 0.0f); break;
+            case 3: std::fill(v, v + group_size, -0.0f); break;
+            case 4:
+                if (subnormals)
+                    for (int i = 0; i < group_size; ++i) v[i] *= i % 2 ? 0x1p-130f : 0x1p-149f;
+                break;
+            case 5: v[group_size / 2] = g % 2 ? kNaN : INFINITY; break;
+            default: break;
+        }
+    }
+    return x;
+}
+
+TEST_P(KernelVsReference, Q8QuantizeRowsIsRunqsQuantize) {
+    struct Case {
+        int n, group_size;
+    };
+    // Groups fewer than, as many as and (1100 / 4) more than a GPU work-group's work-items.
+    const Case cases[] = {{48, 4}, {1100, 4}, {36, 12}, {240, 12}, {64, 64}, {384, 64}};
+    std::mt19937 rng(81);
+    for (const Case& c : cases) {
+        Harness& h = q8_harness(GetParam(), c.group_size);
+        if (!correctly_rounded_division(h.device)) GTEST_SKIP() << "the device's division is not correctly rounded";
+        const bool subnormals = (h.device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() & CL_FP_DENORM) != 0;
+        const int positions = 3;
+        SCOPED_TRACE("n " + std::to_string(c.n) + " group size " + std::to_string(c.group_size));
+        const auto x = awkward_rows(positions, c.n, c.group_size, subnormals, rng);
+        const std::vector<std::byte> want = device_rows(h, quantized(x, c.group_size), c.n);
+        const cl::Buffer out_b = h.upload_bytes(std::vector<std::byte>(want.size(), std::byte{0x5a}));
+        h.run(h.kernels.quantize_rows, h.kernels.groups(positions), h.upload(x), out_b, c.n, h.kernels.staged_space(c.n));
+        const std::vector<std::byte> got = h.download_bytes(out_b, want.size());
+        const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
+        EXPECT_TRUE(diff.first == got.end()) << "first difference at byte " << (diff.first - got.begin()) << " of "
+                                             << got.size() << ": device " << static_cast<int>(*diff.first)
+                                             << ", runq.c " << static_cast<int>(*diff.second);
+    }
+}
+
+TEST_P(KernelVsReference, Q8MatvecResidualIsRunqsMatmul) {
+    struct Case {
+        int n, rows, group_size;
+    };
+    const Case cases[] = {{48, 11, 4}, {1100, 3, 4}, {36, 5, 12}, {240, 70, 12}, {256, 65, 64}, {192, 300, 64}};
+    const int pad = 7;
+    std::mt19937 rng(808);
+    for (const Case& c : cases) {
+        Harness& h = q8_harness(GetParam(), c.group_size);
+        SCOPED_TRACE("n " + std::to_string(c.n) + " rows " + std::to_string(c.rows) + " group size " +
+                     std::to_string(c.group_size));
+        const Q8Matrix w = quantized(random_vector(static_cast<std::size_t>(c.rows) * c.n, rng), c.group_size);
+        const auto in = random_vector(c.n, rng, -2.0f, 2.0f);
+        auto x = random_vector(c.rows, rng, -3.0f, 3.0f);
+        x.insert(x.end(), pad, kSentinel);
+
+        MatmulInput input(w.format, c.n);
+        input.set(in.data());
+        std::vector<float> tmp(c.rows), expected(x.begin(), x.begin() + c.rows);
+        matmul(tmp.data(), input, w.tensor(), c.rows);
+        for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
+
+        cl::Buffer w_b = h.upload_bytes(device_rows(h, w, c.n)), in_b = h.upload(in), x_b = h.upload(x);
+        ASSERT_GT(h.kernels.staged_count(c.n), 0) << "Q8_0 kernels read a staged input";
+        h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n, w_b, in_b, x_b, c.n, c.rows,
+              h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
+        const auto x_d = h.download(x_b, x.size());
+        expect_q8_match(h, true, slice(x_d, 0, c.rows), expected, "x");
+        expect_untouched(slice(x_d, c.rows, pad), "x past rows");
+    }
+}
+
+// matmul of Q8_0 weights on `normed` quantized as runq.c does before every product.
+std::vector<float> q8_matmul(const Q8Matrix& w, const std::vector<float>& normed, int rows) {
+    MatmulInput input(w.format, static_cast<int>(normed.size()));
+    input.set(normed.data());
+    std::vector<float> out(rows);
+    matmul(out.data(), input, w.tensor(), rows);
+    return out;
+}
+
+TEST_P(KernelVsReference, Q8NormalizingKernelsQuantizeTheirNorm) {
+    const int group_size = 4, dim = 36, n_heads = 6, kv_heads = 2, hidden = 100, vocab = 37, pos = 3, seq_len = 5;
+    Harness& h = q8_harness(GetParam(), group_size);
+    const int head_size = dim / n_heads, kv_dim = head_size * kv_heads;
+    std::mt19937 rng(9);
+    const auto x = random_vector(dim, rng, -2.0f, 2.0f), rms_w = random_vector(dim, rng, 0.5f, 1.5f);
+    std::vector<float> xn(dim);
+    rmsnorm(xn.data(), x.data(), rms_w.data(), dim);
+    const auto matrix = [&](int rows) { return quantized(random_vector(static_cast<std::size_t>(rows) * dim, rng), group_size); };
+    const Q8Matrix wq = matrix(dim), wk = matrix(kv_dim), wv = matrix(kv_dim), w1 = matrix(hidden), w3 = matrix(hidden),
+                   wcls = matrix(vocab);
+    const cl::Buffer x_b = h.upload(x), rms_b = h.upload(rms_w);
+    const auto upload = [&](const Q8Matrix& m) { return h.upload_bytes(device_rows(h, m, dim)); };
+
+    // attn_qkv_rope: q, and the cache rows at pos.
+    const std::size_t cache = static_cast<std::size_t>(seq_len) * kv_dim, at = static_cast<std::size_t>(pos) * kv_dim;
+    cl::Buffer q_b = h.upload(std::vector<float>(dim, kSentinel)), xn_b = h.upload(std::vector<float>(dim, kSentinel));
+    cl::Buffer kc_b = h.upload(std::vector<float>(cache, kSentinel)), vc_b = h.upload(std::vector<float>(cache, kSentinel));
+    h.run(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim, x_b, rms_b, upload(wq), upload(wk), upload(wv),
+          h.upload(rope_table(seq_len, head_size)), q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos,
+          h.kernels.staged_space(dim), h.kernels.staged_count(dim));
+    const auto xn_d = h.download(xn_b, dim);
+    expect_match(h, true, xn_d, xn, "xn");
+    std::vector<float> q = q8_matmul(wq, xn_d, dim), k = q8_matmul(wk, xn_d, kv_dim);
+    const std::vector<float> v = q8_matmul(wv, xn_d, kv_dim);
+    rope(q.data(), k.data(), pos, dim, kv_dim, head_size);
+    expect_q8_match(h, true, h.download(q_b, dim), q, "q");
+    const auto kc_d = h.download(kc_b, cache), vc_d = h.download(vc_b, cache);
+    expect_q8_match(h, true, slice(kc_d, at, kv_dim), k, "key cache row at pos");
+    expect_q8_match(h, true, slice(vc_d, at, kv_dim), v, "value cache row at pos");
+    expect_untouched(slice(kc_d, 0, at), "key cache rows before pos");
+
+    // ffn_gate_up: hb = silu(w1 . xn) * (w3 . xn).
+    cl::Buffer hb_b = h.upload(std::vector<float>(hidden, kSentinel));
+    xn_b = h.upload(std::vector<float>(dim, kSentinel));
+    h.run(KernelSet::Matvec::ffn_gate_up, hidden, dim, x_b, rms_b, upload(w1), upload(w3), hb_b, xn_b, dim, hidden,
+          h.kernels.staged_space(dim), h.kernels.staged_count(dim));
+    const auto ffn_xn = h.download(xn_b, dim);
+    std::vector<float> hb = q8_matmul(w1, ffn_xn, hidden);
+    swiglu(hb.data(), q8_matmul(w3, ffn_xn, hidden).data(), hidden);
+    expect_q8_match(h, false, h.download(hb_b, hidden), hb, "hb");  // silu's exp()
+
+    // classifier, normalizing x itself (GPU shapes) or reading the rmsnorm kernel's output (CPU shapes).
+    cl::Buffer logits_b = h.upload(std::vector<float>(vocab, kSentinel));
+    xn_b = h.upload(std::vector<float>(dim, kSentinel));
+    const bool separate = h.kernels.separate_final_norm();
+    if (separate) h.run(h.kernels.rmsnorm, h.kernels.rows(1), x_b, rms_b, xn_b, dim);
+    h.run(KernelSet::Matvec::classifier, vocab, dim, separate ? xn_b : x_b, separate ? cl::Buffer() : rms_b,
+          upload(wcls), logits_b, xn_b, dim, vocab, 0, h.kernels.staged_space(dim), h.kernels.staged_count(dim));
+    expect_q8_match(h, true, h.download(logits_b, vocab), q8_matmul(wcls, h.download(xn_b, dim), vocab), "logits");
+}
+
+// Greedy decoding's embedding row from a Q8_0 table: runq.c's dequantization, value times scale.
+TEST_P(KernelVsReference, Q8GreedyEmbeddingIsTheDequantizedRow) {
+    const int group_size = 12, dim = 36, vocab = 50, pos = 2;
+    Harness& h = q8_harness(GetParam(), group_size);
+    std::mt19937 rng(31);
+    const Q8Matrix table = quantized(random_vector(static_cast<std::size_t>(vocab) * dim, rng), group_size);
+    auto logits = random_vector(vocab, rng);
+    logits[41] = 5.0f;
+    const int groups = h.kernels.argmax_groups();
+    cl::Buffer logits_b = h.upload(logits), table_b = h.upload_bytes(device_rows(h, table, dim));
+    cl::Buffer partial_b = h.device.allocate(static_cast<std::size_t>(groups) * sizeof(cl_int), "partial");
+    cl::Buffer tokens_b = h.device.allocate((pos + 2) * sizeof(cl_int), "tokens");
+    cl::Buffer x_b = h.upload(std::vector<float>(dim, kSentinel));
+    h.run(h.kernels.argmax, h.kernels.groups(groups), logits_b, vocab, partial_b);
+    h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 1, tokens_b, pos, table_b, x_b, dim);
+    std::vector<float> row(dim);
+    dequantize(row.data(), table.tensor().from(41 * dim), dim);
+    EXPECT_EQ(h.download(x_b, dim), row);
+}
+
+// Prefill's Q8_0 GEMM on quantize_rows' rows: every element runq.c's matmul of the position, on every
+// family (each sums its groups in order), stored or added to the residual.
+TEST_P(KernelVsReference, Q8GemmIsRunqsMatmulOfEveryPosition) {
+    struct Case {
+        int n, rows, group_size;
+    };
+    const Case cases[] = {{48, 11, 4}, {36, 65, 12}, {256, 64, 64}, {128, 130, 64}};
+    const int pad = 5;
+    std::mt19937 rng(4);
+    for (const Case& c : cases) {
+        Harness& h = q8_harness(GetParam(), c.group_size);
+        for (int positions : {1, 17, 65}) {
+            for (int accumulate : {0, 1}) {
+                SCOPED_TRACE("n " + std::to_string(c.n) + " rows " + std::to_string(c.rows) + " group size " +
+                             std::to_string(c.group_size) + " positions " + std::to_string(positions) +
+                             (accumulate ? " accumulating" : " storing"));
+                const Q8Matrix w = quantized(random_vector(static_cast<std::size_t>(c.rows) * c.n, rng), c.group_size);
+                const auto in = random_vector(static_cast<std::size_t>(positions) * c.n, rng, -2.0f, 2.0f);
+                const std::size_t count = static_cast<std::size_t>(positions) * c.rows;
+                const auto initial = random_vector(count, rng, -3.0f, 3.0f);
+                std::vector<float> out(pad, kSentinel), expected(count);
+                out.insert(out.end(), initial.begin(), initial.end());
+                out.insert(out.end(), pad, kSentinel);
+                for (int p = 0; p < positions; ++p) {
+                    const std::vector<float> row(in.begin() + static_cast<std::ptrdiff_t>(p) * c.n,
+                                                 in.begin() + static_cast<std::ptrdiff_t>(p + 1) * c.n);
+                    const std::vector<float> product = q8_matmul(w, row, c.rows);
+                    for (int r = 0; r < c.rows; ++r) {
+                        const std::size_t at = static_cast<std::size_t>(p) * c.rows + r;
+                        expected[at] = accumulate ? initial[at] + product[r] : product[r];
+                    }
+                }
+                const cl::Buffer xq_b = h.device.allocate(w.format.bytes(count / c.rows * c.n), "quantized rows");
+                h.run(h.kernels.quantize_rows, h.kernels.groups(positions), h.upload(in), xq_b, c.n,
+                      h.kernels.staged_space(c.n));
+                const cl::Buffer out_b = h.upload(out);
+                const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gemm, {c.rows}, positions);
+                h.run(*l.kernel, l.range, h.upload_bytes(device_rows(h, w, c.n)), xq_b, out_b, pad, c.n, c.rows,
+                      positions, accumulate);
+                const auto got = h.download(out_b, out.size());
+                if (correctly_rounded_division(h.device))
+                    expect_bit_identical(slice(got, pad, count), expected, "out");
+                else
+                    expect_close(slice(got, pad, count), expected, h.tolerance, "out");
+                expect_untouched(slice(got, 0, pad), "out before out_offset");
+                expect_untouched(slice(got, pad + count, pad), "out past the last position");
+            }
+        }
+    }
+}
+// Q8_0's prefill runs RoPE and SwiGLU after its products (prefill_q8.cl). rope_rows: the batch's queries
+// and its keys in the cache (positions pos.. of it) rotated at their positions, the cache's other rows
+// untouched.
+TEST_P(KernelVsReference, Q8RopeRows) {
+    Harness& h = q8_harness(GetParam(), 4);
+    const int seq_len = 90;
+    struct Case {
+        int dim, kv_dim, head_size, pos, positions;
+    };
+    const Case cases[] = {{8, 8, 4, 0, 1}, {24, 8, 8, 5, 17}, {48, 16, 8, 20, 65}, {12, 12, 6, 89, 1}};
+    std::mt19937 rng(8);
+    for (const Case& c : cases) {
+        SCOPED_TRACE("dim " + std::to_string(c.dim) + " kv_dim " + std::to_string(c.kv_dim) + " pos " +
+                     std::to_string(c.pos) + " positions " + std::to_string(c.positions));
+        const auto table = rope_table(seq_len, c.head_size);
+        const auto q = random_vector(static_cast<std::size_t>(c.positions) * c.dim, rng);
+        const auto keys = random_vector(static_cast<std::size_t>(seq_len) * c.kv_dim, rng);
+        auto q_want = q, keys_want = keys;
+        for (int p = 0; p < c.positions; ++p)
+            rope(q_want.data() + static_cast<std::size_t>(p) * c.dim,
+                 keys_want.data() + static_cast<std::size_t>(c.pos + p) * c.kv_dim, c.pos + p, c.dim, c.kv_dim,
+                 c.head_size);
+        cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), t_b = h.upload(table);
+        h.run(h.kernels.rope_rows, h.kernels.per_position((c.dim + c.kv_dim) / 2, c.positions), q_b, k_b, t_b, c.dim,
+              c.kv_dim, c.head_size, c.pos, c.positions);
+        expect_match(h, true, h.download(q_b, q.size()), q_want, "q");
+        // Rows outside the batch's are the input's exactly, so the whole cache is compared bit for bit there.
+        const auto k_got = h.download(k_b, keys.size());
+        expect_match(h, true, k_got, keys_want, "key cache");
+        const std::size_t before = static_cast<std::size_t>(c.pos) * c.kv_dim;
+        expect_bit_identical(slice(k_got, 0, before), slice(keys, 0, before), "cache rows before the batch");
+        const std::size_t after = static_cast<std::size_t>(c.pos + c.positions) * c.kv_dim;
+        expect_bit_identical(slice(k_got, after, keys.size() - after), slice(keys, after, keys.size() - after),
+                             "cache rows after the batch");
+    }
+}
+
+// swiglu (Q8_0's prefill): silu(gate) * up, elementwise.
+TEST_P(KernelVsReference, Q8Swiglu) {
+    Harness& h = q8_harness(GetParam(), 4);
+    std::mt19937 rng(13);
+    for (int count : {1, 17, 1000}) {
+        const auto gate = random_vector(count, rng, -4.0f, 4.0f), up = random_vector(count, rng);
+        auto expected = gate;
+        swiglu(expected.data(), up.data(), count);
+        cl::Buffer g_b = h.upload(gate), u_b = h.upload(up);
+        h.run(h.kernels.swiglu, h.kernels.per_position(count, 1), g_b, u_b, count);
+        expect_match(h, false, h.download(g_b, gate.size()), expected, "swiglu");  // exp(): never exact
+    }
+}
+
 
 INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),
                          [](const auto& p) { return p.param; });

@@ -16,7 +16,7 @@ enum class Schedule { automatic, per_op, token };
 struct DeviceOptions {
     int layers_per_offload = 0;          // 0: the largest K that fits the capacity contract
     Finalize finalize = Finalize::device;
-    std::optional<LaunchShape> shape;    // default: choose_launch_shape() for the device
+    std::optional<LaunchShape> shape;    // default: choose_launch_shape() for the device and weights
     std::uint64_t memory_limit = 0;      // 0: the device's own global memory
     bool host_mirror = true;             // streaming: allow a pinned host mirror (see weight_staging.hpp)
     Schedule schedule = Schedule::automatic;

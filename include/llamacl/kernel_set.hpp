@@ -35,9 +35,11 @@ struct LaunchShape {
 // CPUs (PoCL): work-groups of one work-item per row, float16 multiply-adds along the row for the SIMD
 // units, and no local-memory reductions (slow there). GPUs: work-groups of 256 with 16 work-items per
 // row reading consecutive floats, the input staged in local memory and a tree reduction. "exact" is the CPU shape
-// running run.c's sequential loops: bit-identical to the reference wherever OpenCL's exp() agrees with
-// the C library's.
-LaunchShape choose_launch_shape(const DeviceInfo& device);
+// running run.c's sequential loops: bit-identical to the reference where the device has doubles
+// (kernels/expf.cl). CPUs take it for Q8_0 weights (`weights`): their integer dot products are as fast
+// in run.c's order (kernels/dot_q8.cl), and a last-bit difference in an activation can change how runq.c's
+// quantization rounds it, and with it the text.
+LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights = {});
 // Parses "cpu", "gpu", "exact" (the shapes above, for any device) or "ROWxLOCAL", e.g. "32x256".
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device);
 
@@ -66,6 +68,16 @@ int token_dot_batch(int longest_row, int dim, int row_threads);
 // it would not limit anything (255 registers or more).
 std::string register_cap_option(const DeviceInfo& device, int groups, int local);
 
+// Local memory a matrix-vector kernel stages its input of n elements in (KernelSet::staged_space): n
+// floats, or for Q8_0 weights its quantized values and their scales (kernels/dot_q8.cl).
+std::uint64_t staged_input_bytes(const WeightFormat& weights, int n);
+// Whether that fits a work-group of `shape` on `device`, beside the reduction scratch and what the
+// compiler keeps in local memory itself. Q8_0's kernels need it: they read only the staged input.
+bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights, int n);
+
+// Groups of Q8_0 weights whose words the GPU family's layout interleaves (DeviceWeightLayout): a warp's.
+constexpr int kGpuQ8Interleave = 32;
+
 // A launch should have at least two work-groups per compute unit: fewer leave too few work-items in
 // flight to hide memory latency, and more (widening further) costs the extra groups' norm and input
 // staging.
@@ -80,7 +92,7 @@ inline int attention_chunk_count(int pos, int chunk_len) { return (pos + chunk_l
 int max_attention_chunks(const Config& config);
 
 // The most positions a prefill batch holds (the whole prompt when it fits), never more than the context:
-// on GPU shapes enough tiles of kGemmTile positions to fill the device with every weight tile read once
+// on GPU shapes enough tiles of positions (kGemmTiles) to fill the device with every weight tile read once
 // per batch; on CPU shapes fewer, so that the batch's inputs of a matrix stay in the cores' caches while a
 // work-item's rows sweep them.
 int prefill_batch_for(const LaunchShape& shape, const Config& config);
@@ -117,6 +129,8 @@ public:
               TensorCores tensor_cores = TensorCores::where_present);
 
     const LaunchShape& shape() const { return shape_; }
+    // How the matrices lie in device memory for these kernels (WeightStaging writes them so).
+    const DeviceWeightLayout& weight_layout() const { return layout_; }
 
     struct Range {
         cl::NDRange global, local;
@@ -155,8 +169,8 @@ public:
     int attention_chunk_len(int n_heads, int head_size, int pos) const;
     static constexpr int kMinAttentionChunk = 2048, kMaxAttentionChunks = 8, kScoreCapacity = 2048;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
-    // floats, and n itself when the work-group should stage the input there (GPU shapes, when it fits in
-    // local memory next to the reduction scratch), else 0.
+    // elements (staged_input_bytes), and n itself when the work-group should stage the input there (GPU
+    // shapes, and every shape for Q8_0 weights, when it fits: staged_input_fits), else 0.
     int staged_count(int n) const;
     cl::LocalSpaceArg staged_space(int n) const;
 
@@ -175,6 +189,9 @@ public:
 
     // Prefill's kernels (kernels/prefill.cl), of the shape's own build.
     cl::Kernel rmsnorm_rows, attention_rows;
+    // Q8_0 builds' alone (kernels/prefill_q8.cl): a GEMM's input quantized, and RoPE and SwiGLU after its
+    // unfused products.
+    cl::Kernel quantize_rows, rope_rows, swiglu;
     // Prefill's attention on GPU shapes (kernels/attention_tiles.cl), where attention_tiles_possible.
     cl::Kernel attention_tiles;
     // Whether attention_tiles runs a model of this head size here: GPU shapes, heads of at most
@@ -194,6 +211,7 @@ public:
     // block of kGemmRows rows (gemm_cpu.cl), the shape's own build. GPU shapes: a work-group of
     // kGemmGroup x kGemmGroup per tile of rows by positions (gemm_gpu.cl), the tile chosen by gemm_tile
     // for the launch's size (or `tile`: tests), each tile's build compiled once, when first needed.
+    // Q8_0 weights: Gemm::gemm alone (prefill_q8.cl), of the shape's own build and its tile.
     Launch gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
                 std::optional<GemmTile> tile = std::nullopt);
     static constexpr int kGemmRows = 4, kGemmGroup = 16;
@@ -209,9 +227,9 @@ public:
     // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in reductions.cl): GPU shapes
     // of whole warps on a device with 32-wide warps whose compiler takes PTX (NVIDIA's).
     bool warp_shuffles() const { return warp_shuffles_; }
-    // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl): GPU shapes with warp shuffles
-    // (the compiler takes inline PTX) on a GPU of compute capability 8.0 or later (TF32 mma.sync), unless
-    // asked never to; or emulated.
+    // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl): for float weights, GPU shapes
+    // with warp shuffles (the compiler takes inline PTX) on a GPU of compute capability 8.0 or later (TF32
+    // mma.sync), unless asked never to; or emulated.
     bool tensor_cores() const { return tensor_cores_; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
@@ -240,7 +258,8 @@ private:
     static constexpr int kMatvecGroupsPerComputeUnit = 4;
 
     Device device_;
-    std::string common_options_;  // every build's: the weight format, correctly rounded division and sqrt, the caller's
+    DeviceWeightLayout layout_;
+    std::string common_options_;  // every build's: the weight layout, correctly rounded division and sqrt, the caller's
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;
     bool tensor_cores_;
@@ -252,7 +271,8 @@ private:
     std::map<std::pair<int, int>, Build> builds_;
     // Prefill's products of one build, indexed by Gemm, and the tile they compute (GPU shapes).
     using GemmKernels = std::array<cl::Kernel, 3>;
-    static GemmKernels gemm_kernels(const cl::Program& program);
+    // (Q8_0 builds: gemm alone.)
+    GemmKernels gemm_kernels(const cl::Program& program) const;
     struct GemmBuild {
         GemmTile tile;
         GemmKernels kernels;
@@ -262,7 +282,6 @@ private:
     // By the tile asked for: the shape's own build (CPU shapes; the smallest tile of GPU shapes), and the
     // others as launches first ask for them.
     std::map<GemmTile, GemmBuild> gemm_builds_;
-    std::uint64_t local_mem_bytes_;
 };
 
 }  // namespace llamacl

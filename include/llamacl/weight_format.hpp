@@ -1,8 +1,10 @@
 #pragma once
 // How a weight matrix is stored: its element type (fp32, IEEE half, or llama2.c's Q8_0: int8 values in
-// groups that share one fp32 scale), and views of a tensor in that format. Norm weights are always fp32.
-// The device's kernels are built for a format (build_option(): WEIGHT_* in kernels/weights.cl, whose loads
-// every row product reads its weights through) rather than copied per format.
+// groups that share one fp32 scale), views of a tensor in that format, and how its rows lie in device
+// memory. Norm weights are always fp32. The device's kernels are built for a layout (build_options():
+// WEIGHT_* in kernels/weights.cl, whose loads every row product reads its weights through) rather than
+// copied per format.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,9 +23,6 @@ struct WeightFormat {
     // What `elements` weights of this format occupy: values, and for q8_0 the scales after them.
     std::uint64_t bytes(std::uint64_t elements) const;
     std::string describe() const;  // "f32", "f16" or "q8_0 (group size 64)"
-    // The -D that selects the kernels' weight loads for this format; throws std::logic_error for a format
-    // the kernels do not read yet.
-    std::string build_option() const;
     bool operator==(const WeightFormat&) const = default;
 };
 
@@ -38,6 +37,22 @@ struct WeightTensor {
     const std::int8_t* q8() const { return static_cast<const std::int8_t*>(values); }
     // The tensor from element `first` on (for q8_0 a multiple of the group size), e.g. a block of rows.
     WeightTensor from(std::uint64_t first) const;
+};
+
+// How a matrix of `format` lies in device memory, as the kernels built for it read it: f32 and f16 as in
+// the file; Q8_0 row by row, each row its values (the 4-byte words of its groups interleaved `interleave`
+// groups at a time: kernels/weights.cl) and then its scales. The same bytes as the file's, in another
+// order, so a tensor takes format.bytes(elements) on the device too.
+struct DeviceWeightLayout {
+    WeightFormat format;
+    int interleave = 1;  // Q8_0: groups whose words are interleaved
+
+    // The -D options that select the kernels' weight loads for this layout.
+    std::string build_options() const;
+    // Writes rows [first, first + rows) of `source`, a matrix of rows of n weights, in this layout at `out`
+    // (format.bytes(rows * n) bytes).
+    void write_rows(std::byte* out, const WeightTensor& source, std::uint64_t first, std::uint64_t rows,
+                    std::uint64_t n) const;
 };
 
 }  // namespace llamacl

@@ -41,8 +41,10 @@ class WeightStaging {
 public:
     // host_mirror: allow the pinned mirror when streaming (it is used if it fits, see above). stacked:
     // resident layers with each tensor of every layer in one allocation, for the token kernel.
-    WeightStaging(const Device& device, const Checkpoint& checkpoint, const CapacityPlan& plan, Finalize finalize,
-                  bool host_mirror, bool stacked, RuntimeCounters& counters);
+    // The matrices are written in `layout`, the kernels' (KernelSet::weight_layout).
+    WeightStaging(const Device& device, const Checkpoint& checkpoint, const DeviceWeightLayout& layout,
+                  const CapacityPlan& plan, Finalize finalize, bool host_mirror, bool stacked,
+                  RuntimeCounters& counters);
 
     bool mirrored() const { return !mirror_.empty(); }
 
@@ -67,6 +69,7 @@ private:
 
     const Device& device_;
     const Checkpoint& ck_;
+    DeviceWeightLayout layout_;
     CapacityPlan plan_;
     RuntimeCounters& counters_;
     std::vector<LayerBuffers> slots_;

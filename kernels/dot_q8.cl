@@ -1,0 +1,138 @@
+// Every family's row products for Q8_0 weights (WEIGHT_Q8_0: weights.cl), as runq.c's matmul computes
+// them: the input quantized once per work-group into local memory (stage_input), then per row the sum
+// over its groups of (float)ival * w_scale * x_scale, ival the group's exact integer dot product. A row's
+// lane takes every ROW_THREADS-th group and adds its terms in order, so with one lane per row (the CPU
+// families) the sum is runq.c's, bit for bit; the GPU family adds its lanes' sums in a tree (row_sum).
+// The same three functions as dot.cl's: stage_input, row_dot and row_pair.
+#ifdef WEIGHT_Q8_0
+
+// The staged input in local memory: its n / GROUP_SIZE scales, then its n values (chars) laid out as a
+// row's (q8_word).
+#define STAGED_VALUES(staged, n) ((__local char*)((staged) + (n) / GROUP_SIZE))
+
+// An element of the vector stage_input quantizes: x normalized with `weight` (scale ss) as write_norm
+// stores it, or x itself.
+inline float input_value(__global const float* x, __global const float* weight, float ss, int j) {
+    return weight ? weight[j] * (ss * x[j]) : x[j];
+}
+
+// runq.c's (int8_t) round(v / scale) as gcc compiles it on x86-64 (model_math.cpp's quantize): round()
+// rounds halves away from zero; the float becomes an int32 (out of range or NaN: INT32_MIN), whose low
+// byte is kept. Only degenerate scales (zero, subnormal or infinite group maxima) leave [-127, 127].
+inline char quantized(float v, float scale) {
+    const float r = round(v / scale);
+    const int whole = r >= -0x1p31f && r < 0x1p31f ? (int)r : INT_MIN;
+    const int low = whole & 0xff;
+    return (char)(low < 128 ? low : low - 256);
+}
+
+// runq.c's quantize of the input into `staged`: per group of GROUP_SIZE, scale = max |v| / 127 (the
+// division correctly rounded where the device offers it: KernelSet) and q = quantized(v, scale). The
+// work-group shares out the groups, `parts` work-items to a group when there are fewer groups than
+// work-items; a group's parts meet in scratch for its maximum (a comparison, exact in any order; like
+// runq.c's `val > wmax`, it never takes a NaN). Needs every work-item.
+inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n,
+                        __local float* scratch) {
+    const int groups = n / GROUP_SIZE, lid = get_local_id(0);
+    const int parts = clamp(LOCAL / groups, 1, GROUP_SIZE);
+    const int part_len = (GROUP_SIZE + parts - 1) / parts;
+    __local char* values = STAGED_VALUES(staged, n);
+    // Every work-item makes the same trips (barriers); with several parts to a group there is one trip.
+    for (int base = 0; base < groups * parts; base += LOCAL) {
+        const int item = base + lid, g = item / parts, part = item % parts;
+        const int first = g * GROUP_SIZE + part * part_len;
+        const int last = g < groups ? min(first + part_len, (g + 1) * GROUP_SIZE) : first;
+        float wmax = 0.0f;
+        for (int j = first; j < last; j++) {
+            const float a = fabs(input_value(x, weight, ss, j));
+            if (a > wmax) wmax = a;
+        }
+        scratch[lid] = wmax;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (g < groups) {
+            for (int p = lid - part; p < lid - part + parts; p++)
+                if (scratch[p] > wmax) wmax = scratch[p];
+            const float scale = wmax / 127.0f;
+            if (part == 0) staged[g] = scale;
+            for (int j = first; j < last; j++) values[q8_byte(n, j)] = quantized(input_value(x, weight, ss, j), scale);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // the scratch is reused by the next trip; the rows read `staged`
+    }
+}
+
+// The dot product of four int8 pairs (words), added to acc: one dp4a where NVIDIA's compiler takes PTX.
+#ifdef INLINE_PTX
+inline int dot_words(int a, int b, int acc) {
+    int sum;
+    __asm__("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(sum) : "r"(a), "r"(b), "r"(acc));
+    return sum;
+}
+#else
+inline int dot_words(int a, int b, int acc) {
+    const char4 u = as_char4(a), v = as_char4(b);
+    return acc + u.x * v.x + u.y * v.y + u.z * v.z + u.w * v.w;
+}
+#endif
+
+// The exact integer dot product of group g of a row (values at w) and of the staged input's values x, of
+// `groups` groups each. Every partial sum is an int: |sum| <= GROUP_SIZE x 128 x 128.
+inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
+#if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
+    // CPU families: the group's consecutive weights (Q8_INTERLEAVE 1) for the SIMD units, 16 at a time
+    // (an integer sum: the exact shape's too).
+    int16 acc = (int16)(0);
+    for (int i = g * GROUP_SIZE; i < (g + 1) * GROUP_SIZE; i += 16)
+        acc += convert_int16(vload16(0, w + i)) * convert_int16(vload16(0, x + i));
+    const int8 a = acc.lo + acc.hi;
+    const int4 b = a.lo + a.hi;
+    const int2 c = b.lo + b.hi;
+    return c.x + c.y;
+#else
+    __global const int* wv = (__global const int*)w;
+    __local const int* xv = (__local const int*)x;
+    int sum = 0;
+#pragma unroll
+    for (int k = 0; k < GROUP_SIZE / 4; k++) {
+        const int at = q8_word(groups, g, k);
+        sum = dot_words(wv[at], xv[at], sum);
+    }
+    return sum;
+#endif
+}
+
+// This lane's part of a row's product with the staged input: runq.c's terms of every ROW_THREADS-th group
+// from `lane`, in order, each ((float)ival * w_scale) * x_scale as runq.c writes it.
+inline float q8_dot(__global const weight_t* w, __local const float* staged, int n, int lane) {
+    const int groups = n / GROUP_SIZE;
+    __global const float* w_scales = Q8_SCALES(w, n);
+    __local const char* x = STAGED_VALUES(staged, n);
+    float sum = 0.0f;
+    for (int g = lane; g < groups; g += ROW_THREADS) sum += (float)group_dot(w, x, groups, g) * w_scales[g] * staged[g];
+    return sum;
+}
+
+// One row's product with the staged input (the token kernel: staged_n < 0 stages it first; every other
+// caller staged it, staged_n > 0: KernelSet::staged_count), this lane's part.
+inline float row_dot(__global const weight_t* w, __global const float* x, __global const float* weight, float ss,
+                     __local float* staged, int staged_n, int n, int lane, __local float* scratch) {
+#ifdef FEW_GROUPS
+    if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
+#endif
+    return q8_dot(w, staged, n, lane);
+}
+
+// Two rows' products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum; with
+// FEW_GROUPS in one tree, and scratch holds 2 * LOCAL floats).
+inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb, __global const float* x,
+                       __global const float* weight, float ss, __local float* staged, int staged_n, int n,
+                       int lane, __local float* scratch) {
+#ifdef FEW_GROUPS
+    if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
+    return row_sum2((float2)(q8_dot(wa, staged, n, lane), q8_dot(wb, staged, n, lane)), scratch);
+#else
+    const float a = row_sum(q8_dot(wa, staged, n, lane), scratch);
+    const float b = row_sum(q8_dot(wb, staged, n, lane), scratch);
+    return (float2)(a, b);
+#endif
+}
+#endif
