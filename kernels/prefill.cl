@@ -1,19 +1,10 @@
 // Prefill: a batch of `positions` consecutive positions through a layer at once, as matrix-matrix products,
 // so that each weight is read once per batch rather than once per position. Activations are row-major
-// (positions, width): position p's vector starts at p * width. On the CPU families every output element
-// sums its terms in partial_dot's order (run.c's on the exact family), so a prefilled position's values
-// are the decode kernels' bit for bit; on the GPU family each element sums in run.c's order.
-
-// The host always defines them (KernelSet); the defaults only keep the program buildable on its own.
-#ifndef GEMM_ROWS
-#define GEMM_ROWS 4
-#endif
-#ifndef GEMM_GROUP
-#define GEMM_GROUP 16
-#endif
-#ifndef GEMM_TILE
-#define GEMM_TILE 64
-#endif
+// (positions, width): position p's vector starts at p * width. The products are gemm_block's (gemm_cpu.cl,
+// gemm_gpu.cl: a block of rows by positions per work-item or work-group); the kernels below say which rows
+// a block takes and what becomes of its sums: stored, added to the residual, rotated into the queries and
+// the cache, or paired into SwiGLU. On the CPU families they are the decode kernels' bits. (Float
+// weights; Q8_0's products, unfused: prefill_q8.cl, which shares the RoPE and SwiGLU below.)
 
 // RMSNorm of each position's x, one work-group per position: out[p] = rmsnorm(x[p]) * weight, the
 // expression the fused decode kernels multiply by, so the products below keep their bits.
@@ -23,150 +14,106 @@ __kernel void rmsnorm_rows(__global const float* x, __global const float* weight
     write_norm(out + at, x + at, weight, rms_scale(x + at, n, scratch), n);
 }
 
+// RoPE's rotation of the pair (v0, v1) at rows r, r + 1 of o by cs (cos, sin), as attn_qkv_rope rotates it.
+inline void rope_pair(__global float* o, int r, float v0, float v1, __global const float* cs) {
+    const float fcr = cs[0], fci = cs[1];
+    o[r] = v0 * fcr - v1 * fci;
+    o[r + 1] = v0 * fci + v1 * fcr;
+}
+
+// SwiGLU of a gate and its up projection, as ffn_gate_up computes it.
+inline float swiglu_of(float gate, float up) {
+    gate *= (1.0f / (1.0f + model_exp(-gate)));  // silu, as run.c writes it
+    return gate * up;
+}
+
+#ifdef FLOAT_WEIGHTS
 // out[p][r] = w[r] . in[p] for `rows` rows of n elements and `positions` positions, out's rows starting
 // at out_offset; with `accumulate`, added to what out holds (the residual: the sum formed first, as
-// run.c does). (Float weights; Q8_0's: prefill_q8.cl.)
-#ifdef FLOAT_WEIGHTS
-#if SHAPE_FAMILY != SHAPE_GPU
-// CPU families: a work-item takes GEMM_ROWS consecutive rows and walks all positions GEMM_POSITIONS at a
-// time, so its rows stay in the core's cache while every position reads them; its floatv accumulators
-// (GEMM_ROWS x GEMM_POSITIONS) are registers. Rows and positions past the end are clamped for the loads
-// and not stored. (The host defines GEMM_ROWS, GEMM_GROUP and GEMM_TILE: KernelSet::kGemmRows, ...)
-#define GEMM_POSITIONS 4
-#if SHAPE_FAMILY == SHAPE_EXACT
-#define GEMM_MAD(a, b, acc) ((acc) + (a) * (b))  // run.c's sum += w * x
-#define GEMM_SUM(acc) (acc)
-#else
-#define GEMM_MAD(a, b, acc) mad(a, b, acc)  // partial_dot's steps
-#define GEMM_SUM(acc) hsum(acc)
-#endif
+// run.c does). A block takes GEMM_BLOCK_ROWS consecutive rows, its halves gemm_block's two.
 __kernel void gemm(__global const weight_t* w, __global const float* in, __global float* out, int out_offset, int n,
                    int rows, int positions, int accumulate) {
-    FOR_GROUP_UNITS(unit, (rows + GEMM_ROWS - 1) / GEMM_ROWS) {
-        ROW_SETUP(unit, (rows + GEMM_ROWS - 1) / GEMM_ROWS);
-        if (!row_valid) continue;
-        const int r0 = row * GEMM_ROWS;
-        __global const weight_t* wr[GEMM_ROWS];
+    GEMM_LOCALS;
+    GEMM_FOR_BLOCKS(block, p0, (rows + GEMM_BLOCK_ROWS - 1) / GEMM_BLOCK_ROWS, positions) {
+        float acc[GEMM_SLOTS_R][GEMM_SLOTS_P];
+        const int r0 = block * GEMM_BLOCK_ROWS;
+        gemm_block(w, r0, rows, w, r0 + GEMM_HALF, rows, 1, in, n, p0, positions, GEMM_LOCAL_ARGS, acc);
 #pragma unroll
-        for (int i = 0; i < GEMM_ROWS; i++) wr[i] = WEIGHT_ROW(w, min(r0 + i, rows - 1), n);
-        for (int p0 = 0; p0 < positions; p0 += GEMM_POSITIONS) {
-            __global const float* xp[GEMM_POSITIONS];
+        for (int i = 0; i < GEMM_SLOTS_R; i++) {
 #pragma unroll
-            for (int k = 0; k < GEMM_POSITIONS; k++) xp[k] = in + (size_t)min(p0 + k, positions - 1) * n;
-            floatv acc[GEMM_ROWS][GEMM_POSITIONS];
-#pragma unroll
-            for (int i = 0; i < GEMM_ROWS; i++)
-#pragma unroll
-                for (int k = 0; k < GEMM_POSITIONS; k++) acc[i][k] = (floatv)(0.0f);
-            int j = 0;
-            for (; j + VECTOR_WIDTH <= n; j += VECTOR_WIDTH) {
-                floatv a[GEMM_ROWS], b[GEMM_POSITIONS];
-#pragma unroll
-                for (int i = 0; i < GEMM_ROWS; i++) a[i] = WEIGHTV(wr[i], j);
-#pragma unroll
-                for (int k = 0; k < GEMM_POSITIONS; k++) b[k] = vloadv(xp[k] + j);
-#pragma unroll
-                for (int i = 0; i < GEMM_ROWS; i++)
-#pragma unroll
-                    for (int k = 0; k < GEMM_POSITIONS; k++) acc[i][k] = GEMM_MAD(a[i], b[k], acc[i][k]);
-            }
-#pragma unroll
-            for (int i = 0; i < GEMM_ROWS; i++) {
-#pragma unroll
-                for (int k = 0; k < GEMM_POSITIONS; k++) {
-                    float sum = GEMM_SUM(acc[i][k]);
-                    for (int t = j; t < n; t++) sum = GEMM_MAD(WEIGHT(wr[i], t), xp[k][t], sum);
-                    if (r0 + i < rows && p0 + k < positions) {
-                        __global float* o = out + out_offset + (size_t)(p0 + k) * rows + r0 + i;
-                        *o = accumulate ? *o + sum : sum;
-                    }
+            for (int k = 0; k < GEMM_SLOTS_P; k++) {
+                const int second = i < GEMM_SLOTS_R / 2 ? 0 : 1;  // of the block's two halves
+                const int r = r0 + second * GEMM_HALF + gemm_slot_row(i - second * (GEMM_SLOTS_R / 2));
+                const int p = p0 + gemm_slot_pos(k);
+                if (r < rows && p < positions) {
+                    __global float* o = out + out_offset + (size_t)p * rows + r;
+                    *o = accumulate ? *o + acc[i][k] : acc[i][k];
                 }
             }
         }
     }
 }
-#else
-// GPU family: a work-group of GEMM_GROUP x GEMM_GROUP work-items computes a tile of GEMM_TILE rows by
-// GEMM_TILE positions, each work-item GEMM_BLOCK x GEMM_BLOCK of it in registers (rows and positions
-// GEMM_GROUP apart, so that its local-memory reads do not collide). The tile's weights and inputs pass
-// through local memory GEMM_TILE_K elements at a time, read by consecutive work-items along a row
-// (coalesced); each element still sums its terms in order, the tail of a row included.
-#define GEMM_BLOCK (GEMM_TILE / GEMM_GROUP)
-#define GEMM_TILE_K 16
-// (No reqd_work_group_size: a device whose work-groups hold fewer than GEMM_GROUP^2 work-items must
-// still build the program for its decode kernels.)
-__kernel void gemm(__global const weight_t* w, __global const float* in, __global float* out, int out_offset, int n, int rows,
-          int positions, int accumulate) {
-    __local float wt[GEMM_TILE_K][GEMM_TILE + 1], xt[GEMM_TILE_K][GEMM_TILE + 1];
-    const int lr = get_local_id(0), lp = get_local_id(1), flat = lp * GEMM_GROUP + lr;
-    const int r0 = get_group_id(0) * GEMM_TILE, p0 = get_group_id(1) * GEMM_TILE;
-    float acc[GEMM_BLOCK][GEMM_BLOCK];
+
+// The batch's queries, keys and values: q = wq . xn, k = wk . xn, v = wv . xn for every position, RoPE
+// applied to q and k at positions pos, pos + 1, ... as attn_qkv_rope rotates them, k and v written to the
+// cache's rows from pos on. Blocks of GEMM_BLOCK_ROWS rows of wq, then wk's, then wv's (a block never
+// straddles two matrices), its even rows one half, the odd rows the other: a RoPE pair meets in one
+// work-item.
+__kernel void gemm_qkv_rope(__global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
+                            __global const float* in, __global const float* rope, __global float* q,
+                            __global float* key_cache, __global float* value_cache, int dim, int kv_dim,
+                            int head_size, int pos, int positions) {
+    GEMM_LOCALS;
+    const int q_blocks = (dim + GEMM_BLOCK_ROWS - 1) / GEMM_BLOCK_ROWS;
+    const int kv_blocks = (kv_dim + GEMM_BLOCK_ROWS - 1) / GEMM_BLOCK_ROWS;
+    GEMM_FOR_BLOCKS(block, p0, q_blocks + 2 * kv_blocks, positions) {
+        const int part = block < q_blocks ? 0 : block < q_blocks + kv_blocks ? 1 : 2;  // q, k, v
+        const int r0 = (part == 0 ? block : (block - q_blocks) % kv_blocks) * GEMM_BLOCK_ROWS;
+        __global const weight_t* w = part == 0 ? wq : part == 1 ? wk : wv;
+        const int rows = part == 0 ? dim : kv_dim;
+        float acc[GEMM_SLOTS_R][GEMM_SLOTS_P];
+        gemm_block(w, r0, rows, w, r0 + 1, rows, 2, in, dim, p0, positions, GEMM_LOCAL_ARGS, acc);
 #pragma unroll
-    for (int i = 0; i < GEMM_BLOCK; i++)
+        for (int i = 0; i < GEMM_SLOTS_R / 2; i++) {
 #pragma unroll
-        for (int k = 0; k < GEMM_BLOCK; k++) acc[i][k] = 0.0f;
-    for (int j0 = 0; j0 < n; j0 += GEMM_TILE_K) {
-        for (int e = flat; e < GEMM_TILE * GEMM_TILE_K; e += GEMM_GROUP * GEMM_GROUP) {
-            const int t = e / GEMM_TILE_K, jj = e % GEMM_TILE_K, j = j0 + jj;
-            wt[jj][t] = r0 + t < rows && j < n ? WEIGHT(WEIGHT_ROW(w, r0 + t, n), j) : 0.0f;
-            xt[jj][t] = p0 + t < positions && j < n ? in[(size_t)(p0 + t) * n + j] : 0.0f;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const int steps = min(GEMM_TILE_K, n - j0);
-        for (int jj = 0; jj < steps; jj++) {
-            float a[GEMM_BLOCK], b[GEMM_BLOCK];
-#pragma unroll
-            for (int i = 0; i < GEMM_BLOCK; i++) a[i] = wt[jj][lr + i * GEMM_GROUP];
-#pragma unroll
-            for (int k = 0; k < GEMM_BLOCK; k++) b[k] = xt[jj][lp + k * GEMM_GROUP];
-#pragma unroll
-            for (int i = 0; i < GEMM_BLOCK; i++)
-#pragma unroll
-                for (int k = 0; k < GEMM_BLOCK; k++) acc[i][k] += a[i] * b[k];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites what this one's products read
-    }
-#pragma unroll
-    for (int i = 0; i < GEMM_BLOCK; i++) {
-#pragma unroll
-        for (int k = 0; k < GEMM_BLOCK; k++) {
-            const int r = r0 + lr + i * GEMM_GROUP, p = p0 + lp + k * GEMM_GROUP;
-            if (r < rows && p < positions) {
-                __global float* o = out + out_offset + (size_t)p * rows + r;
-                *o = accumulate ? *o + acc[i][k] : acc[i][k];
+            for (int k = 0; k < GEMM_SLOTS_P; k++) {
+                const int r = r0 + 2 * gemm_slot_row(i), p = p0 + gemm_slot_pos(k);
+                if (r >= rows || p >= positions) continue;  // (rows are even: so is r + 1 < rows)
+                const float v0 = acc[i][k], v1 = acc[GEMM_SLOTS_R / 2 + i][k];
+                if (part == 2) {
+                    value_cache[(size_t)(pos + p) * kv_dim + r] = v0;
+                    value_cache[(size_t)(pos + p) * kv_dim + r + 1] = v1;
+                    continue;
+                }
+                __global float* o = part == 0 ? q + (size_t)p * dim : key_cache + (size_t)(pos + p) * kv_dim;
+                rope_pair(o, r, v0, v1, rope + (size_t)(pos + p) * head_size + 2 * ((r % head_size) / 2));
             }
         }
     }
 }
-#endif
-#endif
 
-// RoPE of every position of the batch, in place: q (positions, dim) and the keys the batch wrote to the
-// cache (positions from pos on, kv_dim each), one (even, odd) pair per work-item, as attn_qkv_rope rotates them.
-__kernel void rope_rows(__global float* q, __global float* key_cache, __global const float* rope, int dim, int kv_dim,
-                        int head_size, int pos, int positions) {
-    const int pair = get_global_id(0), p = get_global_id(1);
-    if (pair >= (dim + kv_dim) / 2 || p >= positions) return;
-    int r = 2 * pair;
-    __global float* v = q + (size_t)p * dim;
-    if (r >= dim) {
-        r -= dim;
-        v = key_cache + (size_t)(pos + p) * kv_dim;
+// The batch's FFN hidden state: hb[p] = silu(w1 . xn[p]) * (w3 . xn[p]), as ffn_gate_up computes it. A
+// block takes GEMM_HALF rows of w1 and the same rows of w3.
+__kernel void gemm_gate_up(__global const weight_t* w1, __global const weight_t* w3, __global const float* in,
+                           __global float* hb, int dim, int hidden_dim, int positions) {
+    GEMM_LOCALS;
+    GEMM_FOR_BLOCKS(block, p0, (hidden_dim + GEMM_HALF - 1) / GEMM_HALF, positions) {
+        const int r0 = block * GEMM_HALF;
+        float acc[GEMM_SLOTS_R][GEMM_SLOTS_P];
+        gemm_block(w1, r0, hidden_dim, w3, r0, hidden_dim, 1, in, dim, p0, positions, GEMM_LOCAL_ARGS, acc);
+#pragma unroll
+        for (int i = 0; i < GEMM_SLOTS_R / 2; i++) {
+#pragma unroll
+            for (int k = 0; k < GEMM_SLOTS_P; k++) {
+                const int r = r0 + gemm_slot_row(i), p = p0 + gemm_slot_pos(k);
+                if (r >= hidden_dim || p >= positions) continue;
+                hb[(size_t)p * hidden_dim + r] = swiglu_of(acc[i][k], acc[GEMM_SLOTS_R / 2 + i][k]);
+            }
+        }
     }
-    __global const float* cs = rope + (size_t)(pos + p) * head_size + 2 * ((r % head_size) / 2);
-    const float fcr = cs[0], fci = cs[1], v0 = v[r], v1 = v[r + 1];
-    v[r] = v0 * fcr - v1 * fci;
-    v[r + 1] = v0 * fci + v1 * fcr;
 }
 
-// SwiGLU of `count` elements in place: gate = silu(gate) * up, as ffn_gate_up computes it.
-__kernel void swiglu(__global float* gate, __global const float* up, int count) {
-    const int i = get_global_id(0);
-    if (i >= count) return;
-    float val = gate[i];
-    val *= (1.0f / (1.0f + model_exp(-val)));  // silu, as run.c writes it
-    gate[i] = val * up[i];
-}
+#endif  // FLOAT_WEIGHTS
 
 // Causal attention of the batch's positions pos, pos + 1, ... over the cache, which holds their keys and
 // values already: position pos + p attends to cache positions 0..pos + p. One work-item per (head,

@@ -1,8 +1,8 @@
-// Prefill's matrix-matrix products for Q8_0 weights (prefill.cl's gemm for the float formats): each
-// position's input is quantized first (quantize_rows) into a row laid out as a weight row, and every output
-// element is runq.c's matmul of the two, its groups' terms ((float)ival * w_scale) * x_scale added in
-// order, so a prefilled position's values are the decode kernels' on the CPU families and runq.c's
-// matmul on every family.
+// Prefill's matrix-matrix products for Q8_0 weights (prefill.cl's for the float formats): each position's
+// input is quantized first (quantize_rows) into a row laid out as a weight row, and every output element
+// is runq.c's matmul of the two, its groups' terms ((float)ival * w_scale) * x_scale added in order, so a
+// prefilled position's values are the decode kernels' on the CPU families and runq.c's matmul on every
+// family. The products are not fused: RoPE and SwiGLU are kernels of their own (rope_rows, swiglu).
 #ifdef WEIGHT_Q8_0
 
 // Each position's row of x (positions x n floats) quantized as stage_input quantizes a decode step's
@@ -84,9 +84,14 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
 }
 #else
 // GPU family: a work-group of GEMM_GROUP x GEMM_GROUP work-items computes a tile of GEMM_TILE rows by
-// GEMM_TILE positions, each work-item GEMM_BLOCK x GEMM_BLOCK of it (rows and positions GEMM_GROUP
-// apart). Group by group, the tile's words pass through local memory Q8_TILE_WORDS at a time and each
-// work-item forms its elements' integer dot products; then the group's scales fold them into the sums.
+// GEMM_TILE positions (the shape's own build's tile, gemm_gpu.cl's default: KernelSet::gemm), each
+// work-item GEMM_BLOCK x GEMM_BLOCK of it (rows and positions GEMM_GROUP apart). Group by group, the
+// tile's words pass through local memory Q8_TILE_WORDS at a time and each work-item forms its elements'
+// integer dot products; then the group's scales fold them into the sums.
+#if GEMM_TR != GEMM_TP
+#error "Q8_0's gemm computes square tiles"
+#endif
+#define GEMM_TILE GEMM_TR
 #define GEMM_BLOCK (GEMM_TILE / GEMM_GROUP)
 #define Q8_TILE_WORDS (GROUP_SIZE / 4 < 16 ? GROUP_SIZE / 4 : 16)
 __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset, int n,
@@ -154,4 +159,25 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
     }
 }
 #endif
+
+// RoPE of every position of the batch, in place: q (positions, dim) and the keys the batch wrote to the
+// cache (positions from pos on, kv_dim each), one (even, odd) pair per work-item.
+__kernel void rope_rows(__global float* q, __global float* key_cache, __global const float* rope, int dim, int kv_dim,
+                        int head_size, int pos, int positions) {
+    const int pair = get_global_id(0), p = get_global_id(1);
+    if (pair >= (dim + kv_dim) / 2 || p >= positions) return;
+    int r = 2 * pair;
+    __global float* v = q + (size_t)p * dim;
+    if (r >= dim) {
+        r -= dim;
+        v = key_cache + (size_t)(pos + p) * kv_dim;
+    }
+    rope_pair(v, r, v[r], v[r + 1], rope + (size_t)(pos + p) * head_size + 2 * ((r % head_size) / 2));
+}
+
+// SwiGLU of `count` elements in place: gate = silu(gate) * up.
+__kernel void swiglu(__global float* gate, __global const float* up, int count) {
+    const int i = get_global_id(0);
+    if (i < count) gate[i] = swiglu_of(gate[i], up[i]);
+}
 #endif

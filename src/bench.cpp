@@ -273,6 +273,7 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         r.plan = model.plan();
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
+        r.prompt_tensor_cores = model.tensor_cores();
         if (r.prompt > 0) time_prefill(model, o, r, progress);
         time_decode(model, o, r, progress);
         // After the runs: the token kernel may have given up during them and left the rest per op.

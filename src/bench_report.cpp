@@ -116,9 +116,9 @@ std::string format_bench_text(const BenchResult& r) {
     if (r.prompt > 0) {
         std::string prompt_runs;
         for (double v : r.run_prompt_tok_s) prompt_runs += format(" %.2f", v);
-        t += format("prefill:     %.2f tok/s (%.3f ms for %d positions), median of %d runs; runs:%s\n", r.prompt_tok_s,
-                    r.prompt / r.prompt_tok_s * 1e3, r.prompt, static_cast<int>(r.run_prompt_tok_s.size()),
-                    prompt_runs.c_str());
+        t += format("prefill:     %.2f tok/s (%.3f ms for %d positions), median of %d runs; runs:%s; GEMMs on %s\n",
+                    r.prompt_tok_s, r.prompt / r.prompt_tok_s * 1e3, r.prompt, static_cast<int>(r.run_prompt_tok_s.size()),
+                    prompt_runs.c_str(), r.prompt_tensor_cores ? "tensor cores (3xTF32)" : "the portable kernels");
         t += format("flops:       %.3f GFLOP per prompt; achieved %.2f GFLOP/s = %.1f%% of the FMA throughput "
                     "(%.2f GFLOP/s, fma_f32)\n",
                     prefill_flops(r.config, r.prompt) / 1e9, r.prompt_gflops, r.prompt_fma_pct, r.device_fma_gflops);
@@ -183,6 +183,7 @@ std::string format_bench_json(const BenchResult& r) {
         j["device_fma_gflops"] = r.device_fma_gflops;
         j["prompt_gflops"] = r.prompt_gflops;
         j["prompt_fma_pct"] = r.prompt_fma_pct;
+        j["prompt_tensor_cores"] = r.prompt_tensor_cores;
     }
     j["profiled"] = r.profiled;
     if (r.profiled) {

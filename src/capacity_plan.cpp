@@ -73,13 +73,13 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     p.constant_bytes = static_cast<std::uint64_t>(c.seq_len) * c.head_size() * f;  // RoPE cos/sin table
     if (finalize == Finalize::device) p.constant_bytes += size.embedding_bytes() + c.dim * f;
     // WorkingBuffers as the kernels this device may build size them: attention split into the most
-    // chunks any device uses, its scores counted in memory though kernels built with device fences keep
-    // them in local memory (the plan precedes the build); then the token kernel's chunk length per
+    // chunks any device uses, its scores (and prefill's) counted in memory though kernels built with device
+    // fences (and attention_tiles) keep them in local memory (the plan precedes the build); then the token kernel's chunk length per
     // position (int, seq_len), counted whether or not it runs.
     const auto working_bytes = [&](int prefill_batch) {
         const WorkingBuffers::Sizes work(c, max_attention_chunks(c),
                                          kMinGroupsPerComputeUnit * static_cast<int>(device.compute_units), true,
-                                         prefill_batch);
+                                         true, prefill_batch);
         return work.total() + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int);
     };
     p.working_bytes = working_bytes(1);

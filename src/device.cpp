@@ -258,6 +258,8 @@ std::vector<FoundDevice> enumerate_devices() {
                 if (extensions.find("cl_nv_device_attribute_query") != std::string::npos) {
                     info.registers_per_group = dev.getInfo<CL_DEVICE_REGISTERS_PER_BLOCK_NV>();
                     info.warp_size = dev.getInfo<CL_DEVICE_WARP_SIZE_NV>();
+                    info.compute_capability = static_cast<int>(dev.getInfo<CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV>() * 10 +
+                                                               dev.getInfo<CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV>());
                 }
                 info.register_cap_option = extensions.find("cl_nv_compiler_options") != std::string::npos;
                 info.fp64 = extensions.find("cl_khr_fp64") != std::string::npos;

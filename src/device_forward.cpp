@@ -54,13 +54,14 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
                           prefill_batch_for(launch_shape(device, options, ck.weight_format()), c_), options.positions)),
       // The kernels are built for the matrices' format (the file's, or --weights').
-      kernels_(device, launch_shape(device, options, ck.weight_format()), c_.weight_format),
+      kernels_(device, launch_shape(device, options, ck.weight_format()), c_.weight_format, true, "",
+               options.tensor_cores ? TensorCores::where_present : TensorCores::never),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
                                    options.schedule == Schedule::token, per_op_reason_)),
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
-            !kernels_.device_fences(), plan_.prefill_batch),
+            !kernels_.device_fences(), !kernels_.attention_tiles_possible(c_.head_size()), plan_.prefill_batch),
       kv_(device, c_, stacked_),
       weights_(device, ck, kernels_.weight_layout(), plan_, options.finalize, options.host_mirror, stacked_, counters_) {
     // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
@@ -109,7 +110,7 @@ std::span<float> DeviceForward::result_logits() {
 std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
     if (tokens.empty() || first < 0 || first + tokens.size() > static_cast<std::size_t>(c_.seq_len))
         throw std::invalid_argument("prefill: positions outside the context, or no token");
-    if (fault_ || !kernels_.prefill_possible()) return Forward::prefill(tokens, first, each);
+    if (fault_ || !kernels_.prefill_possible(c_)) return Forward::prefill(tokens, first, each);
     const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
     std::span<float> logits;
     try {
@@ -135,17 +136,8 @@ std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, 
     return logits;
 }
 
-void DeviceForward::enqueue_gemm(const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset, int n,
-                                 int rows, int positions, bool accumulate, Command command) {
-    bind_args(kernels_.gemm, signatures::gemm,
-         {{"w", w}, {"in", in}, {"out", out}, {"out_offset", out_offset}, {"n", n}, {"rows", rows},
-          {"positions", positions}, {"accumulate", accumulate ? 1 : 0}});
-    launch({&kernels_.gemm, kernels_.gemm_range(rows, positions)}, command);
-}
-
 void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) {
     const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim, n = static_cast<int>(tokens.size());
-    const int kv_at_pos = pos * kv_dim;
     const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
     for (int i = 0; i < n; ++i) {
         // The mapping outlives the copies, so they need not be waited for.
@@ -160,6 +152,16 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
              {{"x", work_.batch_x}, {"weight", weight}, {"out", work_.batch_xn}, {"n", dim}});
         launch({&kernels_.rmsnorm_rows, kernels_.groups(n)}, Command::rmsnorm_rows);
     };
+    using Gemm = KernelSet::Gemm;
+    // out (positions x rows, from out_offset) = in times w's rows, or added to what out holds (accumulate).
+    const auto product = [&](const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset,
+                             int width, int rows, bool accumulate, Command command) {
+        const KernelSet::Launch gemm = kernels_.gemm(Gemm::gemm, {rows}, n);
+        bind_args(*gemm.kernel, signatures::gemm,
+             {{"w", w}, {"in", in}, {"out", out}, {"out_offset", out_offset}, {"n", width}, {"rows", rows},
+              {"positions", n}, {"accumulate", accumulate ? 1 : 0}});
+        launch(gemm, command);
+    };
     // A GEMM's input as its weights' format multiplies it: the activations, or for Q8_0 each position's
     // row quantized (where runq.c quantizes it: once for wq, wk and wv, once for w1 and w3).
     const bool q8 = c_.weight_format.type == ElementType::q8_0;
@@ -170,35 +172,67 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
         launch({&kernels_.quantize_rows, kernels_.groups(n)}, Command::quantize_rows);
         return work_.batch_xq;
     };
+    const auto residual = [&](const cl::Buffer& w, const cl::Buffer& in, int width, Command command) {
+        product(w, gemm_input(in, width), work_.batch_x, 0, width, dim, true, command);
+    };
+    const bool tiled_attention = kernels_.attention_tiles_possible(c_.head_size());
+    const auto tiles_local = kernels_.attention_tiles_local(c_.head_size());
     for (int l = 0; l < c_.n_layers; ++l) {
         const LayerBuffers& w = weights_.acquire(l);
         // Attention: the batch's keys and values go straight into the cache, rotated there with the queries,
         // before any position of the batch attends to them.
         norm(w.rms_att);
-        const cl::Buffer& xn = gemm_input(work_.batch_xn, dim);
-        enqueue_gemm(w.wq, xn, work_.batch_q, 0, dim, dim, n, false, Command::gemm_q);
-        enqueue_gemm(w.wk, xn, kv_.keys(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_k);
-        enqueue_gemm(w.wv, xn, kv_.values(l), kv_at_pos, dim, kv_dim, n, false, Command::gemm_v);
-        bind_args(kernels_.rope_rows, signatures::rope_rows,
-             {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"rope", weights_.rope_table()}, {"dim", dim},
-              {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
-        launch({&kernels_.rope_rows, kernels_.per_position((dim + kv_dim) / 2, n)}, Command::rope_rows);
-        bind_args(kernels_.attention_rows, signatures::attention_rows,
-             {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
-              {"att", work_.batch_att}, {"out", work_.batch_xb}, {"n_heads", c_.n_heads},
-              {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
-              {"pos", pos}, {"positions", n}});
-        launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
-        enqueue_gemm(w.wo, gemm_input(work_.batch_xb, dim), work_.batch_x, 0, dim, dim, n, true, Command::gemm_wo);
+        if (q8) {  // the products, then RoPE (prefill_q8.cl)
+            const cl::Buffer& xn = gemm_input(work_.batch_xn, dim);
+            const int kv_at_pos = pos * kv_dim;
+            product(w.wq, xn, work_.batch_q, 0, dim, dim, false, Command::gemm_q);
+            product(w.wk, xn, kv_.keys(l), kv_at_pos, dim, kv_dim, false, Command::gemm_k);
+            product(w.wv, xn, kv_.values(l), kv_at_pos, dim, kv_dim, false, Command::gemm_v);
+            bind_args(kernels_.rope_rows, signatures::rope_rows,
+                 {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"rope", weights_.rope_table()}, {"dim", dim},
+                  {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
+            launch({&kernels_.rope_rows, kernels_.per_position((dim + kv_dim) / 2, n)}, Command::rope_rows);
+        } else {
+            const KernelSet::Launch qkv = kernels_.gemm(Gemm::qkv_rope, {dim, kv_dim, kv_dim}, n);
+            bind_args(*qkv.kernel, signatures::gemm_qkv_rope,
+                 {{"wq", w.wq}, {"wk", w.wk}, {"wv", w.wv}, {"in", work_.batch_xn}, {"rope", weights_.rope_table()},
+                  {"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"dim", dim},
+                  {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
+            launch(qkv, Command::gemm_qkv_rope);
+        }
+        if (tiled_attention) {
+            bind_args(kernels_.attention_tiles, signatures::attention_tiles,
+                 {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
+                  {"out", work_.batch_xb}, {"n_heads", c_.n_heads}, {"head_size", c_.head_size()}, {"kv_dim", kv_dim},
+                  {"kv_mul", c_.kv_mul()}, {"pos", pos}, {"positions", n}, {"queries", tiles_local[0]},
+                  {"keys", tiles_local[1]}, {"scores", tiles_local[2]}, {"exchange", tiles_local[3]}});
+            launch({&kernels_.attention_tiles, kernels_.attention_tiles_range(c_.n_heads, n)}, Command::attention_tiles);
+        } else {
+            bind_args(kernels_.attention_rows, signatures::attention_rows,
+                 {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
+                  {"att", work_.batch_att}, {"out", work_.batch_xb}, {"n_heads", c_.n_heads},
+                  {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
+                  {"pos", pos}, {"positions", n}});
+            launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
+        }
+        residual(w.wo, work_.batch_xb, dim, Command::gemm_wo);
 
         norm(w.rms_ffn);
-        const cl::Buffer& ffn_in = gemm_input(work_.batch_xn, dim);
-        enqueue_gemm(w.w1, ffn_in, work_.batch_hb, 0, dim, hidden, n, false, Command::gemm_w1);
-        enqueue_gemm(w.w3, ffn_in, work_.batch_hb_up, 0, dim, hidden, n, false, Command::gemm_w3);
-        bind_args(kernels_.swiglu, signatures::swiglu,
-             {{"gate", work_.batch_hb}, {"up", work_.batch_hb_up}, {"count", n * hidden}});
-        launch({&kernels_.swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
-        enqueue_gemm(w.w2, gemm_input(work_.batch_hb, hidden), work_.batch_x, 0, hidden, dim, n, true, Command::gemm_w2);
+        if (q8) {  // the products, then SwiGLU (prefill_q8.cl)
+            const cl::Buffer& ffn_in = gemm_input(work_.batch_xn, dim);
+            product(w.w1, ffn_in, work_.batch_hb, 0, dim, hidden, false, Command::gemm_w1);
+            product(w.w3, ffn_in, work_.batch_hb_up, 0, dim, hidden, false, Command::gemm_w3);
+            bind_args(kernels_.swiglu, signatures::swiglu,
+                 {{"gate", work_.batch_hb}, {"up", work_.batch_hb_up}, {"count", n * hidden}});
+            launch({&kernels_.swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
+        } else {
+            const KernelSet::Launch gate_up = kernels_.gemm(Gemm::gate_up, {2 * hidden}, n);
+            bind_args(*gate_up.kernel, signatures::gemm_gate_up,
+                 {{"w1", w.w1}, {"w3", w.w3}, {"in", work_.batch_xn}, {"hb", work_.batch_hb}, {"dim", dim},
+                  {"hidden_dim", hidden}, {"positions", n}});
+            launch(gate_up, Command::gemm_gate_up);
+        }
+        residual(w.w2, work_.batch_hb, hidden, Command::gemm_w2);
     }
 }
 

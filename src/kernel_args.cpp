@@ -26,11 +26,16 @@ constexpr Names kArgmax[] = {"logits", "count", "partial"};
 constexpr Names kArgmaxEmbed[] = {"logits", "partial", "groups", "choose", "tokens", "pos", "table", "x", "dim"};
 constexpr Names kRmsnormRows[] = {"x", "weight", "out", "n"};
 constexpr Names kGemm[] = {"w", "in", "out", "out_offset", "n", "rows", "positions", "accumulate"};
-constexpr Names kRopeRows[] = {"q", "key_cache", "rope", "dim", "kv_dim", "head_size", "pos", "positions"};
-constexpr Names kSwiglu[] = {"gate", "up", "count"};
+constexpr Names kGemmQkvRope[] = {"wq",        "wk",          "wv",  "in",     "rope",      "q",  "key_cache",
+                                  "value_cache", "dim", "kv_dim", "head_size", "pos", "positions"};
+constexpr Names kGemmGateUp[] = {"w1", "w3", "in", "hb", "dim", "hidden_dim", "positions"};
 constexpr Names kAttentionRows[] = {"q",      "key_cache", "value_cache", "att", "out", "n_heads", "head_size",
                                     "kv_dim", "kv_mul",    "seq_len",     "pos", "positions"};
+constexpr Names kAttentionTiles[] = {"q",   "key_cache", "value_cache", "out",  "n_heads", "head_size", "kv_dim",
+                                     "kv_mul", "pos",     "positions",   "queries", "keys", "scores",   "exchange"};
 constexpr Names kQuantizeRows[] = {"x", "out", "n", "staged"};
+constexpr Names kRopeRows[] = {"q", "key_cache", "rope", "dim", "kv_dim", "head_size", "pos", "positions"};
+constexpr Names kSwiglu[] = {"gate", "up", "count"};
 constexpr Names kForwardToken[] = {
     "x",         "rms_att",     "wq",        "wk",         "wv",         "wo",          "rms_ffn",
     "w1",        "w2",          "w3",        "rope",       "key_cache",  "value_cache", "q",
@@ -51,20 +56,24 @@ const KernelSignature argmax{"argmax", kArgmax};
 const KernelSignature argmax_embed{"argmax_embed", kArgmaxEmbed};
 const KernelSignature rmsnorm_rows{"rmsnorm_rows", kRmsnormRows};
 const KernelSignature gemm{"gemm", kGemm};
+const KernelSignature gemm_qkv_rope{"gemm_qkv_rope", kGemmQkvRope};
+const KernelSignature gemm_gate_up{"gemm_gate_up", kGemmGateUp};
+const KernelSignature attention_rows{"attention_rows", kAttentionRows};
+const KernelSignature attention_tiles{"attention_tiles", kAttentionTiles};
+const KernelSignature quantize_rows{"quantize_rows", kQuantizeRows};
 const KernelSignature rope_rows{"rope_rows", kRopeRows};
 const KernelSignature swiglu{"swiglu", kSwiglu};
-const KernelSignature attention_rows{"attention_rows", kAttentionRows};
-const KernelSignature quantize_rows{"quantize_rows", kQuantizeRows};
 const KernelSignature forward_token{"forward_token", kForwardToken};
 }  // namespace signatures
 
 std::span<const KernelSignature* const> kernel_signatures() {
-    static const std::array<const KernelSignature*, 15> all = {
+    static const std::array<const KernelSignature*, 18> all = {
         &signatures::attn_qkv_rope, &signatures::ffn_gate_up,     &signatures::rmsnorm,
         &signatures::classifier,    &signatures::matvec_residual, &signatures::attention,
         &signatures::argmax,        &signatures::argmax_embed,    &signatures::rmsnorm_rows,
-        &signatures::gemm,          &signatures::rope_rows,       &signatures::swiglu,
-        &signatures::attention_rows, &signatures::quantize_rows, &signatures::forward_token};
+        &signatures::gemm,          &signatures::gemm_qkv_rope,   &signatures::gemm_gate_up,
+        &signatures::attention_rows, &signatures::attention_tiles, &signatures::quantize_rows,
+        &signatures::rope_rows,     &signatures::swiglu,          &signatures::forward_token};
     return all;
 }
 

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "llamacl/export.hpp"
 #include "llamacl/model_math.hpp"
@@ -37,15 +39,17 @@ bool correctly_rounded_division(const Device& d) {
 
 }  // namespace
 
-KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFormat& w, bool warp_shuffles)
+KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFormat& w, bool warp_shuffles,
+                             TensorCores tensor_cores)
     : device(d),
-      kernels(d, shape, w, warp_shuffles),
+      kernels(d, shape, w, warp_shuffles, "", tensor_cores),
       weights(w),
       exact(shape.family() == ShapeFamily::exact && correctly_rounded_division(d)),
       exact_exp(exact && kernels.glibc_expf()),
       exact_products(w.type == ElementType::q8_0 ? !shape.gpu_family() && correctly_rounded_division(d) : exact),
       exact_gemm(w.type == ElementType::q8_0 ? correctly_rounded_division(d) : exact),
-      tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4) {}
+      tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4),
+      emulated(tensor_cores == TensorCores::emulated) {}
 
 int KernelHarness::row_length(int n, int multiple) const {
     const int step = weights.type == ElementType::q8_0 ? std::lcm(multiple, weights.group_size) : multiple;
@@ -589,6 +593,25 @@ namespace {
 // The position counts the batch kernels are tried on: one, a few, and either side of the GPU tile (64).
 const int kBatchPositions[] = {1, 3, 17, 63, 64, 65};
 
+// A GEMM's launches: on GPU shapes once for each tile gemm_gpu.cl is built for (Q8_0 has its one), on CPU
+// shapes the one; emulated tensor cores take the largest and the smallest tile (every count of m16n8k8
+// blocks a warp takes) and two batch sizes, a part of a tile and a whole one.
+std::vector<std::optional<GemmTile>> tiles_of(const KernelHarness& h) {
+    if (!h.kernels.shape().gpu_family() || h.weights.type == ElementType::q8_0) return {std::nullopt};
+    // (The emulation's matrices and the largest tile take 82 KiB of local memory; GPUs have 48 or 64 KiB,
+    // and their own tensor cores run every tile on the "gpu" shape where they have them.)
+    if (h.emulated && h.device.info().local_mem_bytes < 96 * 1024) return {kOwnGemmTile};
+    if (h.emulated) return {kGemmTiles[0], kOwnGemmTile};
+    return {std::begin(kGemmTiles), std::end(kGemmTiles)};
+}
+std::vector<int> batch_positions(const KernelHarness& h) {
+    if (h.emulated) return {3, 64};
+    return {std::begin(kBatchPositions), std::end(kBatchPositions)};
+}
+std::string describe(const std::optional<GemmTile>& tile) {
+    return tile ? ", tile " + std::to_string(tile->rows) + "x" + std::to_string(tile->positions) : "";
+}
+
 }  // namespace
 
 // rmsnorm_rows: every position's x normalized with the same weights.
@@ -709,17 +732,18 @@ KernelCheckResult check_gemm(KernelHarness& h) {
     struct Case {
         int n, rows;
     };
-    // Rows below, at and past a GPU tile (64) and a CPU work-item's four; n short, long and with a tail
-    // past the float16 steps and the tile's 16 elements.
-    const Case cases[] = {{37, 11}, {1, 1}, {3, 65}, {260, 64}, {17, 130}, {64, 5}};
+    // Rows below, at and past a GPU tile's halves and tiles (32, 64, 128) and a CPU work-item's four; n
+    // short, long and with a tail past the float16 steps and a GPU step's 16 elements.
+    const Case cases[] = {{37, 11}, {1, 1}, {3, 65}, {260, 64}, {17, 130}, {64, 5}, {33, 129}};
     const int pad = 7;  // sentinels before and after the output catch writes of clamped rows and positions
     std::mt19937 rng(123);
-    for (const Case& shape : cases) {
-        const Case c{h.row_length(shape.n), shape.rows};
-        for (int positions : kBatchPositions) {
-            for (int accumulate : {0, 1}) {
+    for (const std::optional<GemmTile>& tile : tiles_of(h)) {
+        for (const Case& shape : cases) {
+            const Case c{h.row_length(shape.n), shape.rows};
+            for (int positions : batch_positions(h)) {
+                const int accumulate = positions % 2;  // stored for some counts, added for the others
                 cmp.context = "n " + std::to_string(c.n) + " rows " + std::to_string(c.rows) + " positions " +
-                              std::to_string(positions) + (accumulate ? " accumulating" : " storing");
+                              std::to_string(positions) + (accumulate ? " accumulating" : " storing") + describe(tile);
                 const auto w = h.upload_matrix(random_vector(static_cast<std::size_t>(c.rows) * c.n, rng), c.rows, c.n);
                 const auto in = random_vector(static_cast<std::size_t>(positions) * c.n, rng, -2.0f, 2.0f);
                 const std::size_t count = static_cast<std::size_t>(positions) * c.rows;
@@ -738,8 +762,8 @@ KernelCheckResult check_gemm(KernelHarness& h) {
                     }
                 }
                 cl::Buffer in_b = h.gemm_input(in, positions, c.n), out_b = h.upload(out);
-                h.run(h.kernels.gemm, h.kernels.gemm_range(c.rows, positions), w.buffer, in_b, out_b, pad, c.n, c.rows,
-                      positions, accumulate);
+                const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gemm, {c.rows}, positions, tile);
+                h.run(*l.kernel, l.range, w.buffer, in_b, out_b, pad, c.n, c.rows, positions, accumulate);
                 const auto got = h.download(out_b, out.size());
                 if (h.exact_gemm)
                     cmp.bit_identical(slice(got, pad, count), expected, "out");
@@ -747,6 +771,102 @@ KernelCheckResult check_gemm(KernelHarness& h) {
                     cmp.close(slice(got, pad, count), expected, h.tolerance, "out");
                 cmp.untouched(slice(got, 0, pad), "out before out_offset");
                 cmp.untouched(slice(got, pad + count, pad), "out past the last position");
+            }
+        }
+    }
+    return result;
+}
+
+// gemm_qkv_rope (float weights): the batch's q, k, v, RoPE applied at positions pos.., k and v into the
+// cache's rows from pos on and nowhere else.
+KernelCheckResult check_gemm_qkv_rope(KernelHarness& h) {
+    KernelCheckResult result("gemm_qkv_rope");
+    KernelComparer cmp(result);
+    const int seq_len = 140;
+    struct Case {
+        int dim, kv_dim, head_size, pos, positions;
+    };
+    // Matrices shorter than a tile's half, between, and longer than a tile (GQA, MQA, MHA); batches from
+    // the start and mid-sequence, either side of the GPU tiles' positions.
+    const Case cases[] = {{8, 8, 4, 0, 1},     {24, 8, 8, 5, 17},      {48, 16, 8, 20, 65},
+                          {12, 12, 6, 139, 1}, {260, 130, 130, 3, 64}, {136, 68, 34, 7, 129}};
+    std::mt19937 rng(8);
+    for (const std::optional<GemmTile>& tile : tiles_of(h)) {
+        for (const Case& c : cases) {
+            cmp.context = "dim " + std::to_string(c.dim) + " kv_dim " + std::to_string(c.kv_dim) + " pos " +
+                          std::to_string(c.pos) + " positions " + std::to_string(c.positions) + describe(tile);
+            const int dim = c.dim, kv_dim = c.kv_dim;
+            const auto in = random_vector(static_cast<std::size_t>(c.positions) * dim, rng, -2.0f, 2.0f);
+            const auto wq = h.upload_matrix(random_vector(static_cast<std::size_t>(dim) * dim, rng), dim, dim);
+            const auto wk = h.upload_matrix(random_vector(static_cast<std::size_t>(kv_dim) * dim, rng), kv_dim, dim);
+            const auto wv = h.upload_matrix(random_vector(static_cast<std::size_t>(kv_dim) * dim, rng), kv_dim, dim);
+            const std::size_t cache_size = static_cast<std::size_t>(seq_len) * kv_dim;
+            std::vector<float> q_want(static_cast<std::size_t>(c.positions) * dim), k_want(cache_size, kKernelSentinel),
+                v_want(cache_size, kKernelSentinel);
+            for (int p = 0; p < c.positions; ++p) {
+                const float* x = in.data() + static_cast<std::size_t>(p) * dim;
+                float* q = q_want.data() + static_cast<std::size_t>(p) * dim;
+                float* k = k_want.data() + static_cast<std::size_t>(c.pos + p) * kv_dim;
+                KernelHarness::matmul(q, x, wq);
+                KernelHarness::matmul(k, x, wk);
+                KernelHarness::matmul(v_want.data() + static_cast<std::size_t>(c.pos + p) * kv_dim, x, wv);
+                rope(q, k, c.pos + p, dim, kv_dim, c.head_size);
+            }
+            cl::Buffer q_b = h.upload(std::vector<float>(q_want.size(), kKernelSentinel));
+            cl::Buffer k_b = h.upload(std::vector<float>(cache_size, kKernelSentinel));
+            cl::Buffer v_b = h.upload(std::vector<float>(cache_size, kKernelSentinel));
+            const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::qkv_rope, {dim, kv_dim, kv_dim}, c.positions, tile);
+            h.run(*l.kernel, l.range, wq.buffer, wk.buffer, wv.buffer, h.upload(in),
+                  h.upload(rope_table(seq_len, c.head_size)), q_b, k_b, v_b, dim, kv_dim, c.head_size, c.pos,
+                  c.positions);
+            cmp.match(h, true, h.download(q_b, q_want.size()), q_want, "q");
+            const std::size_t at = static_cast<std::size_t>(c.pos) * kv_dim,
+                              count = static_cast<std::size_t>(c.positions) * kv_dim;
+            for (const auto& [buffer, want, what] :
+                 {std::tuple{&k_b, &k_want, "key cache"}, std::tuple{&v_b, &v_want, "value cache"}}) {
+                const auto got = h.download(*buffer, cache_size);
+                cmp.match(h, true, slice(got, at, count), slice(*want, at, count), what);
+                cmp.untouched(slice(got, 0, at), std::string(what) + " rows before the batch");
+                cmp.untouched(slice(got, at + count, cache_size - at - count), std::string(what) + " rows after it");
+            }
+        }
+    }
+    return result;
+}
+
+// gemm_gate_up (float weights): hb[p] = silu(w1 . in[p]) * (w3 . in[p]), nothing past the batch's rows.
+KernelCheckResult check_gemm_gate_up(KernelHarness& h) {
+    KernelCheckResult result("gemm_gate_up");
+    KernelComparer cmp(result);
+    struct Case {
+        int dim, hidden;
+    };
+    const Case cases[] = {{36, 100}, {37, 11}, {1, 1}, {100, 37}, {17, 200}, {6, 65}};
+    const int pad = 5;
+    std::mt19937 rng(4243);
+    for (const std::optional<GemmTile>& tile : tiles_of(h)) {
+        for (const Case& c : cases) {
+            for (int positions : batch_positions(h)) {
+                cmp.context = "dim " + std::to_string(c.dim) + " hidden " + std::to_string(c.hidden) + " positions " +
+                              std::to_string(positions) + describe(tile);
+                const auto in = random_vector(static_cast<std::size_t>(positions) * c.dim, rng, -2.0f, 2.0f);
+                const auto w1 = h.upload_matrix(random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng), c.hidden, c.dim);
+                const auto w3 = h.upload_matrix(random_vector(static_cast<std::size_t>(c.hidden) * c.dim, rng), c.hidden, c.dim);
+                const std::size_t count = static_cast<std::size_t>(positions) * c.hidden;
+                std::vector<float> want(count), up(c.hidden);
+                for (int p = 0; p < positions; ++p) {
+                    float* hb = want.data() + static_cast<std::size_t>(p) * c.hidden;
+                    const float* x = in.data() + static_cast<std::size_t>(p) * c.dim;
+                    KernelHarness::matmul(hb, x, w1);
+                    KernelHarness::matmul(up.data(), x, w3);
+                    swiglu(hb, up.data(), c.hidden);
+                }
+                cl::Buffer hb_b = h.upload(std::vector<float>(count + pad, kKernelSentinel));
+                const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gate_up, {2 * c.hidden}, positions, tile);
+                h.run(*l.kernel, l.range, w1.buffer, w3.buffer, h.upload(in), hb_b, c.dim, c.hidden, positions);
+                const auto got = h.download(hb_b, count + pad);
+                cmp.match_exp(h, slice(got, 0, count), want, "hb");
+                cmp.untouched(slice(got, count, pad), "hb past the batch");
             }
         }
     }
@@ -798,14 +918,17 @@ KernelCheckResult check_rope_rows(KernelHarness& h) {
 KernelCheckResult check_attention_rows(KernelHarness& h) {
     KernelCheckResult result("attention_rows");
     KernelComparer cmp(result);
-    const int seq_len = 100;
+    const int seq_len = 140;
     struct Case {
         AttentionCase heads;
         int pos, positions;  // the batch starts mid-sequence where pos > 0 (after decoded positions)
     };
-    const Case cases[] = {{{"MHA", 4, 4, 6}, 0, 1},       {{"GQA kv_mul 2", 4, 2, 8}, 0, 17},
-                          {{"GQA kv_mul 3", 6, 2, 48}, 5, 3}, {{"MQA", 3, 1, 130}, 20, 65},
-                          {{"GQA kv_mul 2", 4, 2, 10}, 36, 64}, {{"MHA", 2, 2, 6}, 99, 1}};
+    // attention_tiles (GPU shapes) too, where it takes the head size: blocks of 32 queries and 32 keys,
+    // so batches and caches either side of them.
+    const Case cases[] = {{{"MHA", 4, 4, 6}, 0, 1},          {{"GQA kv_mul 2", 4, 2, 8}, 0, 17},
+                          {{"GQA kv_mul 3", 6, 2, 48}, 5, 3},  {{"MQA", 3, 1, 130}, 20, 65},
+                          {{"GQA kv_mul 2", 4, 2, 10}, 36, 64}, {{"MHA", 2, 2, 6}, 139, 1},
+                          {{"GQA kv_mul 4", 8, 2, 64}, 40, 70}, {{"MHA", 2, 2, 128}, 0, 33}};
     std::mt19937 rng(31);
     for (const Case& c : cases) {
         const AttentionCase& a = c.heads;
@@ -828,7 +951,14 @@ KernelCheckResult check_attention_rows(KernelHarness& h) {
         cl::Buffer out_b = h.upload(std::vector<float>(q.size(), kNaN));
         h.run(h.kernels.attention_rows, h.kernels.per_position(a.n_heads, c.positions), q_b, k_b, v_b, att_b, out_b,
               a.n_heads, a.head_size, kv_dim, kv_mul, seq_len, c.pos, c.positions);
-        cmp.match_exp(h, h.download(out_b, q.size()), expected, "attention output");
+        cmp.match_exp(h, h.download(out_b, q.size()), expected, "attention_rows");
+        if (!h.kernels.attention_tiles_possible(a.head_size)) continue;
+        cl::Buffer tiles_out = h.upload(std::vector<float>(q.size(), kNaN));
+        const auto local = h.kernels.attention_tiles_local(a.head_size);
+        h.run(h.kernels.attention_tiles, h.kernels.attention_tiles_range(a.n_heads, c.positions), q_b, k_b, v_b,
+              tiles_out, a.n_heads, a.head_size, kv_dim, kv_mul, c.pos, c.positions, local[0], local[1], local[2],
+              local[3]);
+        cmp.match_exp(h, h.download(tiles_out, q.size()), expected, "attention_tiles");
     }
     return result;
 }
@@ -857,7 +987,12 @@ std::vector<KernelCheck> kernel_checks(const KernelHarness& h) {
     // Prefill's, in the order a layer's batch runs them.
     checks.push_back(check_rmsnorm_rows);
     if (h.weights.type == ElementType::q8_0) checks.push_back(check_quantize_rows);
-    for (KernelCheck c : {check_gemm, check_rope_rows, check_attention_rows, check_swiglu}) checks.push_back(c);
+    // Float builds fuse RoPE and SwiGLU into their GEMMs; Q8_0's run them as kernels of their own.
+    if (h.weights.type == ElementType::q8_0)
+        for (KernelCheck c : {check_gemm, check_rope_rows, check_attention_rows, check_swiglu}) checks.push_back(c);
+    else
+        for (KernelCheck c : {check_gemm_qkv_rope, check_attention_rows, check_gemm, check_gemm_gate_up})
+            checks.push_back(c);
     return checks;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "llamacl/error.hpp"
 
@@ -104,7 +105,7 @@ bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const
 }
 
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
-                     bool warp_shuffles, const std::string& build_options)
+                     bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores)
     : device_(device),
       layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1},
       // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
@@ -113,6 +114,11 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
+      // (Q8_0's integer products have no tensor-core path.)
+      tensor_cores_(weights.type != ElementType::q8_0 &&
+                    (tensor_cores == TensorCores::emulated ||
+                     (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
+                      device.info().compute_capability >= kTf32ComputeCapability))),
       shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
       compute_units_(device.info().compute_units) {
@@ -120,6 +126,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
     if (glibc_expf()) common_options_ += glibc_expf_option();
+    if (tensor_cores_) common_options_ += tensor_cores == TensorCores::emulated ? " -DGEMM_MMA -DMMA_EMULATE" : " -DGEMM_MMA";
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);
@@ -129,14 +136,24 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     argmax = cl::Kernel(program, "argmax");
     argmax_embed = cl::Kernel(program, "argmax_embed");
     rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
-    gemm = cl::Kernel(program, "gemm");
-    rope_rows = cl::Kernel(program, "rope_rows");
-    swiglu = cl::Kernel(program, "swiglu");
     attention_rows = cl::Kernel(program, "attention_rows");
-    if (weights.type == ElementType::q8_0) quantize_rows = cl::Kernel(program, "quantize_rows");
+    if (shape_.gpu_family()) attention_tiles = cl::Kernel(program, "attention_tiles");
+    if (weights.type == ElementType::q8_0) {
+        quantize_rows = cl::Kernel(program, "quantize_rows");
+        rope_rows = cl::Kernel(program, "rope_rows");
+        swiglu = cl::Kernel(program, "swiglu");
+    }
+    // The shape's own build holds the GPU shapes' smallest tile (gemm_gpu.cl's default).
+    gemm_builds_.emplace(kOwnGemmTile, GemmBuild{kOwnGemmTile, gemm_kernels(program)});
     // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
     if (matvec_options_.empty())
         builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
+}
+
+// In Gemm's order.
+KernelSet::GemmKernels KernelSet::gemm_kernels(const cl::Program& program) const {
+    if (layout_.format.type == ElementType::q8_0) return {cl::Kernel(program, "gemm")};
+    return {cl::Kernel(program, "gemm"), cl::Kernel(program, "gemm_qkv_rope"), cl::Kernel(program, "gemm_gate_up")};
 }
 
 // In Matvec's order.
@@ -167,8 +184,7 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                      std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
                                      " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
-                                     " -DGEMM_ROWS=" + std::to_string(kGemmRows) + " -DGEMM_GROUP=" +
-                                     std::to_string(kGemmGroup) + " -DGEMM_TILE=" + std::to_string(kGemmTile) +
+                                     " -DGEMM_ROWS=" + std::to_string(kGemmRows) +
                                      (device_fences() ? " -DDEVICE_FENCES" : "") +
                                      (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + common_options_ + extra,
                                  standard_);
@@ -216,15 +232,95 @@ int prefill_batch_for(const LaunchShape& shape, const Config& config) {
     return std::min(shape.gpu_family() ? kGpuPrefillBatch : kCpuPrefillBatch, config.seq_len);
 }
 
-bool KernelSet::prefill_possible() const {
-    return !shape_.gpu_family() || gemm.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
-                                       static_cast<std::size_t>(kGemmGroup * kGemmGroup);
+bool KernelSet::fits(const cl::Kernel& kernel) const {
+    return kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
+           static_cast<std::size_t>(kGemmGroup * kGemmGroup);
 }
 
-KernelSet::Range KernelSet::gemm_range(int rows, int positions) const {
-    if (!shape_.gpu_family()) return this->rows((rows + kGemmRows - 1) / kGemmRows, 1);
-    const auto tiles = [](int count) { return static_cast<std::size_t>((count + kGemmTile - 1) / kGemmTile); };
-    return {cl::NDRange(tiles(rows) * kGemmGroup, tiles(positions) * kGemmGroup), cl::NDRange(kGemmGroup, kGemmGroup)};
+bool KernelSet::prefill_possible(const Config& c) const {
+    if (!shape_.gpu_family()) return true;
+    const std::uint64_t widest = std::max(c.dim, c.hidden_dim);
+    const std::uint64_t elements = widest * std::max<std::uint64_t>(widest, prefill_batch_for(shape_, c));
+    return elements < (std::uint64_t{1} << 32) && fits(gemm_builds_.at(kOwnGemmTile).kernels[0]);
+}
+
+namespace {
+
+// attention_tiles' work-items (ATT_QUERIES x ATT_LANES), keys per tile and local floats for heads of
+// head_size: the queries and a tile of keys or values in rows of head_size rounded up to odd, the
+// scores, one float per work-item to exchange.
+constexpr int kAttentionTilesItems = 256, kAttentionTilesKeys = 32;
+std::array<std::size_t, 4> attention_tiles_floats(int head_size) {
+    const std::size_t stride = static_cast<std::size_t>(head_size | 1);
+    return {KernelSet::kAttentionTilesQueries * stride, kAttentionTilesKeys * stride,
+            static_cast<std::size_t>(KernelSet::kAttentionTilesQueries) * (kAttentionTilesKeys + 1),
+            kAttentionTilesItems};
+}
+
+}  // namespace
+
+bool KernelSet::attention_tiles_possible(int head_size) const {
+    if (!shape_.gpu_family() || head_size > kAttentionTilesHeadMax) return false;
+    std::size_t bytes = 0;
+    for (std::size_t floats : attention_tiles_floats(head_size)) bytes += floats * sizeof(float);
+    // (The reductions' scratch and what the compiler keeps in local memory itself leave room: staged_count.)
+    return bytes + 1024 <= device_.info().local_mem_bytes &&
+           attention_tiles.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >= kAttentionTilesItems;
+}
+
+KernelSet::Range KernelSet::attention_tiles_range(int n_heads, int positions) const {
+    const std::size_t blocks = static_cast<std::size_t>((positions + kAttentionTilesQueries - 1) / kAttentionTilesQueries);
+    return {cl::NDRange(blocks * kAttentionTilesItems, static_cast<std::size_t>(n_heads)), cl::NDRange(kAttentionTilesItems, 1)};
+}
+
+std::array<cl::LocalSpaceArg, 4> KernelSet::attention_tiles_local(int head_size) const {
+    const auto floats = attention_tiles_floats(head_size);
+    return {cl::Local(floats[0] * sizeof(float)), cl::Local(floats[1] * sizeof(float)),
+            cl::Local(floats[2] * sizeof(float)), cl::Local(floats[3] * sizeof(float))};
+}
+
+int gemm_blocks(std::initializer_list<int> row_extents, int block_rows) {
+    int blocks = 0;
+    for (int rows : row_extents) blocks += (rows + block_rows - 1) / block_rows;
+    return blocks;
+}
+
+GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units) {
+    const auto groups = [&](const GemmTile& t) {
+        return static_cast<std::int64_t>(gemm_blocks(row_extents, t.rows)) * ((positions + t.positions - 1) / t.positions);
+    };
+    const GemmTile* most = &kGemmTiles[0];
+    for (const GemmTile& t : kGemmTiles) {
+        if (groups(t) >= compute_units) return t;
+        if (groups(t) > groups(*most)) most = &t;
+    }
+    return *most;
+}
+
+KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
+                                  std::optional<GemmTile> tile_asked) {
+    const auto index = static_cast<std::size_t>(which);
+    const bool q8 = layout_.format.type == ElementType::q8_0;
+    if (q8 && which != Gemm::gemm) throw std::logic_error("Q8_0 weights have no fused prefill products");
+    if (!shape_.gpu_family())
+        return {&gemm_builds_.at(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
+    const GemmTile wanted = q8           ? kOwnGemmTile  // (prefill_q8.cl's tile)
+                            : tile_asked ? *tile_asked
+                                         : gemm_tile(row_extents, positions, static_cast<int>(compute_units_));
+    auto it = gemm_builds_.find(wanted);
+    if (it == gemm_builds_.end()) {
+        GemmBuild build{wanted, gemm_kernels(build_program(shape_.row_threads, kLongDotBatch,
+                                                           " -DGEMM_TR=" + std::to_string(wanted.rows) +
+                                                               " -DGEMM_TP=" + std::to_string(wanted.positions)))};
+        // A tile whose registers leave too few for a whole work-group takes the smallest one's build instead
+        // (prefill_possible says that one fits).
+        it = gemm_builds_.emplace(wanted, fits(build.kernels[0]) ? build : gemm_builds_.at(kOwnGemmTile)).first;
+    }
+    const GemmTile tile = it->second.tile;
+    const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, tile.rows));
+    const std::size_t position_tiles = static_cast<std::size_t>((positions + tile.positions - 1) / tile.positions);
+    return {&it->second.kernels[index], {cl::NDRange(blocks * kGemmGroup, position_tiles * kGemmGroup),
+                                         cl::NDRange(kGemmGroup, kGemmGroup)}};
 }
 
 KernelSet::Range KernelSet::per_position(int width, int positions) const {

@@ -13,7 +13,7 @@ namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {
     return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0 || no_host_mirror ||
-           !finalize.empty() || (!schedule.empty() && schedule != "auto");
+           no_tensor_cores || !finalize.empty() || (!schedule.empty() && schedule != "auto");
 }
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
@@ -48,6 +48,9 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                  "when layers stream, refill one pinned buffer per chunk instead of keeping a pinned copy of "
                  "the streamed layers in host memory (kept by default when they take at most half of the "
                  "available memory)");
+    cmd.add_flag("--no-tensor-cores", a.no_tensor_cores,
+                 "run the prompt's matrix products on the portable kernels even where the GPU has tensor cores "
+                 "(NVIDIA, compute capability 8.0 on: TF32 mma.sync with split operands, about fp32's accuracy)");
 }
 
 void add_weights_option(CLI::App& cmd, std::string& weights) {
@@ -107,6 +110,7 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
         options.memory_limit =
             static_cast<std::uint64_t>(std::clamp(a.max_device_memory_mib * 1024.0 * 1024.0, 1.0, 0x1p63));
     options.host_mirror = !a.no_host_mirror;
+    options.tensor_cores = !a.no_tensor_cores;
     options.schedule = a.schedule == "per-op" ? Schedule::per_op
                        : a.schedule == "token" ? Schedule::token
                                                : Schedule::automatic;

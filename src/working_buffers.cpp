@@ -7,10 +7,12 @@ namespace llamacl {
 
 namespace {
 std::size_t floats(std::size_t n) { return n * sizeof(float); }
+// Whether prefill runs Q8_0's unfused products (batch_hb_up, batch_xq).
+bool q8_prefill(const Config& c) { return c.weight_format.type == ElementType::q8_0; }
 }  // namespace
 
 WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_groups, bool scores_in_memory,
-                             int prefill_batch)
+                             bool prefill_scores_in_memory, int prefill_batch)
     : x(floats(c.dim)),
       xn(floats(c.dim)),
       q(floats(c.dim)),
@@ -27,12 +29,11 @@ WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_g
       batch_q(batch_x),
       batch_xb(batch_x),
       batch_hb(floats(static_cast<std::size_t>(prefill_batch) * c.hidden_dim)),
-      batch_hb_up(batch_hb),
-      batch_att(floats(static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len)),
-      batch_xq(c.weight_format.type == ElementType::q8_0
-                   ? static_cast<std::size_t>(prefill_batch) *
-                         c.weight_format.bytes(static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)))
-                   : floats(1)) {}
+      batch_att(floats(prefill_scores_in_memory ? static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len : 1)),
+      batch_hb_up(q8_prefill(c) ? batch_hb : floats(1)),
+      batch_xq(q8_prefill(c) ? static_cast<std::size_t>(prefill_batch) *
+                                   c.weight_format.bytes(static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)))
+                             : floats(1)) {}
 
 std::uint64_t WorkingBuffers::Sizes::total() const {
     return std::uint64_t{x} + xn + q + xb + hb + att + att_partial + att_arrivals + logits + tokens + argmax_partial +
@@ -40,9 +41,9 @@ std::uint64_t WorkingBuffers::Sizes::total() const {
 }
 
 WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_chunks, int argmax_groups,
-                               bool scores_in_memory, int prefill_batch_)
+                               bool scores_in_memory, bool prefill_scores_in_memory, int prefill_batch_)
     : prefill_batch(prefill_batch_) {
-    const Sizes s(c, attention_chunks, argmax_groups, scores_in_memory, prefill_batch);
+    const Sizes s(c, attention_chunks, argmax_groups, scores_in_memory, prefill_scores_in_memory, prefill_batch);
     x = d.allocate(s.x, "residual stream");
     xn = d.allocate(s.xn, "normalized activations");
     q = d.allocate(s.q, "query");
@@ -59,8 +60,8 @@ WorkingBuffers::WorkingBuffers(const Device& d, const Config& c, int attention_c
     batch_q = d.allocate(s.batch_q, "prefill queries");
     batch_xb = d.allocate(s.batch_xb, "prefill attention outputs");
     batch_hb = d.allocate(s.batch_hb, "prefill FFN activations");
-    batch_hb_up = d.allocate(s.batch_hb_up, "prefill FFN up projections");
     batch_att = d.allocate(s.batch_att, "prefill attention scores");
+    batch_hb_up = d.allocate(s.batch_hb_up, "prefill FFN up projections");
     batch_xq = d.allocate(s.batch_xq, "prefill quantized inputs");
     const std::vector<cl_uint> zero(s.att_arrivals / sizeof(cl_uint), 0);
     d.queue().enqueueWriteBuffer(att_arrivals, CL_TRUE, 0, s.att_arrivals, zero.data());

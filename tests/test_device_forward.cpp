@@ -353,12 +353,13 @@ TEST(DeviceCapacity, WorkingBytesAreWhatWorkingBuffersAllocate) {
         // The plan's bounds: the most chunks any device splits a head into, argmax groups for every compute
         // unit, the scores in memory, the prefill batch's rows; plus the token kernel's chunk length per position.
         const int groups = kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units);
-        const WorkingBuffers most(device, c, max_attention_chunks(c), groups, true, batch);
+        const WorkingBuffers most(device, c, max_attention_chunks(c), groups, true, true, batch);
         EXPECT_EQ(plan.working_bytes, allocated_bytes(most) + static_cast<std::uint64_t>(c.seq_len) * sizeof(cl_int));
         // What this device's kernels ask for stays within the plan's bounds.
         const KernelSet kernels(device, choose_launch_shape(device.info(), format), format);
         const WorkingBuffers built(device, c, kernels.attention_chunks(c.n_heads, c.head_size(), c.seq_len),
-                                   kernels.argmax_groups(), !kernels.device_fences(), batch);
+                                   kernels.argmax_groups(), !kernels.device_fences(),
+                                   !kernels.attention_tiles_possible(c.head_size()), batch);
         EXPECT_LE(allocated_bytes(built), allocated_bytes(most));
     }
 }

@@ -66,14 +66,30 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     const bool q8 = weights == ElementType::q8_0;
     KernelSet kernels(device, parse_launch_shape(shape, device.info()), WeightFormat{weights, q8 ? 4 : 0}, true,
                       "-cl-kernel-arg-info");
-    for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed,
-                                &kernels.gemm})
+    for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed})
         expect_signature(*k);
-    EXPECT_EQ(kernels.quantize_rows() != nullptr, q8) << "Q8_0 builds alone quantize prefill's inputs";
-    if (q8) expect_signature(kernels.quantize_rows);
+    // Q8_0 builds alone quantize prefill's inputs and run RoPE and SwiGLU after its unfused products.
+    for (const cl::Kernel* k : {&kernels.quantize_rows, &kernels.rope_rows, &kernels.swiglu}) {
+        EXPECT_EQ((*k)() != nullptr, q8);
+        if (q8) expect_signature(*k);
+    }
     using Matvec = KernelSet::Matvec;
     for (Matvec which : {Matvec::attn_qkv_rope, Matvec::matvec_residual, Matvec::ffn_gate_up, Matvec::classifier})
         expect_signature(*kernels.matvec(which, 64, 64).kernel);
+    // Prefill's: the products of every tile's build (Q8_0's: gemm alone, of the shape's own build), and
+    // attention_tiles where the shape has it.
+    for (const cl::Kernel* k : {&kernels.rmsnorm_rows, &kernels.attention_rows}) expect_signature(*k);
+    if (kernels.shape().gpu_family()) expect_signature(kernels.attention_tiles);
+    using Gemm = KernelSet::Gemm;
+    for (const GemmTile& tile : kGemmTiles) {
+        expect_signature(*kernels.gemm(Gemm::gemm, {64}, 64, tile).kernel);
+        for (Gemm which : {Gemm::qkv_rope, Gemm::gate_up}) {
+            if (q8)
+                EXPECT_THROW(kernels.gemm(which, {64}, 64, tile), std::logic_error);
+            else
+                expect_signature(*kernels.gemm(which, {64}, 64, tile).kernel);
+        }
+    }
     if (!kernels.device_fences()) return;  // no token kernel without OpenCL C 2.0 (CPU shapes)
     cl::Program token;
     try {

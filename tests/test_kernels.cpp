@@ -13,6 +13,7 @@
 #include <map>
 #include <ostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -41,12 +42,17 @@ Device& test_device() {
     return device;
 }
 
+const std::string kTensorCoresEmulated = "tensor_cores_emulated";
+
 KernelHarness& harness(const std::string& shape_name, const WeightFormat& weights) {
     static std::map<std::pair<std::string, std::string>, std::unique_ptr<KernelHarness>> cache;
     auto& h = cache[{shape_name, weights.describe()}];
     if (!h) {
         Device& device = test_device();
-        h = std::make_unique<KernelHarness>(device, parse_launch_shape(shape_name, device.info()), weights);
+        // "tensor_cores_emulated": the GPU shape with prefill's tensor-core GEMMs, their instruction emulated.
+        const bool emulated = shape_name == kTensorCoresEmulated;
+        h = std::make_unique<KernelHarness>(device, parse_launch_shape(emulated ? "gpu" : shape_name, device.info()),
+                                            weights, true, emulated ? TensorCores::emulated : TensorCores::where_present);
     }
     return *h;
 }
@@ -77,14 +83,25 @@ TEST_P(KernelVsReference, FfnGateUp) { EXPECT_KERNEL_CHECK_PASSES(check_ffn_gate
 TEST_P(KernelVsReference, ClassifierBlocks) { EXPECT_KERNEL_CHECK_PASSES(check_classifier(h())); }
 TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) { EXPECT_KERNEL_CHECK_PASSES(check_greedy_argmax(h())); }
 TEST_P(KernelVsReference, RmsnormRows) { EXPECT_KERNEL_CHECK_PASSES(check_rmsnorm_rows(h())); }
-TEST_P(KernelVsReference, QuantizeRows) {
-    if (h().weights.type != ElementType::q8_0) GTEST_SKIP() << "only Q8_0 builds quantize a GEMM's input";
-    EXPECT_KERNEL_CHECK_PASSES(check_quantize_rows(h()));
-}
 TEST_P(KernelVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
-TEST_P(KernelVsReference, RopeRows) { EXPECT_KERNEL_CHECK_PASSES(check_rope_rows(h())); }
 TEST_P(KernelVsReference, AttentionRows) { EXPECT_KERNEL_CHECK_PASSES(check_attention_rows(h())); }
-TEST_P(KernelVsReference, Swiglu) { EXPECT_KERNEL_CHECK_PASSES(check_swiglu(h())); }
+
+// The kernels of one family of formats: float builds fuse RoPE and SwiGLU into their GEMMs, Q8_0's quantize
+// each GEMM's input and run RoPE and SwiGLU as kernels of their own.
+class FloatKernelVsReference : public KernelVsReference {};
+TEST_P(FloatKernelVsReference, GemmQkvRope) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_qkv_rope(h())); }
+TEST_P(FloatKernelVsReference, GemmGateUp) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_gate_up(h())); }
+class Q8KernelVsReference : public KernelVsReference {};
+TEST_P(Q8KernelVsReference, QuantizeRows) { EXPECT_KERNEL_CHECK_PASSES(check_quantize_rows(h())); }
+TEST_P(Q8KernelVsReference, RopeRows) { EXPECT_KERNEL_CHECK_PASSES(check_rope_rows(h())); }
+TEST_P(Q8KernelVsReference, Swiglu) { EXPECT_KERNEL_CHECK_PASSES(check_swiglu(h())); }
+
+// The GEMMs on the tensor-core kernels, their instruction emulated here (on NVIDIA's GPUs of compute
+// capability 8.0 on, the "gpu" shape runs them for real).
+class GemmVsReference : public KernelVsReference {};
+TEST_P(GemmVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
+TEST_P(GemmVsReference, GemmQkvRope) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_qkv_rope(h())); }
+TEST_P(GemmVsReference, GemmGateUp) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_gate_up(h())); }
 
 // The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
 // elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2),
@@ -125,6 +142,17 @@ TEST_P(KernelVsReference, AttentionChunks) {
 // The bound the capacity plan counts: a chunk of at least kMinAttentionChunk keys' elements, at most
 // kMaxAttentionChunks chunks, unless a context needs more to keep each within kScoreCapacity positions
 // (Config: dim, hidden, layers, heads, kv heads, vocab, seq_len, shared).
+// attention_tiles takes every head size up to its bound, on GPU shapes only.
+TEST(AttentionTiles, GpuShapesUpToTheHeadBound) {
+    Device& device = test_device();
+    const KernelSet gpu(device, parse_launch_shape("gpu", device.info()));
+    for (int head_size : {1, 6, 48, 64, 127, KernelSet::kAttentionTilesHeadMax})
+        EXPECT_TRUE(gpu.attention_tiles_possible(head_size)) << head_size;
+    EXPECT_FALSE(gpu.attention_tiles_possible(KernelSet::kAttentionTilesHeadMax + 1));
+    const KernelSet cpu(device, parse_launch_shape("cpu", device.info()));
+    EXPECT_FALSE(cpu.attention_tiles_possible(64));
+}
+
 TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {
     const int per_chunk = KernelSet::kMinAttentionChunk / 64;  // positions, with head_size 64 below
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, per_chunk - 1, true}), 1);
@@ -132,6 +160,18 @@ TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, 100 * per_chunk, true}), KernelSet::kMaxAttentionChunks);
     const int beyond = KernelSet::kMaxAttentionChunks * KernelSet::kScoreCapacity + 1;
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, beyond, true}), KernelSet::kMaxAttentionChunks + 1);
+}
+
+// The rule that chooses a GEMM's tile: the largest that gives each of the 132 compute units (an H200) a
+// work-group, else the one with the most work-groups; blocks per matrix, each matrix's rows rounded up.
+TEST(GemmTile, LargestTileThatGivesEveryComputeUnitAWorkGroup) {
+    EXPECT_EQ(gemm_blocks({2048, 512, 512}, 128), 24);
+    EXPECT_EQ(gemm_blocks({288, 288, 288}, 128), 9);  // 3 blocks each, the last of each part-filled
+    EXPECT_EQ(gemm_tile({2 * 8192}, 512, 132), (GemmTile{128, 128}));      // 1B's gate_up: 512 groups
+    EXPECT_EQ(gemm_tile({2048, 512, 512}, 512, 132), (GemmTile{128, 64}));  // 1B's qkv: 96, then 192
+    EXPECT_EQ(gemm_tile({2048}, 512, 132), (GemmTile{64, 64}));             // 1B's wo: 64, 128, then 256
+    EXPECT_EQ(gemm_tile({768}, 512, 132), (GemmTile{64, 64}));              // 110M's wo: 96 at most
+    EXPECT_EQ(gemm_tile({5}, 1, 132), (GemmTile{128, 128}));                // one group whichever: the largest
 }
 
 // The rule that gives short matrices more work-items per row: double while the launch has fewer groups
@@ -166,6 +206,57 @@ TEST(DotBatch, TokenKernelBatchCoversADimRowUpToTheLongBatch) {
     EXPECT_EQ(token_dot_batch(2048, 768, 32), kLongDotBatch);  // stories110M: w2's long rows; 24 fit in it
     EXPECT_EQ(token_dot_batch(172, 64, 32), kShortDotBatch);   // stories260K: 2 each
     EXPECT_EQ(token_dot_batch(8192, 2048, 32), kLongDotBatch); // llama3.2-1b: a share of 64 is not taken
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Tensor cores: prefill's GEMMs with split TF32 operands (3xTF32) stay within fp32's error bound for a
+// dot product of n terms, |error| <= (2 n 2^-24 + 2^-20) sum |w x| (summation with rounding or, in a
+// tensor core's adder, truncation; the operands' split, about 2^-22 of each product twice over), which
+// products of plain TF32 operands (2^-11 each) miss. The "gpu" shape runs them for real on NVIDIA's GPUs
+// of compute capability 8.0 on, the portable kernels elsewhere; the emulation everywhere.
+TEST(TensorCores, SplitOperandsKeepFp32Accuracy) {
+    const int n = 200, rows = 130, positions = 65;
+    std::mt19937 rng(77);
+    const auto w = random_vector(static_cast<std::size_t>(rows) * n, rng);
+    const auto in = random_vector(static_cast<std::size_t>(positions) * n, rng, -2.0f, 2.0f);
+    const auto bound_ratio = [&](const std::function<double(int, int)>& value) {
+        double worst = 0;
+        for (int p = 0; p < positions; ++p) {
+            for (int r = 0; r < rows; ++r) {
+                double exact = 0, magnitude = 0;
+                for (int k = 0; k < n; ++k) {
+                    const double term = static_cast<double>(w[static_cast<std::size_t>(r) * n + k]) *
+                                        in[static_cast<std::size_t>(p) * n + k];
+                    exact += term;
+                    magnitude += std::fabs(term);
+                }
+                const double bound = (2.0 * n * std::ldexp(1.0, -24) + std::ldexp(1.0, -20)) * magnitude;
+                worst = std::max(worst, std::fabs(value(p, r) - exact) / bound);
+            }
+        }
+        return worst;
+    };
+    // The bound tells plain TF32 from fp32: products of operands rounded to TF32 exceed it.
+    const auto tf32 = [](float x) {
+        return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) + 0x1000u) & 0xffffe000u);
+    };
+    EXPECT_GT(bound_ratio([&](int p, int r) {
+                  double sum = 0;
+                  for (int k = 0; k < n; ++k)
+                      sum += static_cast<double>(tf32(w[static_cast<std::size_t>(r) * n + k])) *
+                             tf32(in[static_cast<std::size_t>(p) * n + k]);
+                  return sum;
+              }),
+              1.0);
+    for (const std::string& shape : {std::string("gpu"), kTensorCoresEmulated}) {
+        KernelHarness& h = harness(shape, WeightFormat{});
+        SCOPED_TRACE(shape + (h.kernels.tensor_cores() ? ": tensor cores" : ": portable kernels"));
+        cl::Buffer out = h.upload(std::vector<float>(static_cast<std::size_t>(positions) * rows, kNaN));
+        const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gemm, {rows}, positions);
+        h.run(*l.kernel, l.range, h.upload(w), h.upload(in), out, 0, n, rows, positions, 0);
+        const auto got = h.download(out, static_cast<std::size_t>(positions) * rows);
+        EXPECT_LE(bound_ratio([&](int p, int r) { return got[static_cast<std::size_t>(p) * rows + r]; }), 1.0);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -233,17 +324,27 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
 
 // Q8_0 in groups of 4 (the shared version-2 files'), 12 (no power of two, fewer than the GPU layout's
 // interleaved 32) and 64 (export.py's).
+const auto kShapes = ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2");
+const auto kFloatFormats = ::testing::Values(WeightFormat{ElementType::f32}, WeightFormat{ElementType::f16});
+const auto kQ8Formats = ::testing::Values(WeightFormat{ElementType::q8_0, 4}, WeightFormat{ElementType::q8_0, 12},
+                                          WeightFormat{ElementType::q8_0, 64});
+std::string param_name(const ::testing::TestParamInfo<std::tuple<std::string, WeightFormat>>& p) {
+    const WeightFormat& f = std::get<1>(p.param);
+    return std::get<0>(p.param) + "_" + element_name(f.type) + (f.group_size ? "_g" + std::to_string(f.group_size) : "");
+}
 INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference,
-                         ::testing::Combine(::testing::Values("exact", "cpu", "gpu", "4x16", "2x2"),
-                                            ::testing::Values(WeightFormat{ElementType::f32}, WeightFormat{ElementType::f16},
-                                                              WeightFormat{ElementType::q8_0, 4},
-                                                              WeightFormat{ElementType::q8_0, 12},
-                                                              WeightFormat{ElementType::q8_0, 64})),
-                         [](const auto& p) {
-                             const WeightFormat& f = std::get<1>(p.param);
-                             return std::get<0>(p.param) + "_" + element_name(f.type) +
-                                    (f.group_size ? "_g" + std::to_string(f.group_size) : "");
-                         });
+                         ::testing::Combine(kShapes, ::testing::Values(WeightFormat{ElementType::f32},
+                                                                       WeightFormat{ElementType::f16},
+                                                                       WeightFormat{ElementType::q8_0, 4},
+                                                                       WeightFormat{ElementType::q8_0, 12},
+                                                                       WeightFormat{ElementType::q8_0, 64})),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(KernelShapes, FloatKernelVsReference, ::testing::Combine(kShapes, kFloatFormats), param_name);
+INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8KernelVsReference, ::testing::Combine(kShapes, kQ8Formats), param_name);
+INSTANTIATE_TEST_SUITE_P(KernelShapes, GemmVsReference,
+                         ::testing::Combine(::testing::Values(kTensorCoresEmulated),
+                                            ::testing::Values(WeightFormat{ElementType::f32})),
+                         param_name);
 
 }  // namespace
 

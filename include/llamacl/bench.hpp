@@ -110,6 +110,7 @@ struct BenchResult {
     double device_fma_gflops = 0;          // measure_fma_gflops
     double prompt_gflops = 0;              // prefill_flops x prompt_tok_s / prompt
     double prompt_fma_pct = 0;             // prompt_gflops / device_fma_gflops x 100
+    bool prompt_tensor_cores = false;      // the prefill's GEMMs ran on tensor cores (KernelSet::tensor_cores)
     std::vector<CommandProfile> prompt_profile;  // per prompt position
     double prompt_profiled_ms_per_token = 0;
 };

@@ -37,6 +37,7 @@ struct DeviceInfo {
     // (cl_nv_device_attribute_query; 0 elsewhere), and whether the compiler takes -cl-nv-maxrregcount
     // (cl_nv_compiler_options).
     std::uint32_t registers_per_group = 0, warp_size = 0;
+    int compute_capability = 0;  // NVIDIA's, major x 10 + minor (cl_nv_device_attribute_query; 0 elsewhere)
     bool register_cap_option = false;
     bool fp64 = false;  // cl_khr_fp64: doubles in kernels (the exact shape's glibc expf)
 };

@@ -107,6 +107,8 @@ public:
     const CapacityPlan& plan() const { return plan_; }
     bool host_mirror() const { return weights_.mirrored(); }
     const LaunchShape& shape() const { return kernels_.shape(); }
+    // Whether prefill's GEMMs run on tensor cores (KernelSet::tensor_cores).
+    bool tensor_cores() const { return kernels_.tensor_cores(); }
     // Whether tokens run as one launch of the token kernel, and if not, why not.
     bool token_schedule() const { return token_ != nullptr; }
     int token_groups() const { return token_ ? token_->groups() : 0; }  // the token kernel's launch, 0 without
@@ -143,8 +145,6 @@ private:
     // Positions [pos, pos + tokens.size()) through every layer, their residual streams left in batch_x.
     void enqueue_prefill_batch(std::span<const int> tokens, int pos);
     // Launches gemm: out (from out_offset) = w (rows x n) times in's `positions` rows, added with `accumulate`.
-    void enqueue_gemm(const cl::Buffer& w, const cl::Buffer& in, const cl::Buffer& out, int out_offset, int n, int rows,
-                      int positions, bool accumulate, Command command);
     // Greedy decoding's two kernels after the classifier (per-op schedule): the next token is the argmax of
     // the logits when `choose`, else the one the device's token sequence already holds (the prompt's).
     void enqueue_next_token(int pos, bool choose);

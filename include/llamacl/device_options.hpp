@@ -21,6 +21,7 @@ struct DeviceOptions {
     bool host_mirror = true;             // streaming: allow a pinned host mirror (see weight_staging.hpp)
     Schedule schedule = Schedule::automatic;
     int positions = 0;                   // the positions the run can reach; 0: the model's seq_len
+    bool tensor_cores = true;            // prefill's GEMMs on tensor cores where the device has them
 };
 
 }  // namespace llamacl

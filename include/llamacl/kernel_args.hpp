@@ -25,8 +25,9 @@ extern const KernelSignature attn_qkv_rope, ffn_gate_up, rmsnorm, classifier;  /
 extern const KernelSignature matvec_residual;                                  // matvec_residual.cl
 extern const KernelSignature attention;                                        // attention.cl
 extern const KernelSignature argmax, argmax_embed;                             // greedy.cl
-extern const KernelSignature rmsnorm_rows, gemm, rope_rows, swiglu, attention_rows;  // prefill.cl
-extern const KernelSignature quantize_rows;                                          // prefill_q8.cl
+extern const KernelSignature rmsnorm_rows, gemm, gemm_qkv_rope, gemm_gate_up, attention_rows;  // prefill.cl
+extern const KernelSignature attention_tiles;                                  // attention_tiles.cl
+extern const KernelSignature quantize_rows, rope_rows, swiglu;                 // prefill_q8.cl
 extern const KernelSignature forward_token;                                    // token.cl
 }  // namespace signatures
 // All of them.

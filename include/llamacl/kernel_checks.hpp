@@ -60,7 +60,7 @@ struct KernelCheckResult {
 class KernelHarness {
 public:
     KernelHarness(Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
-                  bool warp_shuffles = true);
+                  bool warp_shuffles = true, TensorCores tensor_cores = TensorCores::where_present);
 
     Device& device;
     KernelSet kernels;
@@ -70,6 +70,7 @@ public:
     const bool exact_products;  // the matrix-vector products bit-identical (exact; Q8_0: the rule above)
     const bool exact_gemm;      // the gemm's too
     const double tolerance;     // relative to the tensor's largest magnitude, where not exact
+    const bool emulated;        // tensor cores emulated: slow, so the GEMM checks take fewer sizes
 
     // The smallest length from n up that is a multiple of `multiple` and, for Q8_0, of the group size: a
     // case keeps its awkward counts of rows, heads and positions while its rows hold whole groups.
@@ -163,6 +164,8 @@ KernelCheckResult check_rmsnorm_rows(KernelHarness& h);
 // Q8_0 only: each position's row quantized as runq.c quantizes, in the weights' device layout.
 KernelCheckResult check_quantize_rows(KernelHarness& h);
 KernelCheckResult check_gemm(KernelHarness& h);
+KernelCheckResult check_gemm_qkv_rope(KernelHarness& h);
+KernelCheckResult check_gemm_gate_up(KernelHarness& h);
 KernelCheckResult check_rope_rows(KernelHarness& h);
 KernelCheckResult check_attention_rows(KernelHarness& h);
 KernelCheckResult check_swiglu(KernelHarness& h);

@@ -3,7 +3,9 @@
 // shape live here and nowhere else.
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -91,11 +93,32 @@ inline int attention_chunk_count(int pos, int chunk_len) { return (pos + chunk_l
 int max_attention_chunks(const Config& config);
 
 // The most positions a prefill batch holds (the whole prompt when it fits), never more than the context:
-// on GPU shapes enough tiles of kGemmTile positions to fill the device with every weight tile read once
+// on GPU shapes enough tiles of positions (kGemmTiles) to fill the device with every weight tile read once
 // per batch; on CPU shapes fewer, so that the batch's inputs of a matrix stay in the cores' caches while a
 // work-item's rows sweep them.
 int prefill_batch_for(const LaunchShape& shape, const Config& config);
 constexpr int kGpuPrefillBatch = 512, kCpuPrefillBatch = 64;
+
+// A GPU-shape GEMM's work-group tile, rows by positions (GEMM_TR x GEMM_TP in gemm_gpu.cl).
+struct GemmTile {
+    int rows, positions;
+    auto operator<=>(const GemmTile&) const = default;
+};
+// The tiles gemm_gpu.cl is built for, largest first: a larger tile reads local memory less per
+// multiply-add, a smaller one splits a launch over more work-groups.
+inline constexpr GemmTile kGemmTiles[] = {{128, 128}, {128, 64}, {64, 64}};
+// The smallest, gemm_gpu.cl's default: the shape's own build holds it.
+inline constexpr GemmTile kOwnGemmTile = {64, 64};
+// Blocks of `block_rows` rows a product over matrices of `row_extents` rows takes (KernelSet::gemm).
+int gemm_blocks(std::initializer_list<int> row_extents, int block_rows);
+// The tile for such a product of `positions` positions on a device of `compute_units`: the largest tile
+// that still gives every compute unit a work-group, else the one with the most work-groups.
+GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units);
+
+// Whether prefill's GEMMs run on tensor cores (kernels/tensor_cores.cl): where the device has them, never
+// (the portable path everywhere), or emulated (tests: the tensor-core kernels on any device, the
+// instruction computed through local memory).
+enum class TensorCores { where_present, never, emulated };
 
 class KernelSet {
 public:
@@ -103,7 +126,8 @@ public:
     // memory even where the device offers warp shuffles (tests: warp_shuffles() says the same bits either
     // way). `build_options` are added to every build (tests: -cl-kernel-arg-info).
     KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
-              bool warp_shuffles = true, const std::string& build_options = "");
+              bool warp_shuffles = true, const std::string& build_options = "",
+              TensorCores tensor_cores = TensorCores::where_present);
 
     const LaunchShape& shape() const { return shape_; }
     // How the matrices lie in device memory for these kernels (WeightStaging writes them so).
@@ -164,15 +188,37 @@ public:
 
     cl::Kernel attention, rmsnorm, argmax, argmax_embed;  // of the shape's own build
 
-    // Prefill's kernels (kernels/prefill.cl; Q8_0 weights: prefill_q8.cl's gemm, and quantize_rows, which
-    // Q8_0 builds alone have), of the shape's own build, and their ranges.
-    cl::Kernel rmsnorm_rows, gemm, rope_rows, swiglu, attention_rows, quantize_rows;
-    // out (positions x rows) = in (positions x n) times w's `rows` rows: on CPU shapes a work-item per
-    // GEMM_ROWS rows (kGemmRows), on GPU shapes a work-group per tile of kGemmTile rows by kGemmTile positions.
-    Range gemm_range(int rows, int positions) const;
-    static constexpr int kGemmRows = 4, kGemmGroup = 16, kGemmTile = 64;
-    // Whether gemm can run here: GPU shapes need work-groups of kGemmGroup^2 work-items.
-    bool prefill_possible() const;
+    // Prefill's kernels (kernels/prefill.cl), of the shape's own build.
+    cl::Kernel rmsnorm_rows, attention_rows;
+    // Q8_0 builds' alone (kernels/prefill_q8.cl): a GEMM's input quantized, and RoPE and SwiGLU after its
+    // unfused products.
+    cl::Kernel quantize_rows, rope_rows, swiglu;
+    // Prefill's attention on GPU shapes (kernels/attention_tiles.cl), where attention_tiles_possible.
+    cl::Kernel attention_tiles;
+    // Whether attention_tiles runs a model of this head size here: GPU shapes, heads of at most
+    // kAttentionTilesHeadMax elements, its local memory within the device's and its work-groups whole.
+    // Elsewhere prefill runs attention_rows, whose scores go to memory.
+    bool attention_tiles_possible(int head_size) const;
+    static constexpr int kAttentionTilesHeadMax = 128, kAttentionTilesQueries = 32;
+    // attention_tiles' range for `positions` queries of n_heads heads, and its four local buffers
+    // (queries, keys or values, scores, exchange) for heads of head_size.
+    Range attention_tiles_range(int n_heads, int positions) const;
+    std::array<cl::LocalSpaceArg, 4> attention_tiles_local(int head_size) const;
+    // Prefill's products, by what becomes of their sums (prefill.cl's kernels of the same names).
+    enum class Gemm { gemm, qkv_rope, gate_up };  // indexes GemmKernels
+    // The kernel and range for a product of `positions` positions over matrices of `row_extents` rows (wq's,
+    // wk's and wv's for qkv_rope; twice hidden_dim for gate_up, whose blocks take half their rows from w1
+    // and half from w3), each matrix's rows divided into blocks of its own. CPU shapes: a work-item per
+    // block of kGemmRows rows (gemm_cpu.cl), the shape's own build. GPU shapes: a work-group of
+    // kGemmGroup x kGemmGroup per tile of rows by positions (gemm_gpu.cl), the tile chosen by gemm_tile
+    // for the launch's size (or `tile`: tests), each tile's build compiled once, when first needed.
+    // Q8_0 weights: Gemm::gemm alone (prefill_q8.cl), of the shape's own build and its tile.
+    Launch gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
+                std::optional<GemmTile> tile = std::nullopt);
+    static constexpr int kGemmRows = 4, kGemmGroup = 16;
+    // Whether the GEMMs can run here for this model: GPU shapes need work-groups of kGemmGroup^2
+    // work-items, and matrices and batches of fewer than 2^32 elements (gemm_gpu.cl's offsets).
+    bool prefill_possible(const Config& config) const;
     // One work-item per (element, position) of a step over `width` elements of each position.
     Range per_position(int width, int positions) const;
 
@@ -185,6 +231,10 @@ public:
     // Whether exp() is glibc's expf bit for bit (GLIBC_EXPF in kernels/expf.cl): the exact shape on a
     // device with doubles.
     bool glibc_expf() const { return shape_.family() == ShapeFamily::exact && device_.info().fp64; }
+    // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl): for float weights, GPU shapes
+    // with warp shuffles (the compiler takes inline PTX) on a GPU of compute capability 8.0 or later (TF32
+    // mma.sync), unless asked never to; or emulated.
+    bool tensor_cores() const { return tensor_cores_; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
     // as -D options (and any option of the device's own compiler), `longest_row` the most elements a row
@@ -202,6 +252,8 @@ private:
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
     Range rows(int rows, int row_threads) const;
 
+    // The compute capability of NVIDIA's first GPUs with TF32 tensor cores (Ampere).
+    static constexpr int kTf32ComputeCapability = 80;
     // The token kernel's work-items per row (token_program).
     static constexpr int kTokenRowThreads = 32;
     // Work-groups per compute unit the per-op matrix-vector builds (GPU shapes) cap their registers for
@@ -214,12 +266,26 @@ private:
     std::string common_options_;  // every build's: the weight layout, correctly rounded division and sqrt, the caller's
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;
+    bool tensor_cores_;
     std::string matvec_options_;  // the matrix-vector builds' register cap
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
     std::size_t compute_units_;
     // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.
     std::map<std::pair<int, int>, Build> builds_;
+    // Prefill's products of one build, indexed by Gemm, and the tile they compute (GPU shapes).
+    using GemmKernels = std::array<cl::Kernel, 3>;
+    // (Q8_0 builds: gemm alone.)
+    GemmKernels gemm_kernels(const cl::Program& program) const;
+    struct GemmBuild {
+        GemmTile tile;
+        GemmKernels kernels;
+    };
+    // Whether the device launches work-groups of kGemmGroup^2 work-items of `kernel`.
+    bool fits(const cl::Kernel& kernel) const;
+    // By the tile asked for: the shape's own build (CPU shapes; the smallest tile of GPU shapes), and the
+    // others as launches first ask for them.
+    std::map<GemmTile, GemmBuild> gemm_builds_;
 };
 
 }  // namespace llamacl

@@ -14,17 +14,19 @@ struct WorkingBuffers {
     // capacity plan. attention_chunks: the most chunks attention splits a head into
     // (KernelSet::attention_chunks); argmax_groups: KernelSet::argmax_groups; scores_in_memory: whether
     // attention writes its scores to `att` (kernels built without device fences: attention.cl's SCORE),
-    // else it only passes it along; prefill_batch: the most positions a prefill batch holds (prefill_batch in
-    // kernel_set.hpp).
+    // else it only passes it along; prefill_scores_in_memory: the same for prefill's attention (attention_rows,
+    // where KernelSet::attention_tiles_possible is false); prefill_batch: the most positions a prefill batch
+    // holds (prefill_batch in kernel_set.hpp).
     struct Sizes {
-        Sizes(const Config& config, int attention_chunks, int argmax_groups, bool scores_in_memory, int prefill_batch);
+        Sizes(const Config& config, int attention_chunks, int argmax_groups, bool scores_in_memory,
+              bool prefill_scores_in_memory, int prefill_batch);
         std::size_t x, xn, q, xb, hb, att, att_partial, att_arrivals, logits, tokens, argmax_partial;
-        std::size_t batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_hb_up, batch_att, batch_xq;
+        std::size_t batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_att, batch_hb_up, batch_xq;
         std::uint64_t total() const;
     };
 
     WorkingBuffers(const Device& device, const Config& config, int attention_chunks, int argmax_groups,
-                   bool scores_in_memory, int prefill_batch);
+                   bool scores_in_memory, bool prefill_scores_in_memory, int prefill_batch);
     int prefill_batch;
     cl::Buffer x;       // residual stream (dim)
     cl::Buffer xn;      // last RMSNorm output, kept for inspection only: kernels fold the norm in (dim)
@@ -41,12 +43,14 @@ struct WorkingBuffers {
     // (int, argmax_groups).
     cl::Buffer argmax_partial;
     // Prefill (kernels/prefill.cl), each a row per position of the batch: the residual streams (dim), their
-    // RMSNorm (dim), queries (dim), attention outputs (dim), the FFN's gate and then SwiGLU output (hidden_dim),
-    // its up projection (hidden_dim), and attention's scores (n_heads x seq_len).
-    cl::Buffer batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_hb_up, batch_att;
-    // Q8_0 weights: a GEMM's input, each position's row quantized (kernels/prefill_q8.cl: rows of the longer
-    // of dim and hidden_dim, laid out as weight rows), or one unused float for other formats.
-    cl::Buffer batch_xq;
+    // RMSNorm (dim), queries (dim), attention outputs (dim), the FFN's SwiGLU output (hidden_dim; Q8_0
+    // weights: the gate first), and attention's scores (n_heads x seq_len; one unused float unless
+    // prefill_scores_in_memory).
+    cl::Buffer batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_att;
+    // Q8_0 weights alone (prefill_q8.cl: its products are not fused), else one unused float each: the FFN's
+    // up projection (hidden_dim a position), and a GEMM's input, each position's row quantized (rows of
+    // the longer of dim and hidden_dim, laid out as weight rows).
+    cl::Buffer batch_hb_up, batch_xq;
 };
 
 }  // namespace llamacl

@@ -1,0 +1,275 @@
+// The GPU family's (SHAPE_GPU) matrix-matrix block of float weights, prefill.cl's GEMMs' inner part: a
+// tiled product with double-buffered local memory, on the SIMT cores (register-blocked fma) or, with
+// GEMM_MMA, on tensor cores (tensor_cores.cl).
+//
+// A work-group of 16 x 16 work-items computes a block of GEMM_TR rows by GEMM_TP positions (the host
+// builds a program per tile: KernelSet::gemm). Half its rows are rows a0, a0 + step, ... of matrix wa,
+// the others the same rows of wb from b0 (the same matrix's next rows, or a second matrix whose rows pair
+// with the first's: w1 and w3), and every work-item holds the sums of a row of wa's half with its partner
+// of wb's (a RoPE pair, a gate with its up row). The tile's weights and inputs pass through local memory
+// GEMM_TK elements of k at a time, transposed (k-major); the next step's are loaded from global memory
+// into registers while this step's are multiplied, and stored to the other of two buffers, so one
+// barrier per step suffices. Each element sums its terms in k's order (the tail of a row as zeros).
+#if SHAPE_FAMILY == SHAPE_GPU
+#ifndef GEMM_TR
+#define GEMM_TR 64
+#endif
+#ifndef GEMM_TP
+#define GEMM_TP 64
+#endif
+#define GEMM_GROUP 16  // work-items along each side of the work-group
+#define GEMM_THREADS (GEMM_GROUP * GEMM_GROUP)
+#if GEMM_TR != 64 && GEMM_TR != 128 || GEMM_TP != 64 && GEMM_TP != 128
+#error GEMM_TR and GEMM_TP must be 64 or 128
+#endif
+// (The tile's geometry above is Q8_0's too: prefill_q8.cl. The block below reads float weights.)
+#ifdef FLOAT_WEIGHTS
+#define GEMM_TK 16
+#define GEMM_HALF (GEMM_TR / 2)
+#define GEMM_BLOCK_ROWS GEMM_TR
+#define GEMM_W_LOADS (GEMM_TR * GEMM_TK / GEMM_THREADS)
+#define GEMM_X_LOADS (GEMM_TP * GEMM_TK / GEMM_THREADS)
+
+inline int gemm_flat(void) { return get_local_id(1) * GEMM_GROUP + get_local_id(0); }
+
+#ifdef GEMM_MMA
+// Tensor cores: the tile's 8 warps in 2 (rows) x 4 (positions), each GEMM_WARP_ROWS x GEMM_WARP_POSITIONS
+// of it in m16n8k8 blocks, GEMM_MB x GEMM_NB of them. Local rows come in blocks of 16: 8 rows of wa's
+// half, then their 8 partners of wb's, so that a work-item's D fragment (rows g and g + 8) holds a row
+// and its partner. A local row of the tile is padded to 8 floats past a multiple of 32, so that the
+// fragments' reads (t's rows of k, g's columns) fall in distinct banks.
+#define GEMM_WARP_ROWS (GEMM_TR / 2)
+#define GEMM_WARP_POSITIONS (GEMM_TP / 4)
+#define GEMM_MB (GEMM_WARP_ROWS / 16)
+#define GEMM_NB (GEMM_WARP_POSITIONS / 8)
+#define GEMM_SLOTS_R (2 * GEMM_MB)  // D's rows g of each block, then rows g + 8
+#define GEMM_SLOTS_P (2 * GEMM_NB)  // D's positions 2t and 2t + 1 of each block
+#define GEMM_PAD 8
+#define GEMM_LOCAL_IN_B(t) ((t) % 16 >= 8)
+#define GEMM_LOCAL_ROW(t) ((t) / 16 * 8 + (t) % 8)
+inline int gemm_lane(void) { return gemm_flat() % 32; }
+inline int gemm_warp(void) { return gemm_flat() / 32; }
+// The row (of its half, 0..GEMM_HALF - 1) and position (from p0) of accumulator slot i (< GEMM_SLOTS_R / 2) and k.
+#define gemm_slot_row(i) (gemm_warp() % 2 * (GEMM_WARP_ROWS / 2) + (i) * 8 + gemm_lane() / 4)
+#define gemm_slot_pos(k) (gemm_warp() / 2 * GEMM_WARP_POSITIONS + (k) / 2 * 8 + 2 * (gemm_lane() % 4) + (k) % 2)
+#else
+// SIMT cores: each work-item GEMM_HR consecutive rows of each half by GEMM_HP consecutive positions of
+// each half of the tile's positions, read from local memory as vectors. Local rows: wa's half, then
+// wb's. A local row of the tile is padded by 4 floats, which spreads the k-major stores over the banks
+// and keeps the vector reads aligned.
+#define GEMM_HR (GEMM_TR / (2 * GEMM_GROUP))
+#define GEMM_HP (GEMM_TP / (2 * GEMM_GROUP))
+#define GEMM_SLOTS_R (2 * GEMM_HR)
+#define GEMM_SLOTS_P (2 * GEMM_HP)
+#define GEMM_PAD 4
+#define GEMM_LOCAL_IN_B(t) ((t) >= GEMM_HALF)
+#define GEMM_LOCAL_ROW(t) ((t) % GEMM_HALF)
+// Element i (a constant once unrolled) of a float4 or float2.
+#define GEMM_ELEMENT4(v, i) ((i) == 0 ? (v).s0 : (i) == 1 ? (v).s1 : (i) == 2 ? (v).s2 : (v).s3)
+#define GEMM_ELEMENT2(v, i) ((i) == 0 ? (v).s0 : (v).s1)
+#if GEMM_HR == 4
+typedef float4 gemm_rows_t;
+#define GEMM_ROWS_ELEMENT GEMM_ELEMENT4
+#else
+typedef float2 gemm_rows_t;
+#define GEMM_ROWS_ELEMENT GEMM_ELEMENT2
+#endif
+#if GEMM_HP == 4
+typedef float4 gemm_positions_t;
+#define GEMM_POSITIONS_ELEMENT GEMM_ELEMENT4
+#else
+typedef float2 gemm_positions_t;
+#define GEMM_POSITIONS_ELEMENT GEMM_ELEMENT2
+#endif
+// The work-item's column (rows) and row (positions) of the 16 x 16 grid. A warp of 32 covers 8 columns by
+// 4 rows of it, so that its vector reads of local memory touch few distinct addresses.
+inline int gemm_tx(void) { return gemm_flat() % 8 + 8 * ((gemm_flat() / 32) % 2); }
+inline int gemm_ty(void) { return (gemm_flat() % 32) / 8 + 4 * (gemm_flat() / 64); }
+#define gemm_slot_row(i) (gemm_tx() * GEMM_HR + (i))
+#define gemm_slot_pos(k) ((k) < GEMM_HP ? gemm_ty() * GEMM_HP + (k) : GEMM_TP / 2 + gemm_ty() * GEMM_HP + (k) - GEMM_HP)
+#endif
+#define GEMM_WL_STRIDE (GEMM_TR + GEMM_PAD)
+#define GEMM_XL_STRIDE (GEMM_TP + GEMM_PAD)
+
+// The work-group's one block and its first position.
+#define GEMM_FOR_BLOCKS(block, p0, blocks, positions) \
+    for (int block = get_group_id(0), p0 = get_group_id(1) * GEMM_TP, once_ = 1; once_; once_ = 0)
+// Two buffers of each tile (float4s, for the alignment of vector reads), and the tensor cores'
+// emulation's matrices (per warp: A's hi and lo of every mb, B's of every nb).
+#if defined(GEMM_MMA) && defined(MMA_EMULATE)
+#define GEMM_MMA_SCRATCH_WARP (GEMM_MB * 2 * 128 + GEMM_NB * 2 * 64)
+#define GEMM_MMA_SCRATCH (GEMM_THREADS / 32 * GEMM_MMA_SCRATCH_WARP)
+#else
+#define GEMM_MMA_SCRATCH 1
+#endif
+#define GEMM_LOCALS                                        \
+    __local float4 wl4_[2 * GEMM_TK * GEMM_WL_STRIDE / 4]; \
+    __local float4 xl4_[2 * GEMM_TK * GEMM_XL_STRIDE / 4]; \
+    __local float mma_scratch_[GEMM_MMA_SCRATCH]
+#define GEMM_LOCAL_ARGS (__local float*)wl4_, (__local float*)xl4_, mma_scratch_
+
+// This work-item's loads of a step from k = j0: element kk of k of tile rows (and positions) t0 + s *
+// GEMM_LOAD_STRIDE, consecutive work-items along a row (coalesced), zeros past the row's end; `woff` and
+// `xoff` are the rows' element offsets, `in_b` whether the tile row is of wb's half.
+#define GEMM_LOAD_STRIDE (GEMM_THREADS / GEMM_TK)
+UNIT_FUNCTION void gemm_load(__global const weight_t* wa, __global const weight_t* wb, __global const float* in,
+                             const uint* woff, const int* in_b, const uint* xoff, int n, int j0, int kk, float* wreg,
+                             float* xreg) {
+    const int j = j0 + kk;
+    const int inside = j < n;
+#pragma unroll
+    for (int s = 0; s < GEMM_W_LOADS; s++) wreg[s] = inside ? WEIGHT(in_b[s] ? wb : wa, woff[s] + j) : 0.0f;
+#pragma unroll
+    for (int s = 0; s < GEMM_X_LOADS; s++) xreg[s] = inside ? in[xoff[s] + j] : 0.0f;
+}
+UNIT_FUNCTION void gemm_store(__local float* wt, __local float* xt, int kk, int t0, const float* wreg, const float* xreg) {
+#pragma unroll
+    for (int s = 0; s < GEMM_W_LOADS; s++) wt[kk * GEMM_WL_STRIDE + t0 + s * GEMM_LOAD_STRIDE] = wreg[s];
+#pragma unroll
+    for (int s = 0; s < GEMM_X_LOADS; s++) xt[kk * GEMM_XL_STRIDE + t0 + s * GEMM_LOAD_STRIDE] = xreg[s];
+}
+
+// One step's products: GEMM_TK elements of k of the tile in local memory (wt, xt) into acc.
+#ifdef GEMM_MMA
+// The D fragment of m16n8k8 block (mb, nb) is acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)], i = 0..3.
+#define GEMM_D_ROW(mb, i) ((i) < 2 ? (mb) : GEMM_MB + (mb))
+#define GEMM_D_POS(nb, i) (2 * (nb) + ((i) & 1))
+UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, float acc[GEMM_SLOTS_R][GEMM_SLOTS_P],
+                             __local float* scratch) {
+    const int g = gemm_lane() / 4, t = gemm_lane() % 4;
+    const int row0 = gemm_warp() % 2 * GEMM_WARP_ROWS + g, pos0 = gemm_warp() / 2 * GEMM_WARP_POSITIONS + g;
+#pragma unroll
+    for (int k0 = 0; k0 < GEMM_TK; k0 += 8) {
+        __local const float* w_lo = wt + (k0 + t) * GEMM_WL_STRIDE;  // k = k0 + t, and k0 + t + 4 below
+        __local const float* w_hi = w_lo + 4 * GEMM_WL_STRIDE;
+        __local const float* x_lo = xt + (k0 + t) * GEMM_XL_STRIDE;
+        __local const float* x_hi = x_lo + 4 * GEMM_XL_STRIDE;
+        uint a_hi[GEMM_MB][4], a_lo[GEMM_MB][4], b_hi[GEMM_NB][2], b_lo[GEMM_NB][2];
+#pragma unroll
+        for (int mb = 0; mb < GEMM_MB; mb++) {
+            const int r = row0 + mb * 16;
+            tf32_split(w_lo[r], &a_hi[mb][0], &a_lo[mb][0]);
+            tf32_split(w_lo[r + 8], &a_hi[mb][1], &a_lo[mb][1]);
+            tf32_split(w_hi[r], &a_hi[mb][2], &a_lo[mb][2]);
+            tf32_split(w_hi[r + 8], &a_hi[mb][3], &a_lo[mb][3]);
+        }
+#pragma unroll
+        for (int nb = 0; nb < GEMM_NB; nb++) {
+            tf32_split(x_lo[pos0 + nb * 8], &b_hi[nb][0], &b_lo[nb][0]);
+            tf32_split(x_hi[pos0 + nb * 8], &b_hi[nb][1], &b_lo[nb][1]);
+        }
+#ifdef MMA_EMULATE
+        // The warp's fragments as matrices: A's hi and lo of each mb, then B's of each nb.
+        __local float* a_at = scratch + gemm_warp() * GEMM_MMA_SCRATCH_WARP;
+        __local float* b_at = a_at + GEMM_MB * 2 * 128;
+        for (int mb = 0; mb < GEMM_MB; mb++) {
+            mma_publish_a(a_at + (2 * mb) * 128, a_hi[mb]);
+            mma_publish_a(a_at + (2 * mb + 1) * 128, a_lo[mb]);
+        }
+        for (int nb = 0; nb < GEMM_NB; nb++) {
+            mma_publish_b(b_at + (2 * nb) * 64, b_hi[nb]);
+            mma_publish_b(b_at + (2 * nb + 1) * 64, b_lo[nb]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int mb = 0; mb < GEMM_MB; mb++) {
+            for (int nb = 0; nb < GEMM_NB; nb++) {
+                __local const float* ah = a_at + (2 * mb) * 128;
+                __local const float* bh = b_at + (2 * nb) * 64;
+                for (int i = 0; i < 4; i++) {
+                    float d = acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)];
+                    d = mma_element(ah + 128, bh, i, d);  // a_lo b_hi
+                    d = mma_element(ah, bh + 64, i, d);   // a_hi b_lo
+                    d = mma_element(ah, bh, i, d);        // a_hi b_hi
+                    acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)] = d;
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // the next fragments overwrite these
+#else
+#pragma unroll
+        for (int mb = 0; mb < GEMM_MB; mb++) {
+#pragma unroll
+            for (int nb = 0; nb < GEMM_NB; nb++) {
+#define GEMM_D(i) acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)]
+                // The small terms first.
+                MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_lo[mb], b_hi[nb]);
+                MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_hi[mb], b_lo[nb]);
+                MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_hi[mb], b_hi[nb]);
+#undef GEMM_D
+            }
+        }
+#endif
+    }
+}
+#else
+UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, float acc[GEMM_SLOTS_R][GEMM_SLOTS_P],
+                             __local float* scratch) {
+    const int tx = gemm_tx(), ty = gemm_ty();
+#pragma unroll
+    for (int k = 0; k < GEMM_TK; k++) {
+        const gemm_rows_t a0v = *(__local const gemm_rows_t*)(wt + k * GEMM_WL_STRIDE + tx * GEMM_HR);
+        const gemm_rows_t a1v = *(__local const gemm_rows_t*)(wt + k * GEMM_WL_STRIDE + GEMM_HALF + tx * GEMM_HR);
+        const gemm_positions_t b0v = *(__local const gemm_positions_t*)(xt + k * GEMM_XL_STRIDE + ty * GEMM_HP);
+        const gemm_positions_t b1v =
+            *(__local const gemm_positions_t*)(xt + k * GEMM_XL_STRIDE + GEMM_TP / 2 + ty * GEMM_HP);
+        float a[GEMM_SLOTS_R], b[GEMM_SLOTS_P];
+#pragma unroll
+        for (int i = 0; i < GEMM_HR; i++) {
+            a[i] = GEMM_ROWS_ELEMENT(a0v, i);
+            a[GEMM_HR + i] = GEMM_ROWS_ELEMENT(a1v, i);
+        }
+#pragma unroll
+        for (int i = 0; i < GEMM_HP; i++) {
+            b[i] = GEMM_POSITIONS_ELEMENT(b0v, i);
+            b[GEMM_HP + i] = GEMM_POSITIONS_ELEMENT(b1v, i);
+        }
+#pragma unroll
+        for (int i = 0; i < GEMM_SLOTS_R; i++)
+#pragma unroll
+            for (int p = 0; p < GEMM_SLOTS_P; p++) acc[i][p] = fma(a[i], b[p], acc[i][p]);
+    }
+}
+#endif
+
+UNIT_FUNCTION void gemm_block(__global const weight_t* wa, int a0, int a_rows, __global const weight_t* wb, int b0,
+                              int b_rows, int step, __global const float* in, int n, int p0, int positions,
+                              __local float* wl, __local float* xl, __local float* scratch,
+                              float acc[GEMM_SLOTS_R][GEMM_SLOTS_P]) {
+    const int flat = gemm_flat();
+    const int kk = flat % GEMM_TK, t0 = flat / GEMM_TK;
+    // Rows past a matrix's end, and positions past the batch's, load its last one. (Offsets of 32 bits:
+    // the host runs prefill only where every matrix has fewer than 2^32 elements.)
+    uint woff[GEMM_W_LOADS], xoff[GEMM_X_LOADS];
+    int in_b[GEMM_W_LOADS];
+#pragma unroll
+    for (int s = 0; s < GEMM_W_LOADS; s++) {
+        const int t = t0 + s * GEMM_LOAD_STRIDE, row = GEMM_LOCAL_ROW(t) * step;
+        in_b[s] = GEMM_LOCAL_IN_B(t);
+        woff[s] = (uint)(in_b[s] ? min(b0 + row, b_rows - 1) : min(a0 + row, a_rows - 1)) * (uint)n;
+    }
+#pragma unroll
+    for (int s = 0; s < GEMM_X_LOADS; s++) xoff[s] = (uint)min(p0 + t0 + s * GEMM_LOAD_STRIDE, positions - 1) * (uint)n;
+    float wreg[GEMM_W_LOADS], xreg[GEMM_X_LOADS];
+
+#pragma unroll
+    for (int i = 0; i < GEMM_SLOTS_R; i++)
+#pragma unroll
+        for (int k = 0; k < GEMM_SLOTS_P; k++) acc[i][k] = 0.0f;
+    const int steps = (n + GEMM_TK - 1) / GEMM_TK;
+    gemm_load(wa, wb, in, woff, in_b, xoff, n, 0, kk, wreg, xreg);
+    gemm_store(wl, xl, kk, t0, wreg, xreg);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k_step = 0; k_step < steps; k_step++) {
+        const int buf = k_step % 2;
+        // The next step's loads are in flight while this one multiplies.
+        if (k_step + 1 < steps) gemm_load(wa, wb, in, woff, in_b, xoff, n, (k_step + 1) * GEMM_TK, kk, wreg, xreg);
+        gemm_step(wl + buf * GEMM_TK * GEMM_WL_STRIDE, xl + buf * GEMM_TK * GEMM_XL_STRIDE, acc, scratch);
+        // Every work-item is done with the other buffer: it read it in the step before the last barrier.
+        if (k_step + 1 < steps)
+            gemm_store(wl + (1 - buf) * GEMM_TK * GEMM_WL_STRIDE, xl + (1 - buf) * GEMM_TK * GEMM_XL_STRIDE, kk, t0,
+                       wreg, xreg);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+#endif  // FLOAT_WEIGHTS
+#endif
