@@ -162,7 +162,7 @@ TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, beyond, true}), KernelSet::kMaxAttentionChunks + 1);
 }
 
-// The rule that chooses a GEMM's tile: the largest that gives each of the 132 compute units (an H200) a
+// The rule that chooses a GEMM's tile: the largest that gives each compute unit (132 in these cases) a
 // work-group, else the one with the most work-groups; blocks per matrix, each matrix's rows rounded up.
 TEST(GemmTile, LargestTileThatGivesEveryComputeUnitAWorkGroup) {
     EXPECT_EQ(gemm_blocks({2048, 512, 512}, 128), 24);
