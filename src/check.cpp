@@ -106,7 +106,7 @@ public:
     Ladder(Device& device, const Checkpoint& ck, const Tokenizer& tokenizer, const CheckOptions& o)
         : device_(device), base_(ck), tokenizer_(tokenizer), o_(o) {}
 
-    CheckReport climb();
+    CheckReport climb(const RungObserver& observer);
 
 private:
     Outcome device_facts();
@@ -141,7 +141,7 @@ private:
     int token_groups_ = 0;                     // model_'s token kernel's work-groups when it started (0: none)
 };
 
-CheckReport Ladder::climb() {
+CheckReport Ladder::climb(const RungObserver& observer) {
     // In kStages' order.
     const std::function<Outcome()> bodies[] = {
         [this] { return device_facts(); }, [this] { return buffers(); },      [this] { return kernels(); },
@@ -160,6 +160,7 @@ CheckReport Ladder::climb() {
         rung.format = ref.format;
         if (failed) {
             report.rungs.push_back(rung);
+            if (observer) observer(report);
             continue;
         }
         const auto t0 = std::chrono::steady_clock::now();
@@ -184,6 +185,7 @@ CheckReport Ladder::climb() {
             failed = true;
         }
         report.rungs.push_back(rung);
+        if (observer) observer(report);
     }
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
@@ -563,33 +565,45 @@ const Rung* CheckReport::first_failure() const {
 }
 
 CheckReport run_check(Device& device, const Checkpoint& checkpoint, const Tokenizer& tokenizer,
-                      const CheckOptions& options) {
-    return Ladder(device, checkpoint, tokenizer, options).climb();
+                      const CheckOptions& options, const RungObserver& observer) {
+    return Ladder(device, checkpoint, tokenizer, options).climb(observer);
 }
 
-std::string format_check_text(const CheckReport& report) {
-    std::string out = "check: " + report.device.name + " (" + report.device.platform_name + "), " + report.model +
-                      ", shape: " + report.shape + "\n";
-    int passed = 0, skipped = 0;
-    for (const Rung& r : report.rungs) {
-        passed += r.status == RungStatus::pass;
-        skipped += r.status == RungStatus::skip;
-        char line[256];
-        const std::string err = r.max_abs_err ? g_text(*r.max_abs_err) : "-";
-        const std::string tol = r.tolerance ? g_text(*r.tolerance) : "-";
-        std::snprintf(line, sizeof line, "  %-17s  %-7s  max abs err %-9s  tolerance %-9s  %7.3f s  ", r.name.c_str(),
-                      rung_status_name(r.status), err.c_str(), tol.c_str(), r.seconds);
-        out += line + r.detail + "\n";
-    }
+std::string format_check_header(const CheckReport& report) {
+    return "check: " + report.device.name + " (" + report.device.platform_name + "), " + report.model +
+           ", shape: " + report.shape + "\n";
+}
+
+std::string format_rung_line(const Rung& r) {
+    char line[256];
+    const std::string err = r.max_abs_err ? g_text(*r.max_abs_err) : "-";
+    const std::string tol = r.tolerance ? g_text(*r.tolerance) : "-";
+    std::snprintf(line, sizeof line, "  %-17s  %-7s  max abs err %-9s  tolerance %-9s  %7.3f s  ", r.name.c_str(),
+                  rung_status_name(r.status), err.c_str(), tol.c_str(), r.seconds);
+    return line + r.detail + "\n";
+}
+
+std::string format_check_summary(const CheckReport& report) {
     char total[64];
     std::snprintf(total, sizeof total, " in %.1f s", report.seconds);
     if (const Rung* f = report.first_failure())
-        return out + "check: FAILED at " + f->name + ": " + f->detail + total + "\ncheck: next: " + f->hint + "\n";
+        return "check: FAILED at " + f->name + ": " + f->detail + total + "\ncheck: next: " + f->hint + "\n";
+    int passed = 0, skipped = 0;
     std::string skipped_names;
-    for (const Rung& r : report.rungs)
-        if (r.status == RungStatus::skip) skipped_names += (skipped_names.empty() ? "" : ", ") + r.name;
-    return out + "check: passed: " + std::to_string(passed) + " of " + std::to_string(report.rungs.size()) + " rungs" +
+    for (const Rung& r : report.rungs) {
+        passed += r.status == RungStatus::pass;
+        if (r.status != RungStatus::skip) continue;
+        ++skipped;
+        skipped_names += (skipped_names.empty() ? "" : ", ") + r.name;
+    }
+    return "check: passed: " + std::to_string(passed) + " of " + std::to_string(report.rungs.size()) + " rungs" +
            (skipped ? ", " + std::to_string(skipped) + " skipped (" + skipped_names + ")" : "") + total + "\n";
+}
+
+std::string format_check_text(const CheckReport& report) {
+    std::string out = format_check_header(report);
+    for (const Rung& r : report.rungs) out += format_rung_line(r);
+    return out + format_check_summary(report);
 }
 
 std::string format_check_json(const CheckReport& report) {

@@ -95,9 +95,14 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
         throw Error("--plot: cannot write " + a.plot + "; give a path in a writable directory");
     Device device = Device::open(a.runtime.platform, a.runtime.device, !a.plot.empty());
     o.device = device_options(a.runtime, device.info());
-    const CheckReport report = run_check(device, ck, tokenizer, o);
-    const std::string text = a.json ? format_check_json(report) : format_check_text(report);
-    std::fputs(text.c_str(), out);
+    // The text report's lines are printed as the rungs are climbed, so that a slow rung is seen as it runs.
+    const RungObserver print_rung = [out](const CheckReport& so_far) {
+        if (so_far.rungs.size() == 1) std::fputs(format_check_header(so_far).c_str(), out);
+        std::fputs(format_rung_line(so_far.rungs.back()).c_str(), out);
+        std::fflush(out);
+    };
+    const CheckReport report = run_check(device, ck, tokenizer, o, a.json ? RungObserver{} : print_rung);
+    std::fputs((a.json ? format_check_json(report) : format_check_summary(report)).c_str(), out);
     std::fflush(out);
     return report.first_failure() ? kCheckFailed : 0;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "llamacl/check.hpp"
+#include "llamacl/tokenizer.hpp"
 #include "models.hpp"
 #include "support.hpp"
 
@@ -96,6 +97,31 @@ TEST(Check, JsonReportsTheSameRungsInOrder) {
     }
     const nlohmann::json& kernels = j.at("rungs").at(2);
     EXPECT_LE(kernels.at("max_abs_err").get<double>(), kernels.at("tolerance").get<double>());
+}
+
+// The observer (check_command's printer) sees each rung as it is reported, in order, those after a
+// failure too, and what it prints makes the whole report's text.
+TEST(Check, EachRungIsReportedAsItIsClimbed) {
+    TempDir dir;
+    const Config c = small_config();
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c).string());
+    const Tokenizer tokenizer = Tokenizer::load((dir / "tok.bin").string(), c.vocab_size);
+    Device device = Device::open("", "");
+    CheckOptions o;
+    o.formats = check_formats(ck);
+    o.injected_rung = "forward:f16";
+    std::vector<std::string> seen;
+    std::string streamed;
+    const CheckReport report = run_check(device, ck, tokenizer, o, [&](const CheckReport& so_far) {
+        ASSERT_EQ(so_far.rungs.size(), seen.size() + 1);
+        if (seen.empty()) streamed += format_check_header(so_far);
+        seen.push_back(so_far.rungs.back().name);
+        streamed += format_rung_line(so_far.rungs.back());
+    });
+    EXPECT_EQ(seen, rung_names(kDeviceFormats));
+    ASSERT_NE(report.first_failure(), nullptr);
+    EXPECT_EQ(report.first_failure()->name, "forward:f16");
+    EXPECT_EQ(streamed + format_check_summary(report), format_check_text(report));
 }
 
 TEST(Check, InjectedRungFaultExitsFourNamingTheRung) {

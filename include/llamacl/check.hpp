@@ -4,6 +4,7 @@
 // each kernel against its CPU twin (kernel_checks.hpp), one layer, the whole forward pass and a prefill
 // against the reference (compare.hpp), greedy generation identical to the reference's and the token
 // kernel's grid barrier; last the copy bandwidth and FMA throughput.
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,13 +53,20 @@ struct CheckReport {
     const Rung* first_failure() const;
 };
 
+// Called as each rung is reported, with the report so far: its last rung the one just reported.
+using RungObserver = std::function<void(const CheckReport&)>;
+
 // Climbs the ladder for `checkpoint` (fp32 where options.formats convert it) on `device` (opened with
 // profiling when options.plot_path is set).
 CheckReport run_check(Device& device, const Checkpoint& checkpoint, const Tokenizer& tokenizer,
-                      const CheckOptions& options);
+                      const CheckOptions& options, const RungObserver& observer = {});
 
-// One line per rung and a summary line (text), or one JSON object (json).
+// The text report: a header line, one line per rung, a summary line; whole, or in its three parts so that
+// the rungs can be printed as they are climbed.
 std::string format_check_text(const CheckReport& report);
+std::string format_check_header(const CheckReport& report);
+std::string format_rung_line(const Rung& rung);
+std::string format_check_summary(const CheckReport& report);
 std::string format_check_json(const CheckReport& report);
 
 }  // namespace llamacl
