@@ -24,10 +24,9 @@ void stage_step_input(__local float* staged, __global const float* x, __global c
 #ifdef FLOAT_WEIGHTS
 // GPU shapes: the work-group copies its input vector (normalized on the way when `weight` is given)
 // into local memory once, so the rows' dot products read it from there instead of re-reading x, the norm
-// weights and doing the normalization per element for every row. Needs every work-item. (`scratch` is
-// Q8_0's.)
+// weights and doing the normalization per element for every row. Needs every work-item.
 inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss,
-                        int n, __local float* scratch) {
+                        int n) {
     for (int j = get_local_id(0); j < n; j += LOCAL) staged[j] = weight ? weight[j] * (ss * x[j]) : x[j];
     barrier(CLK_LOCAL_MEM_FENCE);
 }

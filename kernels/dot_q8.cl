@@ -10,12 +10,6 @@
 // row's (q8_word).
 #define STAGED_VALUES(staged, n) ((__local char*)((staged) + (n) / GROUP_SIZE))
 
-// An element of the vector stage_input quantizes: x normalized with `weight` (scale ss) as write_norm
-// stores it, or x itself.
-inline float input_value(__global const float* x, __global const float* weight, float ss, int j) {
-    return weight ? weight[j] * (ss * x[j]) : x[j];
-}
-
 // runq.c's (int8_t) round(v / scale) as gcc compiles it on x86-64 (model_math.cpp's quantize): round()
 // rounds halves away from zero; the float becomes an int32 (out of range or NaN: INT32_MIN), whose low
 // byte is kept. Only degenerate scales (zero, subnormal or infinite group maxima) leave [-127, 127].
@@ -28,36 +22,39 @@ inline char quantized(float v, float scale) {
 
 // runq.c's quantize of the input into `staged`: per group of GROUP_SIZE, scale = max |v| / 127 (the
 // division correctly rounded where the device offers it: KernelSet) and q = quantized(v, scale). The
-// work-group shares out the groups, `parts` work-items to a group when there are fewer groups than
-// work-items; a group's parts meet in scratch for its maximum (a comparison, exact in any order; like
-// runq.c's `val > wmax`, it never takes a NaN). Needs every work-item.
-inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n,
-                        __local float* scratch) {
-    const int groups = n / GROUP_SIZE, lid = get_local_id(0);
-    const int parts = clamp(LOCAL / groups, 1, GROUP_SIZE);
-    const int part_len = (GROUP_SIZE + parts - 1) / parts;
+// work-items take the input's words (4 consecutive values) in turn, so that a warp's loads are whole
+// transactions, in three passes with a barrier between: each word's maximum, kept in the values' place
+// (n bytes: a float per word); each group's maximum of its words' and its scale; the values. A maximum
+// is a comparison, exact in any order; like runq.c's `val > wmax`, it never takes a NaN. Needs every
+// work-item.
+inline float4 input_word(__global const float* x, __global const float* weight, float ss, int word) {
+    const float4 v = vload4(word, x);
+    return weight ? vload4(word, weight) * (ss * v) : v;
+}
+inline float larger(float wmax, float a) { return a > wmax ? a : wmax; }
+inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n) {
+    const int words = n / 4, groups = n / GROUP_SIZE, lid = get_local_id(0);
     __local char* values = STAGED_VALUES(staged, n);
-    // Every work-item makes the same trips (barriers); with several parts to a group there is one trip.
-    for (int base = 0; base < groups * parts; base += LOCAL) {
-        const int item = base + lid, g = item / parts, part = item % parts;
-        const int first = g * GROUP_SIZE + part * part_len;
-        const int last = g < groups ? min(first + part_len, (g + 1) * GROUP_SIZE) : first;
-        float wmax = 0.0f;
-        for (int j = first; j < last; j++) {
-            const float a = fabs(input_value(x, weight, ss, j));
-            if (a > wmax) wmax = a;
-        }
-        scratch[lid] = wmax;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (g < groups) {
-            for (int p = lid - part; p < lid - part + parts; p++)
-                if (scratch[p] > wmax) wmax = scratch[p];
-            const float scale = wmax / 127.0f;
-            if (part == 0) staged[g] = scale;
-            for (int j = first; j < last; j++) values[q8_byte(n, j)] = quantized(input_value(x, weight, ss, j), scale);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);  // the scratch is reused by the next trip; the rows read `staged`
+    __local float* word_max = (__local float*)values;
+    for (int i = lid; i < words; i += LOCAL) {
+        const float4 a = fabs(input_word(x, weight, ss, i));
+        word_max[i] = larger(larger(larger(larger(0.0f, a.x), a.y), a.z), a.w);
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int g = lid; g < groups; g += LOCAL) {
+        float wmax = 0.0f;
+        for (int i = g * (GROUP_SIZE / 4); i < (g + 1) * (GROUP_SIZE / 4); i++) wmax = larger(wmax, word_max[i]);
+        staged[g] = wmax / 127.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the word maxima are read before the values overwrite them
+    for (int i = lid; i < words; i += LOCAL) {
+        const int g = i / (GROUP_SIZE / 4);
+        const float4 v = input_word(x, weight, ss, i);
+        const float scale = staged[g];
+        ((__local char4*)values)[q8_word(groups, g, i % (GROUP_SIZE / 4))] =
+            (char4)(quantized(v.x, scale), quantized(v.y, scale), quantized(v.z, scale), quantized(v.w, scale));
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 }
 
 // The dot product of four int8 pairs (words), added to acc: one dp4a where NVIDIA's compiler takes PTX.

@@ -22,7 +22,7 @@ UNIT_FUNCTION void matvec_residual_unit(int unit, __global const weight_t* w, __
 __kernel void matvec_residual(__global const weight_t* w, __global const float* in, __global float* x, int n, int rows,
                               __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
-    if (staged_n > 0) stage_input(staged, in, 0, 0.0f, n, scratch);
+    if (staged_n > 0) stage_input(staged, in, 0, 0.0f, n);
     FOR_GROUP_UNITS(unit, rows)
     matvec_residual_unit(unit, w, in, x, n, rows, staged, staged_n, scratch);
 }

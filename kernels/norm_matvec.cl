@@ -54,7 +54,7 @@ __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_w
     __local float scratch[LOCAL];
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
-    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim, scratch);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
     FOR_GROUP_UNITS(unit, (dim + 2 * kv_dim) / 2)
     attn_qkv_rope_unit(unit, x, rms_weight, ss, wq, wk, wv, rope, q, key_cache, value_cache, dim, kv_dim,
                        head_size, pos, staged, staged_n, scratch);
@@ -82,7 +82,7 @@ __kernel void ffn_gate_up(__global const float* x, __global const float* rms_wei
     __local float scratch[LOCAL];
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
-    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim, scratch);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
     FOR_GROUP_UNITS(unit, hidden_dim)
     ffn_gate_up_unit(unit, x, rms_weight, ss, w1, w3, hb, dim, hidden_dim, staged, staged_n, scratch);
 }
@@ -121,7 +121,7 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
     const float ss = rms_scale(x, dim, scratch);
 #endif
     if (rms_weight && get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
-    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim, scratch);
+    if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
     FOR_GROUP_UNITS(unit, rows)
     classifier_unit(unit, x, rms_weight, ss, w, logits, dim, rows, row_base, staged, staged_n, scratch);
 }

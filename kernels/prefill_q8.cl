@@ -9,9 +9,8 @@
 // input, into row p of `out` (rows of Q8_ROW_BYTES(n) bytes: the values as weights.cl lays them out,
 // then the scales): one work-group per position, through `staged` (KernelSet::staged_space(n)).
 __kernel void quantize_rows(__global const float* x, __global weight_t* out, int n, __local float* staged) {
-    __local float scratch[LOCAL];
     const size_t p = get_group_id(0);
-    stage_input(staged, x + p * n, 0, 0.0f, n, scratch);
+    stage_input(staged, x + p * n, 0, 0.0f, n);
     __global weight_t* row = WEIGHT_ROW(out, p, n);
     __local const char* values = STAGED_VALUES(staged, n);
     for (int j = get_local_id(0); j < n; j += LOCAL) row[j] = values[j];

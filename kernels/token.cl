@@ -76,7 +76,7 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
     ss = rms_from_sum(group_reduce(ss, 0, scratch), DIM);
 #ifdef WEIGHT_Q8_0
     // Quantized (dot_q8.cl) from x and the weights read again, from the cache: the values are these.
-    stage_input(staged, x, weight, ss, DIM, scratch);
+    stage_input(staged, x, weight, ss, DIM);
 #else
 #pragma unroll
     for (int k = 0; k < NORM_LOADS; k++) {
@@ -92,7 +92,7 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
 void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
                       __local float* scratch) {
     if (weight) stage_normed(staged, x, weight, scratch);  // (x is the residual stream: n == DIM)
-    else stage_input(staged, x, 0, 0.0f, n, scratch);
+    else stage_input(staged, x, 0, 0.0f, n);
 }
 // staged_n for unit u: negative for the work-group's first unit of the step, which stages the input.
 #define STAGED(u, n) ((u) < get_num_groups(0) ? -(n) : (n))
