@@ -2,6 +2,23 @@
 // scale from x instead of a separate normalization kernel and buffer round trip). `staged` is local
 // memory for the normalized input when staged_n > 0 (see stage_input in dot.cl and dot_q8.cl).
 
+// RoPE's rotation of the pair (v0, v1) by its frequency's cos fcr and sin fci, as run.c writes it; and
+// stored at rows r, r + 1 of o, with cs the frequency's (cos, sin). Prefill's kernels rotate with them too.
+inline float2 rope_rotate(float v0, float v1, float fcr, float fci) {
+    return (float2)(v0 * fcr - v1 * fci, v0 * fci + v1 * fcr);
+}
+inline void rope_pair(__global float* o, int r, float v0, float v1, __global const float* cs) {
+    const float2 v = rope_rotate(v0, v1, cs[0], cs[1]);
+    o[r] = v.x;
+    o[r + 1] = v.y;
+}
+
+// SwiGLU of a gate and its up projection: silu(gate) * up, as run.c writes it.
+inline float swiglu_of(float gate, float up) {
+    gate *= (1.0f / (1.0f + model_exp(-gate)));
+    return gate * up;
+}
+
 // Attention entry of a layer: q, k, v = (wq, wk, wv) @ rmsnorm(x), RoPE applied to q and k, and k, v
 // stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
 // stacked [wq; wk; wv], so the RoPE rotation happens in registers. `rope` is (seq_len, head_size/2, 2):
@@ -39,11 +56,10 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
 #ifndef FEW_GROUPS
     const float fcr = cs[0], fci = cs[1];
 #endif
-    const float a = v0 * fcr - v1 * fci;
-    const float b = v0 * fci + v1 * fcr;
+    const float2 rotated = rope_rotate(v0, v1, fcr, fci);
     __global float* out = part == 0 ? q : key_cache + (size_t)pos * kv_dim;
-    out[r] = a;
-    out[r + 1] = b;
+    out[r] = rotated.x;
+    out[r + 1] = rotated.y;
 }
 
 __kernel void attn_qkv_rope(__global const float* x, __global const float* rms_weight,
@@ -70,10 +86,7 @@ UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global 
     const float2 gate_up =
         row_pair(WEIGHT_ROW(w1, row, dim), WEIGHT_ROW(w3, row, dim), x, rms_weight, ss, staged, staged_n, dim, lane, scratch);
     if (!row_valid || lane != 0) return;
-    float val = gate_up.x;
-    val *= (1.0f / (1.0f + model_exp(-val)));  // silu, as run.c writes it
-    val *= gate_up.y;
-    hb[row] = val;
+    hb[row] = swiglu_of(gate_up.x, gate_up.y);
 }
 
 __kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const weight_t* w1,

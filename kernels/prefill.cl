@@ -3,8 +3,8 @@
 // (positions, width): position p's vector starts at p * width. The products are gemm_block's (gemm_cpu.cl,
 // gemm_gpu.cl: a block of rows by positions per work-item or work-group); the kernels below say which rows
 // a block takes and what becomes of its sums: stored, added to the residual, rotated into the queries and
-// the cache, or paired into SwiGLU. On the CPU families they are the decode kernels' bits. (Float
-// weights; Q8_0's products, unfused: prefill_q8.cl, which shares the RoPE and SwiGLU below.)
+// the cache, or paired into SwiGLU (the decode kernels' rope_pair and swiglu_of: norm_matvec.cl). On the
+// CPU families they are the decode kernels' bits. (Float weights; Q8_0's products, unfused: prefill_q8.cl.)
 
 // RMSNorm of each position's x, one work-group per position: out[p] = rmsnorm(x[p]) * weight, the
 // expression the fused decode kernels multiply by, so the products below keep their bits.
@@ -12,19 +12,6 @@ __kernel void rmsnorm_rows(__global const float* x, __global const float* weight
     __local float scratch[LOCAL];
     const size_t at = get_group_id(0) * (size_t)n;
     write_norm(out + at, x + at, weight, rms_scale(x + at, n, scratch), n);
-}
-
-// RoPE's rotation of the pair (v0, v1) at rows r, r + 1 of o by cs (cos, sin), as attn_qkv_rope rotates it.
-inline void rope_pair(__global float* o, int r, float v0, float v1, __global const float* cs) {
-    const float fcr = cs[0], fci = cs[1];
-    o[r] = v0 * fcr - v1 * fci;
-    o[r + 1] = v0 * fci + v1 * fcr;
-}
-
-// SwiGLU of a gate and its up projection, as ffn_gate_up computes it.
-inline float swiglu_of(float gate, float up) {
-    gate *= (1.0f / (1.0f + model_exp(-gate)));  // silu, as run.c writes it
-    return gate * up;
 }
 
 #ifdef FLOAT_WEIGHTS

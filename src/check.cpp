@@ -392,7 +392,8 @@ Outcome compared(const LockstepCompare& compare, const std::string& detail) {
     out.max_abs_err = compare.max_abs_error();
     out.tolerance = kDefaultTolerance;
     if (compare.first_divergence()) out.failure = compare.summary().substr(std::strlen("compare-cpu: "));
-    out.detail = detail;
+    // (A tensor passes with an error above the tolerance where its values are larger than 1.)
+    out.detail = detail + " (tolerance relative to max(|reference|, 1))";
     return out;
 }
 
