@@ -24,9 +24,10 @@ inline char quantized(float v, float scale) {
 // division correctly rounded where the device offers it: KernelSet) and q = quantized(v, scale). The
 // work-items take the input's words (4 consecutive values) in turn, so that a warp's loads are whole
 // transactions, in three passes with a barrier between: each word's maximum, kept in the values' place
-// (n bytes: a float per word); each group's maximum of its words' and its scale; the values. A maximum
-// is a comparison, exact in any order; like runq.c's `val > wmax`, it never takes a NaN. Needs every
-// work-item.
+// (n bytes: a float per word); each group's maximum of its words' and its scale; the values, from the
+// input read again (a work-item's share of n is not known at build time, so it is not kept in
+// registers). A maximum is a comparison, exact in any order; like runq.c's `val > wmax`, it never takes a
+// NaN. Needs every work-item.
 inline float4 input_word(__global const float* x, __global const float* weight, float ss, int word) {
     const float4 v = vload4(word, x);
     return weight ? vload4(word, weight) * (ss * v) : v;

@@ -197,7 +197,7 @@ TEST(FirstRun, VerboseSaysWhereTheStartupWentOnStderr) {
 
 TEST(BackendAuto, OnCpuOnlyMachinesSmallModelsRunOnTheReferenceAndTheLineSaysSo) {
     TempDir dir;
-    // 1.1 MiB of weights (below the 4 MiB rule) and 13.4 MiB (above it).
+    // A model whose layers are under the rule's weights per layer (kAutoReferenceLayerBytes), and one over it.
     const auto small = write_model(dir, small_config(), 1, 7, "small.bin");
     const auto large = write_model(dir, llamacl::Config{256, 768, 4, 8, 8, 300, 64, true}, 1, 7, "large.bin");
     const std::string tok = " -z " + quote((dir / "tok.bin").string()) + " -n 4 -t 0";
