@@ -39,32 +39,56 @@ inline void stage_input(__local float* staged, __global const float* x, __global
 #define DOT_BATCH 8
 #endif
 
-// The row's lanes read consecutive floats (lane, lane + ROW_THREADS, ...), so each load instruction of a
-// warp reads whole 32-byte sectors (with 8 or more lanes and rows of a multiple of 8 floats, as the GPU
+// A row's lanes read consecutive spans of weights (weights.cl: a float, or two halves, per 4-byte load),
+// lane l spans l, l + ROW_THREADS, ... from the row's first 4-byte boundary, so each load instruction of
+// a warp reads whole 32-byte sectors (with 8 or more lanes and rows of a multiple of 8 floats, as the GPU
 // shapes and real models have); a float4 per lane is compiled by NVIDIA into four scalar loads at a
-// 16-byte stride, each instruction touching four times the sectors for the same bytes.
-inline float dot_staged_from(__global const weight_t* w, __local const float* in, int n, int j, float sum) {
-    for (; j + (DOT_BATCH - 1) * ROW_THREADS < n; j += DOT_BATCH * ROW_THREADS) {
-        float a[DOT_BATCH];
+// 16-byte stride, each instruction touching four times the sectors for the same bytes. The at most
+// WEIGHT_SPAN weights outside the spans (halves: a row of odd length, or one that starts between two
+// words) are lane 0's (row_edges).
+inline int row_spans(__global const weight_t* w, int n) { return (n - span_head(w)) / WEIGHT_SPAN; }
+
+// Adds to sum this lane's products of the row's weights outside its spans.
+inline float row_edges(__global const weight_t* w, __local const float* in, int n, int lane, float sum) {
+#if WEIGHT_SPAN > 1
+    if (lane != 0) return sum;
+    const int head = span_head(w);
+    for (int j = 0; j < head; j++) sum += WEIGHT(w, j) * in[j];
+    for (int j = head + WEIGHT_SPAN * row_spans(w, n); j < n; j++) sum += WEIGHT(w, j) * in[j];
+#endif
+    return sum;
+}
+
+// This lane's part of the products of `spans` spans from span j on (w and in from the row's first span)
+// with the input, added to sum.
+inline float dot_staged_from(__global const weight_t* w, __local const float* in, int spans, int j, float sum) {
+    for (; j + (DOT_BATCH - 1) * ROW_THREADS < spans; j += DOT_BATCH * ROW_THREADS) {
+        weight_span_t a[DOT_BATCH];
 #pragma unroll
-        for (int k = 0; k < DOT_BATCH; k++) a[k] = WEIGHT(w, j + k * ROW_THREADS);
+        for (int k = 0; k < DOT_BATCH; k++) a[k] = WEIGHT_SPAN_AT(w, j + k * ROW_THREADS);
 #pragma unroll
-        for (int k = 0; k < DOT_BATCH; k++) sum += a[k] * in[j + k * ROW_THREADS];
+        for (int k = 0; k < DOT_BATCH; k++) sum = span_dot(sum, a[k], in, j + k * ROW_THREADS);
     }
-    // The rest (fewer elements than a batch for this lane) as one more batch of loads issued together,
-    // not one load per trip to memory: most of a small model's rows is rest.
-    if (j < n) {
-        float a[DOT_BATCH];
-#pragma unroll
-        for (int k = 0; k < DOT_BATCH; k++) a[k] = j + k * ROW_THREADS < n ? WEIGHT(w, j + k * ROW_THREADS) : 0.0f;
+    // The rest (fewer spans than a batch for this lane) as one more batch of loads issued together, not
+    // one load per trip to memory: most of a small model's rows is rest.
+    if (j < spans) {
+        weight_span_t a[DOT_BATCH];
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++)
-            if (j + k * ROW_THREADS < n) sum += a[k] * in[j + k * ROW_THREADS];
+            a[k] = j + k * ROW_THREADS < spans ? WEIGHT_SPAN_AT(w, j + k * ROW_THREADS) : WEIGHT_SPAN_ZERO;
+#pragma unroll
+        for (int k = 0; k < DOT_BATCH; k++)
+            if (j + k * ROW_THREADS < spans) sum = span_dot(sum, a[k], in, j + k * ROW_THREADS);
     }
     return sum;
 }
 
 #ifdef FEW_GROUPS
+// The token kernel's spans are single weights (weights.cl), so a row of n weights is n spans from its start.
+#if WEIGHT_SPAN != 1
+#error "the token kernel's row products load one weight at a time"
+#endif
+
 // The lane's first batch of a row, masked as the rest is, and its sum: dot_staged_from's first trip,
 // apart, so that it can be loaded before the input is staged.
 inline void load_first_batch(__private float* a, __global const weight_t* w, int n, int lane) {
@@ -129,7 +153,10 @@ inline float row_dot(__global const weight_t* w, __global const float* x, __glob
         return dot_staged_from(w, staged, n, lane + DOT_BATCH * ROW_THREADS, first_batch_dot(a, staged, n, lane));
     }
 #endif
-    if (staged_n > 0) return dot_staged_from(w, staged, n, lane, 0.0f);
+    if (staged_n > 0) {
+        const int head = span_head(w);
+        return row_edges(w, staged, n, lane, dot_staged_from(w + head, staged + head, row_spans(w, n), lane, 0.0f));
+    }
     return weight ? partial_dot_normed(w, x, weight, ss, n, lane) : partial_dot(w, x, n, lane);
 }
 

@@ -8,7 +8,8 @@
 //   WEIGHT(w, j)           element j of a row, as a float
 //   WEIGHT4(w, j4)         elements 4 j4 .. 4 j4 + 3 of a row, as a float4
 //   WEIGHTV(w, j)          floatv elements from j (CPU families)
-// which dot.cl's row products read; Q8_0's groups are read by dot_q8.cl's.
+// which dot.cl's row products read, and the spans GPU shapes' lanes load (below); Q8_0's groups are read
+// by dot_q8.cl's.
 // The norms' weights, the embedding rows written to x and the KV cache stay floats.
 #if !defined(WEIGHT_F32) && !defined(WEIGHT_F16) && !defined(WEIGHT_Q8_0)
 #define WEIGHT_F32  // (the default only keeps the program buildable on its own)
@@ -39,6 +40,48 @@ typedef half weight_t;
 #else
 #define WEIGHTV(w, j) vload_half(0, (w) + (j))
 #endif
+#endif
+
+// A GPU shape's lane loads a row's float weights a span at a time (dot.cl):
+//   weight_span_t          a span as loaded
+//   WEIGHT_SPAN_AT(w, s)   span s from w, which is 4-byte aligned (span_head: where a row's first span starts)
+//   WEIGHT_SPAN_ZERO       a span of zeros
+//   span_dot(sum, v, in, s) sum plus span v's products with in[WEIGHT_SPAN s ..], in the elements' order
+//   span_head(w)           the weights before the first 4-byte boundary at or after w
+// The per-op kernels take halves in pairs, one aligned 4-byte load as for a float, so that they move as
+// many bytes per load instruction as floats do; the token kernel takes them one at a time, as pairs
+// measured slower there (docs/benchmarks.md). The host knows it as DeviceWeightLayout::span.
+#if defined(WEIGHT_F16) && !defined(FEW_GROUPS)
+#define WEIGHT_SPAN 2
+#define span_head(w) ((int)((size_t)(w) >> 1) & 1)
+#ifdef INLINE_PTX
+// On NVIDIA the span stays as loaded, a 32-bit word, until PTX widens its halves (cvt.f32.f16, exact).
+typedef uint weight_span_t;
+#define WEIGHT_SPAN_AT(w, s) (((__global const uint*)(w))[s])
+#define WEIGHT_SPAN_ZERO 0u
+inline float span_dot(float sum, uint v, __local const float* in, int s) {
+    float lo, hi;
+    __asm__("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
+            : "=f"(lo), "=f"(hi) : "r"(v));
+    sum += lo * in[2 * s];
+    return sum + hi * in[2 * s + 1];
+}
+#else
+typedef float2 weight_span_t;
+#define WEIGHT_SPAN_AT(w, s) vload_half2(s, w)
+#define WEIGHT_SPAN_ZERO ((float2)(0.0f))
+inline float span_dot(float sum, float2 v, __local const float* in, int s) {
+    sum += v.x * in[2 * s];
+    return sum + v.y * in[2 * s + 1];
+}
+#endif
+#elif defined(FLOAT_WEIGHTS)
+#define WEIGHT_SPAN 1
+typedef float weight_span_t;
+#define WEIGHT_SPAN_AT(w, s) WEIGHT(w, s)
+#define WEIGHT_SPAN_ZERO 0.0f
+inline float span_dot(float sum, float v, __local const float* in, int s) { return sum + v * in[s]; }
+#define span_head(w) 0
 #endif
 
 // runq.c's Q8_0: GROUP_SIZE consecutive weights of a row share an fp32 scale; a weight is the int8 value

@@ -209,7 +209,7 @@ KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const WeightFormat& format = layout_.format;
     const int lane_elements = format.type == ElementType::q8_0 ? 4 * (n / format.group_size) : n;
     const int threads = widened_row_threads(shape_, rows, lane_elements, min_groups_);
-    const int batch = format.type == ElementType::q8_0 ? kLongDotBatch : dot_batch(n, threads);
+    const int batch = format.type == ElementType::q8_0 ? kLongDotBatch : dot_batch(n / layout_.span(), threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
     if (it == builds_.end())

@@ -51,6 +51,11 @@ struct DeviceWeightLayout {
     WeightFormat format;
     int interleave = 1;  // Q8_0: groups whose words are interleaved
 
+    // Float formats: consecutive weights one load of a lane of a GPU shape's per-op matrix kernels brings
+    // (kernels/weights.cl's WEIGHT_SPAN: a float, or two halves; the token kernel's, one weight), so such a
+    // row of n weights is about n / span() loads.
+    int span() const { return format.type == ElementType::f16 ? 2 : 1; }
+
     // The -D options that select the kernels' weight loads for this layout.
     std::string build_options() const;
     // Writes rows [first, first + rows) of `source`, a matrix of rows of n weights, in this layout at `out`
