@@ -72,6 +72,20 @@ inline int dot_words(int a, int b, int acc) {
 }
 #endif
 
+#if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
+// 16 values from either memory at any alignment. PoCL compiles vload16 of chars into 2- and 4-byte loads
+// and shuffles (as shape.cl's vloadv says of floats); clang's vector type with a char's alignment is one
+// unaligned 16-byte load.
+#ifdef __clang__
+typedef char char16_unaligned __attribute__((ext_vector_type(16), aligned(1)));
+#define GLOBAL_CHAR16(p) (*(__global const char16_unaligned*)(p))
+#define LOCAL_CHAR16(p) (*(__local const char16_unaligned*)(p))
+#else
+#define GLOBAL_CHAR16(p) vload16(0, p)
+#define LOCAL_CHAR16(p) vload16(0, p)
+#endif
+#endif
+
 // The exact integer dot product of group g of a row (values at w) and of the staged input's values x, of
 // `groups` groups each. Every partial sum is an int: |sum| <= GROUP_SIZE x 128 x 128.
 inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
@@ -80,7 +94,7 @@ inline int group_dot(__global const weight_t* w, __local const char* x, int grou
     // (an integer sum: the exact shape's too).
     int16 acc = (int16)(0);
     for (int i = g * GROUP_SIZE; i < (g + 1) * GROUP_SIZE; i += 16)
-        acc += convert_int16(vload16(0, w + i)) * convert_int16(vload16(0, x + i));
+        acc += convert_int16(GLOBAL_CHAR16(w + i)) * convert_int16(LOCAL_CHAR16(x + i));
     const int8 a = acc.lo + acc.hi;
     const int4 b = a.lo + a.hi;
     const int2 c = b.lo + b.hi;

@@ -224,7 +224,9 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     const std::size_t rows_per_group = local / static_cast<std::size_t>(row_threads);
     std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
     // CPU shapes: a few work-groups per core, each taking a run of the units (FOR_GROUP_UNITS in units.cl).
-    if (!shape_.gpu_family()) groups = std::min(groups, kCpuGroupsPerComputeUnit * compute_units_);
+    const std::size_t per_unit =
+        layout_.format.type == ElementType::q8_0 ? kCpuQ8GroupsPerComputeUnit : kCpuGroupsPerComputeUnit;
+    if (!shape_.gpu_family()) groups = std::min(groups, per_unit * compute_units_);
     return {cl::NDRange(groups * local), cl::NDRange(local)};
 }
 

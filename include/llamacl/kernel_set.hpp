@@ -149,10 +149,11 @@ public:
 
     // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs): a
     // work-group per work unit (a group's worth of rows) on GPU shapes; on CPU shapes at most
-    // kCpuGroupsPerComputeUnit per compute unit, each taking a run of units: PoCL pays for each
-    // work-group it schedules, and a group computes the norm's scale once for its run.
+    // kCpuGroupsPerComputeUnit per compute unit (kCpuQ8GroupsPerComputeUnit for Q8_0 weights, where each
+    // group also quantizes the input), each taking a run of units: PoCL pays for each work-group it
+    // schedules, and a group computes the norm's scale once for its run.
     Range rows(int rows) const;
-    static constexpr std::size_t kCpuGroupsPerComputeUnit = 8;
+    static constexpr std::size_t kCpuGroupsPerComputeUnit = 8, kCpuQ8GroupsPerComputeUnit = 1;
     // Work-items for attention over n_heads heads, each split into `chunks` chunks of positions.
     Range heads(int n_heads, int chunks = 1) const;
     // Chunks to split each head's `positions` cached positions into (see kernels/attention.cl): on GPU
