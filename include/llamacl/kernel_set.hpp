@@ -52,9 +52,9 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 
 // Weight loads each work-item of a GPU-shape matrix kernel issues together (DOT_BATCH in dot.cl) for a
 // launch whose rows of `n` loads (spans: DeviceWeightLayout::span) have `row_threads` work-items each: a
-// long batch when every work-item has at least that many loads (large models: fewer trips to memory), else a short one (a small
-// model's rows, where the long batch's registers cost more than they save, even for rows it never takes a
-// whole batch of). CPU shapes (row_threads 1) do not batch: the long
+// long batch when every work-item has at least that many loads (large models: fewer trips to memory),
+// else a short one (a small model's rows, where the long batch's registers cost more than they save,
+// even for rows it never takes a whole batch of). CPU shapes (row_threads 1) do not batch: the long
 // batch for them, so that they need one build whatever n is.
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
