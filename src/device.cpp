@@ -390,6 +390,15 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
 }
 
 cl::Buffer Device::allocate(std::size_t bytes, const std::string& what, cl_mem_flags flags) const {
+    return buffer(bytes, what, flags, nullptr);
+}
+
+cl::Buffer Device::wrap(const void* host, std::size_t bytes, const std::string& what) const {
+    // (Read-only: the runtime never writes through the pointer.)
+    return buffer(bytes, what, CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, const_cast<void*>(host));
+}
+
+cl::Buffer Device::buffer(std::size_t bytes, const std::string& what, cl_mem_flags flags, void* host) const {
     const auto failure = [&](const std::string& reason) {
         return Error("cannot allocate " + what + " on " + info_.name + ": " + exact_bytes(bytes) +
                      " requested, " + reason + " (global memory " + exact_bytes(info_.global_mem_bytes) +
@@ -401,7 +410,7 @@ cl::Buffer Device::allocate(std::size_t bytes, const std::string& what, cl_mem_f
         // NVIDIA and some other drivers allocate lazily: success here does not guarantee memory,
         // and a shortage may first surface as CL_MEM_OBJECT_ALLOCATION_FAILURE or
         // CL_OUT_OF_RESOURCES on the first command that uses the buffer; callers handle that there.
-        return cl::Buffer(context_, flags, bytes);
+        return cl::Buffer(context_, flags, bytes, host);
     } catch (const cl::Error& e) {
         const cl_int code = e.err();
         const bool out_of_memory =

@@ -21,6 +21,17 @@ LayerStack LayerStack::allocate(const Device& device, std::size_t elements, int 
     return stack;
 }
 
+LayerStack LayerStack::wrap(const Device& device, const std::vector<const void*>& parts, std::size_t bytes,
+                            const std::string& what) {
+    LayerStack stack;
+    stack.elements_ = stack.stride_ = bytes;
+    stack.element_bytes_ = 1;
+    stack.flags_ = CL_MEM_READ_ONLY;
+    for (std::size_t l = 0; l < parts.size(); ++l)
+        stack.layers_.push_back(device.wrap(parts[l], bytes, what + " of layer " + std::to_string(l)));
+    return stack;
+}
+
 const cl::Buffer& LayerStack::layer(int l) const {
     cl::Buffer& part = layers_[static_cast<std::size_t>(l)];
     if (part() == nullptr) {

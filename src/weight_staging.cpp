@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -110,6 +111,11 @@ cl::Buffer upload_once(const Device& device, const void* data, std::size_t bytes
     return buffer;
 }
 
+// The weights at `data`, which outlive the session: read where they lie (in_place), else uploaded once.
+cl::Buffer constant(const Device& device, const void* data, std::size_t bytes, const std::string& what, bool in_place) {
+    return in_place ? device.wrap(data, bytes, what) : upload_once(device, data, bytes, what);
+}
+
 }  // namespace
 
 WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const DeviceWeightLayout& weight_layout,
@@ -117,16 +123,29 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
                              RuntimeCounters& counters)
     : device_(device), ck_(ck), layout_(weight_layout), plan_(plan), counters_(counters) {
     const Config& c = ck.config();
+    // A CPU device reads the weights where they lie (the mapped file, or the converted checkpoint) wherever
+    // its kernels' layout is the host's: float formats, and the per-op kernels' layer by layer (the token
+    // kernel's stacks are one allocation each). Nothing is copied or held twice.
+    const bool in_place = device.info().is_cpu && !stacked;
+    const auto readable_in_place = [&](const WeightTensor& w) { return in_place && w.format.type != ElementType::q8_0; };
     slots_.resize(plan.layers_per_offload);
     if (plan.resident()) {
         // Every layer has its own slot, parts of its tensors' stacks (which the token kernel takes whole),
         // filled when first acquired. Upload straight from the mapped file (Q8_0: its rows rewritten, one
         // tensor at a time), once, before any token.
-        const ProgressLine progress("uploading " + std::to_string(plan.layer_bytes * c.n_layers >> 20) +
-                                    " MiB of layer weights to " + device.info().name);
+        std::optional<ProgressLine> progress;
+        if (!readable_in_place(ck.layer(0).wq))
+            progress.emplace("uploading " + std::to_string(plan.layer_bytes * c.n_layers >> 20) +
+                             " MiB of layer weights to " + device.info().name);
         std::vector<std::byte> packed;
         for (const TensorView& t : kLayerTensors) {
             const DeviceLayout on_device = layout(ck, t);
+            if (readable_in_place(ck.layer(0).*t.host)) {
+                std::vector<const void*> parts;
+                for (int l = 0; l < c.n_layers; ++l) parts.push_back((ck.layer(l).*t.host).values);
+                stacks_.push_back(LayerStack::wrap(device, parts, on_device.bytes(), t.name));
+                continue;
+            }
             stacks_.push_back(LayerStack::allocate(device, on_device.elements, c.n_layers, stacked, t.name,
                                                    CL_MEM_READ_ONLY, on_device.element_bytes));
             for (int l = 0; l < c.n_layers; ++l) {
@@ -152,8 +171,8 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
     const std::vector<float> rope = llamacl::rope_table(plan.positions, c.head_size());
     rope_ = upload_once(device, rope.data(), rope.size() * sizeof(float), "RoPE table");
     if (finalize == Finalize::device) {
-        rms_final_ = upload_once(device, ck.rms_final(), static_cast<std::size_t>(c.dim) * sizeof(float),
-                                 "final RMSNorm weights");
+        rms_final_ = constant(device, ck.rms_final(), static_cast<std::size_t>(c.dim) * sizeof(float),
+                              "final RMSNorm weights", in_place);
         // The classifier can be the largest matrix (vocab x dim); split it into blocks of rows that each
         // fit one allocation.
         const WeightTensor& classifier = ck.classifier();
@@ -165,7 +184,8 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
             const int rows = std::min(rows_per_block, c.vocab_size - first);
             const void* bytes = device_bytes(layout_, classifier.from(static_cast<std::uint64_t>(first) * c.dim),
                                              static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(c.dim), packed);
-            classifier_.push_back({upload_once(device, bytes, static_cast<std::size_t>(rows) * row_bytes, "classifier"),
+            classifier_.push_back({constant(device, bytes, static_cast<std::size_t>(rows) * row_bytes, "classifier",
+                                            readable_in_place(classifier)),
                                    first, rows});
         }
     }

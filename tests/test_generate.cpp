@@ -133,8 +133,9 @@ TEST(FirstRun, ProgressLinesAppearOnATerminalOnlyAndAreCleared) {
     if (!has_script()) GTEST_SKIP() << "util-linux's script is not installed: no pseudo-terminal to test with";
     TempDir dir;
     const auto model = write_model(dir, small_config(), 1);
+    // (Q8_0: weights that every device uploads, where a CPU device reads float weights in place.)
     const std::string args = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
-                             " -n 6 -t 0 --backend opencl";
+                             " -n 6 -t 0 --backend opencl --weights q8_0";
     const CommandResult tty = on_terminal(args, dir / "out.txt");
     ASSERT_EQ(tty.exit_code, 0) << tty.out;
     for (const char* line : {"\r\033[Kllama-cl: compiling kernels for ", "(the driver caches them for the next run)",

@@ -81,6 +81,9 @@ public:
     // allocated, the bytes requested, the global memory and the maximum allocation size.
     cl::Buffer allocate(std::size_t bytes, const std::string& what,
                         cl_mem_flags flags = CL_MEM_READ_WRITE) const;
+    // A read-only buffer over `bytes` bytes of host memory that outlive it (CL_MEM_USE_HOST_PTR): on a CPU
+    // device the kernels read them where they lie, nothing copied. Errors as allocate's.
+    cl::Buffer wrap(const void* host, std::size_t bytes, const std::string& what) const;
 
     // The programs built on this device so far and the seconds their builds took (-v's startup line).
     struct Builds {
@@ -91,6 +94,7 @@ public:
 
 private:
     Device(DeviceInfo info, cl::Device device, bool profiling);
+    cl::Buffer buffer(std::size_t bytes, const std::string& what, cl_mem_flags flags, void* host) const;
 
     DeviceInfo info_;
     cl::Device device_;

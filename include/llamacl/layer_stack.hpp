@@ -21,6 +21,11 @@ public:
                                const std::string& what, cl_mem_flags flags = CL_MEM_READ_WRITE,
                                std::size_t element_bytes = sizeof(float));
 
+    // Each layer's part, `bytes` bytes at parts[l] in host memory that outlives the stack, as a buffer over
+    // it (Device::wrap): on a CPU device the kernels read the layers where they lie. Never stacked.
+    static LayerStack wrap(const Device& device, const std::vector<const void*>& parts, std::size_t bytes,
+                           const std::string& what);
+
     const cl::Buffer& whole() const { return whole_; }  // null when the layers are separate allocations
     std::size_t stride() const { return stride_; }      // elements from one layer's part of whole() to the next
     // Layer l's part: its own allocation, or a sub-buffer of the whole made on first use. Sub-buffers are

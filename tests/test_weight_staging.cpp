@@ -1,0 +1,57 @@
+// Where the device's weights live: on a CPU device the kernels read float weights in place.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "llamacl/device.hpp"
+#include "llamacl/layer_stack.hpp"
+#include "models.hpp"
+#include "support.hpp"
+
+namespace llamacl {
+namespace {
+
+using test::CommandResult;
+using test::quote;
+using test::TempDir;
+
+TEST(DeviceLayerStack, WrappedLayersAreTheHostBytesAtAnyAlignment) {
+    Device device = Device::open("", "");
+    const std::size_t floats = 37;  // parts one float apart: at no buffer alignment
+    std::vector<float> host(3 * floats + 1);
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) / 8;
+    const std::vector<const void*> parts{host.data() + 1, host.data() + 1 + floats, host.data() + 1 + 2 * floats};
+    const LayerStack stack = LayerStack::wrap(device, parts, floats * sizeof(float), "test tensor");
+    EXPECT_EQ(stack.whole()(), nullptr);
+    for (int l = 0; l < 3; ++l) {
+        std::vector<float> back(floats);
+        device.queue().enqueueReadBuffer(stack.layer(l), CL_TRUE, 0, floats * sizeof(float), back.data());
+        EXPECT_TRUE(std::equal(back.begin(), back.end(), static_cast<const float*>(parts[l]))) << "layer " << l;
+    }
+}
+
+// Peak memory grows by the weights once, not twice: the mapped file's pages, and no copy of them.
+TEST(WeightStaging, ACpuDeviceReadsFloatWeightsWhereTheyLie) {
+    Device device = Device::open("", "");
+    if (!device.info().is_cpu) GTEST_SKIP() << "the first OpenCL device is not a CPU";
+    TempDir dir;
+    Config shallow{256, 768, 4, 8, 8, 512, 64, true};
+    Config deep = shallow;
+    deep.n_layers = 12;
+    const auto peak = [&](const Config& c, const std::string& name) {
+        const auto model = test::write_model(dir, c, 1, 7, name);
+        const CommandResult r = test::run_llama_cl("generate " + quote(model.string()) + " -z " +
+                                                   quote((dir / "tok.bin").string()) + " -n 4 -s 1 --backend opencl");
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return r.peak_rss_kib;
+    };
+    const long extra_kib = (ModelSize(deep).weight_bytes() - ModelSize(shallow).weight_bytes()) >> 10;
+    const long grown_kib = peak(deep, "deep.bin") - peak(shallow, "shallow.bin");
+    EXPECT_GT(grown_kib, extra_kib / 2);  // the kernels did read every layer
+    EXPECT_LT(grown_kib, extra_kib * 3 / 2) << "8 more layers of " << extra_kib << " KiB grew the peak by " << grown_kib
+                                            << " KiB: a copy of the weights beside the mapped file's pages";
+}
+
+}  // namespace
+}  // namespace llamacl
