@@ -49,8 +49,8 @@ typedef half weight_t;
 //   span_dot(sum, v, in, s) sum plus span v's products with in[WEIGHT_SPAN s ..], in the elements' order
 //   span_head(w)           the weights before the first 4-byte boundary at or after w
 // The per-op kernels take halves in pairs, one aligned 4-byte load as for a float, so that they move as
-// many bytes per load instruction as floats do; the token kernel takes them one at a time, as pairs
-// measured slower there (docs/benchmarks.md). The host knows it as DeviceWeightLayout::span.
+// many bytes per load instruction as floats do; the token kernel takes them one at a time (pairs do not
+// pay there: docs/benchmarks.md). The host knows it as DeviceWeightLayout::span.
 #if defined(WEIGHT_F16) && !defined(FEW_GROUPS)
 #define WEIGHT_SPAN 2
 #define span_head(w) ((int)((size_t)(w) >> 1) & 1)

@@ -123,9 +123,9 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
                              RuntimeCounters& counters)
     : device_(device), ck_(ck), layout_(weight_layout), plan_(plan), counters_(counters) {
     const Config& c = ck.config();
-    // A CPU device reads the weights where they lie (the mapped file, or the converted checkpoint) wherever
-    // its kernels' layout is the host's: float formats, and the per-op kernels' layer by layer (the token
-    // kernel's stacks are one allocation each). Nothing is copied or held twice.
+    // A CPU device reads the resident weights, the final norm and the classifier where they lie (the
+    // mapped file, or the converted checkpoint) wherever its kernels' layout is the host's: float formats,
+    // and the per-op kernels' layer by layer (the token kernel's stacks are one allocation each).
     const bool in_place = device.info().is_cpu && !stacked;
     const auto readable_in_place = [&](const WeightTensor& w) { return in_place && w.format.type != ElementType::q8_0; };
     slots_.resize(plan.layers_per_offload);

@@ -251,5 +251,20 @@ TEST(DeviceLayerStack, EveryLayerRoundTripsThroughItsPartAndTheWhole) {
     }
 }
 
+TEST(DeviceLayerStack, WrappedLayersAreTheHostBytesAtAnyAlignment) {
+    Device device = Device::open("", "");
+    const std::size_t floats = 37;  // parts one float apart: at no buffer alignment
+    std::vector<float> host(3 * floats + 1);
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) / 8;
+    const std::vector<const void*> parts{host.data() + 1, host.data() + 1 + floats, host.data() + 1 + 2 * floats};
+    const LayerStack stack = LayerStack::wrap(device, parts, floats * sizeof(float), "test tensor");
+    EXPECT_EQ(stack.whole()(), nullptr);
+    for (int l = 0; l < 3; ++l) {
+        std::vector<float> back(floats);
+        device.queue().enqueueReadBuffer(stack.layer(l), CL_TRUE, 0, floats * sizeof(float), back.data());
+        EXPECT_TRUE(std::equal(back.begin(), back.end(), static_cast<const float*>(parts[l]))) << "layer " << l;
+    }
+}
+
 }  // namespace
 }  // namespace llamacl

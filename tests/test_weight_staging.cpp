@@ -1,13 +1,11 @@
-// Where the device's weights live: on a CPU device the kernels read float weights in place.
+// How many times the host holds the weights: on a CPU device the kernels read float weights in place.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <filesystem>
 #include <string>
-#include <vector>
 
-#include "llamacl/device.hpp"
-#include "llamacl/layer_stack.hpp"
+#include "llamacl/checkpoint.hpp"
 #include "models.hpp"
 #include "support.hpp"
 
@@ -17,21 +15,6 @@ namespace {
 using test::CommandResult;
 using test::quote;
 using test::TempDir;
-
-TEST(DeviceLayerStack, WrappedLayersAreTheHostBytesAtAnyAlignment) {
-    Device device = Device::open("", "");
-    const std::size_t floats = 37;  // parts one float apart: at no buffer alignment
-    std::vector<float> host(3 * floats + 1);
-    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) / 8;
-    const std::vector<const void*> parts{host.data() + 1, host.data() + 1 + floats, host.data() + 1 + 2 * floats};
-    const LayerStack stack = LayerStack::wrap(device, parts, floats * sizeof(float), "test tensor");
-    EXPECT_EQ(stack.whole()(), nullptr);
-    for (int l = 0; l < 3; ++l) {
-        std::vector<float> back(floats);
-        device.queue().enqueueReadBuffer(stack.layer(l), CL_TRUE, 0, floats * sizeof(float), back.data());
-        EXPECT_TRUE(std::equal(back.begin(), back.end(), static_cast<const float*>(parts[l]))) << "layer " << l;
-    }
-}
 
 // The host's peak memory grows by the weights once, not twice: the mapped file's pages, and no copy of
 // them (a CPU device reads them in place; a GPU's copies are in its own memory). This process opens no
