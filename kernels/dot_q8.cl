@@ -7,7 +7,7 @@
 #ifdef WEIGHT_Q8_0
 
 // The staged input in local memory: its n / GROUP_SIZE scales, then its n values (chars) laid out as a
-// row's (q8_word).
+// row's (q8_int).
 #define STAGED_VALUES(staged, n) ((__local char*)((staged) + (n) / GROUP_SIZE))
 
 // runq.c's (int8_t) round(v / scale) as gcc compiles it on x86-64 (model_math.cpp's quantize): round()
@@ -52,7 +52,7 @@ inline void stage_input(__local float* staged, __global const float* x, __global
         const int g = i / (GROUP_SIZE / 4);
         const float4 v = input_word(x, weight, ss, i);
         const float scale = staged[g];
-        ((__local char4*)values)[q8_word(groups, g, i % (GROUP_SIZE / 4))] =
+        ((__local char4*)values)[q8_int(groups, g, i % (GROUP_SIZE / 4))] =
             (char4)(quantized(v.x, scale), quantized(v.y, scale), quantized(v.z, scale), quantized(v.w, scale));
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
@@ -69,6 +69,24 @@ inline int dot_words(int a, int b, int acc) {
 inline int dot_words(int a, int b, int acc) {
     const char4 u = as_char4(a), v = as_char4(b);
     return acc + u.x * v.x + u.y * v.y + u.z * v.z + u.w * v.w;
+}
+#endif
+
+// A word of Q8_WORD int8 values (weights.cl) as ints, loaded with Q8_VLOAD at any 4-byte alignment, and
+// the dot product of two words added to acc.
+#if Q8_WORD == 4
+typedef int q8_word_t;
+#define Q8_VLOAD(at, p) ((p)[at])
+#define word_dot dot_words
+#elif Q8_WORD == 8
+typedef int2 q8_word_t;
+#define Q8_VLOAD vload2
+inline int word_dot(int2 a, int2 b, int acc) { return dot_words(a.y, b.y, dot_words(a.x, b.x, acc)); }
+#else
+typedef int4 q8_word_t;
+#define Q8_VLOAD vload4
+inline int word_dot(int4 a, int4 b, int acc) {
+    return dot_words(a.w, b.w, dot_words(a.z, b.z, dot_words(a.y, b.y, dot_words(a.x, b.x, acc))));
 }
 #endif
 
@@ -100,13 +118,18 @@ inline int group_dot(__global const weight_t* w, __local const char* x, int grou
     const int2 c = b.lo + b.hi;
     return c.x + c.y;
 #else
-    __global const int* wv = (__global const int*)w;
-    __local const int* xv = (__local const int*)x;
+    // Words (the GPU family's up to 16 bytes, the CPU families' 4): one load where the row's start allows
+    // it (rows of a multiple of Q8_WORD bytes), else Q8_WORD / 4 loads of ints. The staged input is read
+    // as ints either way: local memory is aligned only to a float (a vector load faults on NVIDIA).
+    __global const int* wi = (__global const int*)w;
+    __local const int* xi = (__local const int*)x;
+    const bool aligned = ((size_t)w & (Q8_WORD - 1)) == 0;
     int sum = 0;
 #pragma unroll
-    for (int k = 0; k < GROUP_SIZE / 4; k++) {
+    for (int k = 0; k < GROUP_SIZE / Q8_WORD; k++) {
         const int at = q8_word(groups, g, k);
-        sum = dot_words(wv[at], xv[at], sum);
+        const q8_word_t wv = aligned ? ((__global const q8_word_t*)w)[at] : Q8_VLOAD(at, wi);
+        sum = word_dot(wv, Q8_VLOAD(at, xi), sum);
     }
     return sum;
 #endif

@@ -51,7 +51,7 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
 #pragma unroll
                     for (int k = 0; k < Q8_GEMM_POSITIONS; k++) dots[i][k] = 0;
                 for (int word = 0; word < GROUP_SIZE / 4; word++) {
-                    const int at = q8_word(groups, g, word);
+                    const int at = q8_int(groups, g, word);
                     int a[GEMM_ROWS], b[Q8_GEMM_POSITIONS];
 #pragma unroll
                     for (int i = 0; i < GEMM_ROWS; i++) a[i] = ((__global const int*)wr[i])[at];
@@ -118,7 +118,7 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
         for (int word0 = 0; word0 < GROUP_SIZE / 4; word0 += Q8_TILE_WORDS) {
             for (int e = flat; e < GEMM_TILE * Q8_TILE_WORDS; e += GEMM_GROUP * GEMM_GROUP) {
                 const int t = e / Q8_TILE_WORDS, kk = e % Q8_TILE_WORDS, word = word0 + kk;
-                const int at = q8_word(groups, g, word);
+                const int at = q8_int(groups, g, word);
                 const int inside = word < GROUP_SIZE / 4;
                 wt[kk][t] = inside && r0 + t < rows ? ((__global const int*)WEIGHT_ROW(w, r0 + t, n))[at] : 0;
                 xt[kk][t] = inside && p0 + t < positions ? ((__global const int*)WEIGHT_ROW(in, p0 + t, n))[at] : 0;

@@ -87,12 +87,13 @@ inline float span_dot(float sum, float v, __local const float* in, int s) { retu
 // runq.c's Q8_0: GROUP_SIZE consecutive weights of a row share an fp32 scale; a weight is the int8 value
 // times its group's scale. On the device a matrix is its rows one after the other, each row its n values
 // (bytes) and then its n / GROUP_SIZE scales (WeightStaging writes them so: DeviceWeightLayout). A row's
-// values are read 4 at a time (a word), so groups hold a multiple of 4 weights (the host refuses others).
-// Groups lie in runs of Q8_INTERLEAVE whose words are interleaved (word 0 of each group of the run, then
-// word 1 of each, ...; the row's last run may be shorter): the GPU family gives each of a row's lanes a
-// group, and its lanes then read consecutive words, whole memory transactions, where a group apiece would
-// have them 4 x GROUP_SIZE bytes apart. With Q8_INTERLEAVE 1 (CPU families) a group's weights are
-// consecutive. The staged input (dot_q8.cl) lies as the rows do.
+// values are read Q8_WORD bytes (4, 8 or 16, dividing GROUP_SIZE) at a time, a word, so groups hold a
+// multiple of 4 weights (the host refuses others). Groups lie in runs of Q8_INTERLEAVE whose words are
+// interleaved (word 0 of each group of the run, then word 1 of each, ...; the row's last run may be
+// shorter): the GPU family gives each of a row's lanes a group, and its lanes then read consecutive
+// words, whole memory transactions, where a group apiece would have them GROUP_SIZE bytes apart. With
+// Q8_INTERLEAVE 1 (CPU families) a group's weights are consecutive. The staged input (dot_q8.cl) lies as
+// the rows do.
 #ifdef WEIGHT_Q8_0
 #if GROUP_SIZE % 4 != 0
 #error "Q8_0 on the device needs groups of a multiple of 4 weights"
@@ -100,20 +101,31 @@ inline float span_dot(float sum, float v, __local const float* in, int s) { retu
 #ifndef Q8_INTERLEAVE
 #define Q8_INTERLEAVE 1
 #endif
+#ifndef Q8_WORD
+#define Q8_WORD 4
+#endif
+#if GROUP_SIZE % Q8_WORD != 0 || Q8_WORD % 4 != 0
+#error "Q8_0's words are 4-byte multiples that divide a group"
+#endif
 typedef char weight_t;
 #define Q8_ROW_BYTES(n) ((n) + 4 * ((n) / GROUP_SIZE))
 #define WEIGHT_ROW(w, row, n) ((w) + (size_t)(row) * Q8_ROW_BYTES(n))
 #define Q8_SCALES(w, n) ((__global const float*)((w) + (n)))  // of a row
 
-// The word (from the row's first) holding weights 4 k .. 4 k + 3 of group g of a row of `groups` groups.
+// The word (in words from the row's first) holding weights Q8_WORD k .. Q8_WORD k + Q8_WORD - 1 of group
+// g of a row of `groups` groups.
 inline int q8_word(int groups, int g, int k) {
     const int run = g / Q8_INTERLEAVE * Q8_INTERLEAVE;  // the run's first group
-    return run * (GROUP_SIZE / 4) + k * min(Q8_INTERLEAVE, groups - run) + (g - run);
+    return run * (GROUP_SIZE / Q8_WORD) + k * min(Q8_INTERLEAVE, groups - run) + (g - run);
+}
+// The int (4 bytes, from the row's first) holding weights 4 k .. 4 k + 3 of group g.
+inline int q8_int(int groups, int g, int k) {
+    return q8_word(groups, g, k / (Q8_WORD / 4)) * (Q8_WORD / 4) + k % (Q8_WORD / 4);
 }
 // The byte holding element j of a row of n weights.
 inline int q8_byte(int n, int j) {
     const int i = j % GROUP_SIZE;
-    return 4 * q8_word(n / GROUP_SIZE, j / GROUP_SIZE, i / 4) + i % 4;
+    return 4 * q8_int(n / GROUP_SIZE, j / GROUP_SIZE, i / 4) + i % 4;
 }
 // runq.c's dequantization: the value times its group's scale.
 #define ROW_ELEMENT(w, j, n) ((float)(w)[q8_byte(n, j)] * Q8_SCALES(w, n)[(j) / GROUP_SIZE])

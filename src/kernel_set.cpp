@@ -107,7 +107,7 @@ bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
                      bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores)
     : device_(device),
-      layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1},
+      layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1, shape.gpu_family() ? gpu_q8_word(weights.group_size) : 4},
       // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
       common_options_(layout_.build_options() +
                       (device.info().warp_size == 32 && shape.gpu_family() ? " -DINLINE_PTX" : "")),

@@ -52,7 +52,7 @@ std::string DeviceWeightLayout::build_options() const {
         case ElementType::f16: return " -DWEIGHT_F16";
         case ElementType::q8_0:
             return " -DWEIGHT_Q8_0 -DGROUP_SIZE=" + std::to_string(format.group_size) +
-                   " -DQ8_INTERLEAVE=" + std::to_string(interleave);
+                   " -DQ8_INTERLEAVE=" + std::to_string(interleave) + " -DQ8_WORD=" + std::to_string(word);
     }
     return "";
 }
@@ -65,14 +65,15 @@ void DeviceWeightLayout::write_rows(std::byte* out, const WeightTensor& source, 
         return;
     }
     // kernels/weights.cl's q8_word: word k of group g of a row of `groups` groups.
-    const std::uint64_t gs = static_cast<std::uint64_t>(format.group_size), groups = n / gs, words = gs / 4;
+    const std::uint64_t gs = static_cast<std::uint64_t>(format.group_size), groups = n / gs;
+    const std::uint64_t bytes = static_cast<std::uint64_t>(word), words = gs / bytes;
     const std::uint64_t run_length = static_cast<std::uint64_t>(interleave);
     for (std::uint64_t r = first; r < first + rows; ++r) {
         const std::int8_t* values = source.q8() + r * n;
         for (std::uint64_t g = 0; g < groups; ++g) {
             const std::uint64_t run = g / run_length * run_length, span = std::min(run_length, groups - run);
             for (std::uint64_t k = 0; k < words; ++k)
-                std::memcpy(out + 4 * (run * words + k * span + (g - run)), values + g * gs + 4 * k, 4);
+                std::memcpy(out + bytes * (run * words + k * span + (g - run)), values + g * gs + bytes * k, bytes);
         }
         std::memcpy(out + n, source.scales + r * groups, groups * sizeof(float));
         out += n + groups * sizeof(float);

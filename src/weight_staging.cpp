@@ -70,7 +70,7 @@ DeviceLayout layout(const Checkpoint& ck, const TensorView& t) {
 // would bound streaming.
 void parallel_write(std::byte* dst, const DeviceWeightLayout& layout, const WeightTensor& w, std::uint64_t rows,
                     std::uint64_t n) {
-    const DeviceWeightLayout as{w.format, layout.interleave};  // (the norms are floats whatever the matrices are)
+    const DeviceWeightLayout as{w.format, layout.interleave, layout.word};  // (the norms are floats whatever the matrices are)
     const std::uint64_t row_bytes = w.format.bytes(n);
     constexpr std::uint64_t kMinSlice = 8u << 20;
     const std::uint64_t threads = std::clamp<std::uint64_t>(rows * row_bytes / kMinSlice, 1,

@@ -44,12 +44,13 @@ struct WeightTensor {
 };
 
 // How a matrix of `format` lies in device memory, as the kernels built for it read it: f32 and f16 as in
-// the file; Q8_0 row by row, each row its values (the 4-byte words of its groups interleaved `interleave`
-// groups at a time: kernels/weights.cl) and then its scales. The same bytes as the file's, in another
+// the file; Q8_0 row by row, each row its values (the `word`-byte words of its groups interleaved
+// `interleave` groups at a time: kernels/weights.cl) and then its scales. The same bytes as the file's, in another
 // order, so a tensor takes format.bytes(elements) on the device too.
 struct DeviceWeightLayout {
     WeightFormat format;
     int interleave = 1;  // Q8_0: groups whose words are interleaved
+    int word = 4;        // Q8_0: the bytes of a group a lane loads at once (4, 8 or 16, dividing the group)
 
     // Float formats: consecutive weights one load of a lane of a GPU shape's per-op matrix kernels brings
     // (kernels/weights.cl's WEIGHT_SPAN: a float, or two halves; the token kernel's, one weight), so such a
