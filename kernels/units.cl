@@ -18,8 +18,9 @@
 // The units of a per-op kernel's work-group. CPU shapes launch a few work-groups per core
 // (KernelSet::rows), each taking a run of consecutive units, an equal share: PoCL pays for every
 // work-group it schedules, and a group computes the norm's scale once for its run. GPU shapes launch a
-// work-group per unit, and take exactly that one: the run's bounds, computed, cost the register-capped
-// builds.
+// work-group per unit, and take exactly that one (the run's bounds, computed, cost the register-capped
+// builds), except for Q8_0, whose every work-group quantizes the input: two work-groups per compute
+// unit, each taking every get_num_groups(0)-th unit.
 #if SHAPE_FAMILY != SHAPE_GPU
 inline int group_share(int units) {
     const int groups = (int)get_num_groups(0);
@@ -28,6 +29,8 @@ inline int group_share(int units) {
 #define FOR_GROUP_UNITS(u, rows)                                                                          \
     for (int u = (int)get_group_id(0) * group_share(UNITS(rows)), end_ = min(UNITS(rows), u + group_share(UNITS(rows))); \
          u < end_; u++)
+#elif defined(WEIGHT_Q8_0)
+#define FOR_GROUP_UNITS(u, rows) for (int u = (int)get_group_id(0); u < UNITS(rows); u += (int)get_num_groups(0))
 #else
 #define FOR_GROUP_UNITS(u, rows) for (int u = (int)get_group_id(0), once_ = 1; once_; once_ = 0)
 #endif

@@ -223,10 +223,13 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);
     const std::size_t rows_per_group = local / static_cast<std::size_t>(row_threads);
     std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
-    // CPU shapes: a few work-groups per core, each taking a run of the units (FOR_GROUP_UNITS in units.cl).
-    const std::size_t per_unit =
-        layout_.format.type == ElementType::q8_0 ? kCpuQ8GroupsPerComputeUnit : kCpuGroupsPerComputeUnit;
-    if (!shape_.gpu_family()) groups = std::min(groups, per_unit * compute_units_);
+    // A few work-groups per compute unit, each taking its share of the units (FOR_GROUP_UNITS in units.cl),
+    // on CPU shapes; on GPU shapes only for Q8_0.
+    const bool q8 = layout_.format.type == ElementType::q8_0;
+    if (!shape_.gpu_family())
+        groups = std::min(groups, (q8 ? kCpuQ8GroupsPerComputeUnit : kCpuGroupsPerComputeUnit) * compute_units_);
+    else if (q8)
+        groups = std::min(groups, kGpuQ8GroupsPerComputeUnit * compute_units_);
     return {cl::NDRange(groups * local), cl::NDRange(local)};
 }
 
