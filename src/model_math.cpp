@@ -6,6 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "llamacl/row_shares.hpp"
+
 namespace llamacl {
 
 namespace {
@@ -13,10 +15,10 @@ namespace {
 float widen(float w) { return w; }
 float widen(std::uint16_t w) { return half_to_float(w); }
 
-// run.c's matmul over weights that widen exactly to fp32.
+// run.c's matmul over weights that widen exactly to fp32, for rows [first, last).
 template <typename Weight>
-void matmul_widened(float* out, const float* x, const Weight* w, int n, int d) {
-    for (int i = 0; i < d; i++) {
+void matmul_rows(float* out, const float* x, const Weight* w, int n, int first, int last) {
+    for (int i = first; i < last; i++) {
         const Weight* row = w + static_cast<std::size_t>(i) * n;
         float val = 0.0f;
         for (int j = 0; j < n; j++) val += widen(row[j]) * x[j];
@@ -24,21 +26,125 @@ void matmul_widened(float* out, const float* x, const Weight* w, int n, int d) {
     }
 }
 
+// The same sums, kBlockRows rows at a time: a vector lane per row, each lane adding its row's products
+// in run.c's order (j = 0, 1, ...; the product rounded, then added: no contraction, CMakeLists.txt), so
+// every lane's bits are run.c's. Eight columns of the block's rows are loaded as rows and transposed, so
+// that each step multiplies one column by one x[j]. kBlocks blocks go together, as one block's sums are
+// a chain of dependent additions that would leave the core waiting on each; more would read more rows
+// at once than the core's prefetchers follow. Each row is prefetched kPrefetchAhead weights ahead.
+using Float8 = float __attribute__((vector_size(32)));
+constexpr int kBlockRows = 8, kBlocks = 2, kPrefetchAhead = 64;
+
+#define LLAMACL_INLINE inline __attribute__((always_inline))
+
+// (Vectors pass by reference: returning one from a function built for the baseline differs in ABI.)
+LLAMACL_INLINE void load8(Float8& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+LLAMACL_INLINE void load8(Float8& v, const std::uint16_t* p) {
+    for (int i = 0; i < 8; i++) v[i] = widen(p[i]);
+}
+
+// c[k] = (r[0][k], ..., r[7][k]): the 8 x 8 transpose in three rounds of pairwise shuffles.
+LLAMACL_INLINE void transpose8(const Float8 (&r)[8], Float8 (&c)[8]) {
+    Float8 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        for (int h = 0; h < 2; h++) {
+            u[i + 2 * h] = __builtin_shufflevector(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[i + 2 * h + 1] = __builtin_shufflevector(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        c[k] = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        c[k + 4] = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
+
+// Rows [first, first + blocks * kBlockRows) of the matmul.
+template <typename Weight>
+LLAMACL_INLINE void matmul_blocks_inline(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
+    Float8 acc[kBlocks] = {};
+    const Weight* base = w + static_cast<std::size_t>(first) * n;
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        for (int b = 0; b < blocks; b++) {
+            Float8 r[8], c[8];
+            for (int i = 0; i < 8; i++) load8(r[i], base + static_cast<std::size_t>(b * kBlockRows + i) * n + j);
+            if (j % 16 == 0)  // once per cache line of each row
+                for (int i = 0; i < 8; i++)
+                    __builtin_prefetch(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j + kPrefetchAhead);
+            transpose8(r, c);
+            for (int k = 0; k < 8; k++) acc[b] = acc[b] + c[k] * x[j + k];
+        }
+    }
+    for (; j < n; j++) {
+        for (int b = 0; b < blocks; b++) {
+            Float8 c;
+            for (int i = 0; i < 8; i++) c[i] = widen(base[static_cast<std::size_t>(b * kBlockRows + i) * n + j]);
+            acc[b] = acc[b] + c * x[j];
+        }
+    }
+    for (int b = 0; b < blocks; b++) std::memcpy(out + first + b * kBlockRows, &acc[b], sizeof acc[b]);
+}
+
+// matmul_blocks_inline compiled for the machine's vector unit: with AVX2 where the CPU has it (a vector
+// is one register, a shuffle one instruction), else for the build's baseline. The arithmetic, and so
+// the bits, are the same.
+template <typename Weight>
+void matmul_blocks_baseline(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
+    matmul_blocks_inline(out, x, w, n, first, blocks);
+}
+#if defined(__x86_64__)
+template <typename Weight>
+__attribute__((target("avx2"))) void matmul_blocks_avx2(float* out, const float* x, const Weight* w, int n, int first,
+                                                         int blocks) {
+    matmul_blocks_inline(out, x, w, n, first, blocks);
+}
+#endif
+template <typename Weight>
+void matmul_blocks(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
+#if defined(__x86_64__)
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx2) return matmul_blocks_avx2(out, x, w, n, first, blocks);
+#endif
+    matmul_blocks_baseline(out, x, w, n, first, blocks);
+}
+
+// run.c's matmul over weights that widen exactly to fp32, the rows shared among the threads
+// (row_shares.hpp) and taken kBlocks blocks at a time, the rest one by one.
+template <typename Weight>
+void matmul_widened(float* out, const float* x, const Weight* w, int n, int d) {
+    constexpr int group = kBlocks * kBlockRows;
+    for_row_shares(d, group, static_cast<std::uint64_t>(n) * d, [&](int first, int last) {
+        int i = first;
+        for (; i + group <= last; i += group) matmul_blocks(out, x, w, n, i, kBlocks);
+        const int blocks = (last - i) / kBlockRows;
+        if (blocks > 0) matmul_blocks(out, x, w, n, i, blocks);
+        matmul_rows(out, x, w, n, i + blocks * kBlockRows, last);
+    });
+}
+
+// runq.c's matmul, the rows shared among the threads (row_shares.hpp).
 void matmul_q8(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
     const int n = x.size(), gs = w.format.group_size;
     const std::int8_t* xq = x.q();
     const float* xs = x.scales();
-    for (int i = 0; i < d; i++) {
-        const std::int8_t* row = w.q8() + static_cast<std::size_t>(i) * n;
-        const float* ws = w.scales + static_cast<std::size_t>(i) * (n / gs);
-        float val = 0.0f;
-        for (int j = 0; j < n; j += gs) {
-            std::int32_t ival = 0;
-            for (int k = 0; k < gs; k++) ival += static_cast<std::int32_t>(xq[j + k]) * static_cast<std::int32_t>(row[j + k]);
-            val += static_cast<float>(ival) * ws[j / gs] * xs[j / gs];
+    for_row_shares(d, 1, static_cast<std::uint64_t>(n) * d, [&](int first, int last) {
+        for (int i = first; i < last; i++) {
+            const std::int8_t* row = w.q8() + static_cast<std::size_t>(i) * n;
+            const float* ws = w.scales + static_cast<std::size_t>(i) * (n / gs);
+            float val = 0.0f;
+            for (int j = 0; j < n; j += gs) {
+                std::int32_t ival = 0;
+                for (int k = 0; k < gs; k++)
+                    ival += static_cast<std::int32_t>(xq[j + k]) * static_cast<std::int32_t>(row[j + k]);
+                val += static_cast<float>(ival) * ws[j / gs] * xs[j / gs];
+            }
+            out[i] = val;
         }
-        out[i] = val;
-    }
+    });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "llamacl/error.hpp"
 #include "llamacl/host_memory.hpp"
 #include "llamacl/model_math.hpp"
+#include "llamacl/row_shares.hpp"
 #include "llamacl/sampler.hpp"  // softmax(), shared with sampling exactly as in run.c
 
 namespace llamacl {
@@ -76,27 +77,31 @@ std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObs
         report(l, Op::k, k, kv_dim);
         report(l, Op::v, v, kv_dim);
 
-        // multihead attention: each query head attends over its KV head's cached positions 0..pos
-        for (int h = 0; h < c_.n_heads; h++) {
-            const float* q = q_.data() + h * head_size;
-            float* att = att_.data() + static_cast<std::size_t>(h) * c_.seq_len;
-            const std::size_t kv_off = static_cast<std::size_t>(h / kv_mul) * head_size;
-            for (int t = 0; t <= pos; t++) {
-                const float* kt = key_cache_.data() + loff + static_cast<std::size_t>(t) * kv_dim + kv_off;
-                float score = 0.0f;
-                for (int i = 0; i < head_size; i++) score += q[i] * kt[i];
-                score /= sqrtf(static_cast<float>(head_size));
-                att[t] = score;
+        // multihead attention: each query head attends over its KV head's cached positions 0..pos (the
+        // heads shared among the threads, as run.c's OpenMP loop shares them)
+        const std::uint64_t attention_work = static_cast<std::uint64_t>(c_.n_heads) * (pos + 1) * head_size * 2;
+        for_row_shares(c_.n_heads, 1, attention_work, [&](int first, int last) {
+            for (int h = first; h < last; h++) {
+                const float* q = q_.data() + h * head_size;
+                float* att = att_.data() + static_cast<std::size_t>(h) * c_.seq_len;
+                const std::size_t kv_off = static_cast<std::size_t>(h / kv_mul) * head_size;
+                for (int t = 0; t <= pos; t++) {
+                    const float* kt = key_cache_.data() + loff + static_cast<std::size_t>(t) * kv_dim + kv_off;
+                    float score = 0.0f;
+                    for (int i = 0; i < head_size; i++) score += q[i] * kt[i];
+                    score /= sqrtf(static_cast<float>(head_size));
+                    att[t] = score;
+                }
+                softmax(std::span<float>(att, static_cast<std::size_t>(pos) + 1));
+                float* xb = xb_.data() + h * head_size;
+                std::memset(xb, 0, head_size * sizeof(float));
+                for (int t = 0; t <= pos; t++) {
+                    const float* vt = value_cache_.data() + loff + static_cast<std::size_t>(t) * kv_dim + kv_off;
+                    const float a = att[t];
+                    for (int i = 0; i < head_size; i++) xb[i] += a * vt[i];
+                }
             }
-            softmax(std::span<float>(att, static_cast<std::size_t>(pos) + 1));
-            float* xb = xb_.data() + h * head_size;
-            std::memset(xb, 0, head_size * sizeof(float));
-            for (int t = 0; t <= pos; t++) {
-                const float* vt = value_cache_.data() + loff + static_cast<std::size_t>(t) * kv_dim + kv_off;
-                const float a = att[t];
-                for (int i = 0; i < head_size; i++) xb[i] += a * vt[i];
-            }
-        }
+        });
         report(l, Op::attention, xb_.data(), dim);
 
         // output projection and residual

@@ -2,7 +2,9 @@
 // independent double-precision transformer written from the equations.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 
 #include "llamacl/model_math.hpp"
@@ -117,6 +119,43 @@ TEST(Reference, MatmulMatchesDefinition) {
     matmul(out.data(), x.data(), w.data(), n, d);
     const auto expect = matvec(w.data(), {x.begin(), x.end()}, d);
     for (int i = 0; i < d; ++i) EXPECT_NEAR(out[i], expect[i], 1e-5);
+}
+
+// The matmul's rows are summed eight at a time, by several threads, but each must equal run.c's loop
+// bit for bit: sizes with rows past the blocks and the shares, columns past the eight-column steps,
+// and work below and above the threshold for sharing; f32 and f16 weights.
+TEST(Reference, MatmulSumsEveryRowInRunCsOrder) {
+    struct Size {
+        int n, d;
+    };
+    for (const Size s : {Size{1, 1}, Size{7, 5}, Size{8, 16}, Size{37, 11}, Size{288, 300}, Size{100, 1001},
+                         Size{512, 4096}}) {
+        const std::size_t elements = static_cast<std::size_t>(s.n) * s.d;
+        const auto w = random_vector(elements, 5), x = random_vector(static_cast<std::size_t>(s.n), 6);
+        std::vector<std::uint16_t> halves(elements);
+        std::vector<float> widened(elements);
+        for (std::size_t e = 0; e < elements; ++e) {
+            halves[e] = static_cast<std::uint16_t>((e * 2654435761u) & 0x7bff);  // finite halves, both signs
+            widened[e] = half_to_float(halves[e]);
+        }
+        for (const bool f16 : {false, true}) {
+            const float* wf = f16 ? widened.data() : w.data();
+            std::vector<float> expect(static_cast<std::size_t>(s.d));
+            for (int i = 0; i < s.d; ++i) {
+                float val = 0.0f;
+                for (int j = 0; j < s.n; ++j) val += wf[static_cast<std::size_t>(i) * s.n + j] * x[j];
+                expect[i] = val;
+            }
+            const WeightFormat format{f16 ? ElementType::f16 : ElementType::f32};
+            MatmulInput in(format, s.n);
+            in.set(x.data());
+            std::vector<float> out(static_cast<std::size_t>(s.d), -1.0f);
+            matmul(out.data(), in, WeightTensor{format, f16 ? static_cast<const void*>(halves.data()) : w.data()}, s.d);
+            for (int i = 0; i < s.d; ++i)
+                ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(expect[i]))
+                    << (f16 ? "f16" : "f32") << " n=" << s.n << " d=" << s.d << " row " << i;
+        }
+    }
 }
 
 TEST(Reference, RopeRotatesPairsOfQueryAndKeyOnly) {

@@ -1,0 +1,18 @@
+#pragma once
+// The CPU reference's threads. run.c's matmul is an OpenMP loop over output rows; so is the reference's:
+// a matmul's rows are dealt out in contiguous shares, one per hardware thread, and each row is still
+// summed by one thread in run.c's order, so the split changes no bit.
+#include <cstdint>
+#include <functional>
+
+namespace llamacl {
+
+// Calls share(first, last) for contiguous shares [first, last) of [0, rows), each starting at a multiple
+// of `align` rows, on the process's worker threads and the caller, and returns when all have returned.
+// Work of fewer than kMinSharedWork multiply-adds (`work`) runs on the caller alone: the hand-off to
+// the workers would cost more than it saves. Calls from several threads at once take turns.
+void for_row_shares(int rows, int align, std::uint64_t work, const std::function<void(int, int)>& share);
+
+inline constexpr std::uint64_t kMinSharedWork = std::uint64_t{1} << 15;
+
+}  // namespace llamacl

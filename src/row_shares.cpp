@@ -1,0 +1,109 @@
+#include "llamacl/row_shares.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace llamacl {
+
+namespace {
+
+// A CPU hint that the thread is spinning (frees the core's resources for its sibling hyperthread).
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+// How long a thread spins on a flag before it sleeps on it (a futex): a token's matmuls follow each
+// other within microseconds, and a wake-up from sleep costs more than that; an idle process sleeps.
+constexpr int kSpins = 1 << 15;
+
+template <typename T>
+void wait_while_equal(const std::atomic<T>& flag, T value) {
+    for (int i = 0; i < kSpins; i++) {
+        if (flag.load(std::memory_order_acquire) != value) return;
+        spin_pause();
+    }
+    while (flag.load(std::memory_order_acquire) == value) flag.wait(value, std::memory_order_acquire);
+}
+
+// One worker per hardware thread but the caller's, started on first use and joined at exit. A round is
+// a generation: the caller publishes the task and bumps `generation_`; every worker runs its part (the
+// caller takes part 0) and counts down `remaining_`.
+class Workers {
+public:
+    static Workers& get() {
+        static Workers workers(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 1);
+        return workers;
+    }
+    int parts() const { return static_cast<int>(threads_.size()) + 1; }
+
+    void run(const std::function<void(int)>& part) {
+        const std::lock_guard<std::mutex> turn(run_mutex_);
+        part_ = &part;
+        remaining_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);
+        generation_.notify_all();
+        part(0);
+        for (int left = remaining_.load(std::memory_order_acquire); left != 0;
+             left = remaining_.load(std::memory_order_acquire))
+            wait_while_equal(remaining_, left);
+    }
+
+    ~Workers() {
+        stop_ = true;
+        generation_.fetch_add(1, std::memory_order_release);
+        generation_.notify_all();
+        for (std::thread& t : threads_) t.join();
+    }
+
+private:
+    explicit Workers(int count) {
+        for (int i = 0; i < count; i++) threads_.emplace_back([this, i] { loop(i + 1); });
+    }
+
+    void loop(int index) {
+        for (std::uint32_t seen = 0;;) {
+            wait_while_equal(generation_, seen);
+            seen = generation_.load(std::memory_order_acquire);
+            if (stop_) return;
+            (*part_)(index);
+            if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_one();
+        }
+    }
+
+    std::vector<std::thread> threads_;
+    std::mutex run_mutex_;
+    std::atomic<std::uint32_t> generation_{0};
+    std::atomic<int> remaining_{0};
+    const std::function<void(int)>* part_ = nullptr;
+    std::atomic<bool> stop_{false};
+};
+
+}  // namespace
+
+void for_row_shares(int rows, int align, std::uint64_t work, const std::function<void(int, int)>& share) {
+    if (rows <= 0) return;
+    if (work < kMinSharedWork) {
+        share(0, rows);
+        return;
+    }
+    Workers& workers = Workers::get();
+    const int parts = workers.parts();
+    const int blocks = (rows + align - 1) / align;
+    if (parts == 1 || blocks == 1) {
+        share(0, rows);
+        return;
+    }
+    // Part p takes blocks [p * blocks / parts, (p + 1) * blocks / parts): shares within a block of each other.
+    workers.run([&](int p) {
+        const int first = std::min(rows, static_cast<int>(static_cast<std::int64_t>(p) * blocks / parts) * align);
+        const int last = std::min(rows, static_cast<int>(static_cast<std::int64_t>(p + 1) * blocks / parts) * align);
+        if (first < last) share(first, last);
+    });
+}
+
+}  // namespace llamacl
