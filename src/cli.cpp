@@ -93,8 +93,8 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
 void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
-                    "exists, else cpu; where the only devices are CPUs, the CPU reference for models under 0.25 MiB "
-                    "of weights per layer)")
+                    "exists, else cpu; where the only devices are CPUs, the CPU reference for float models under "
+                    "0.25 MiB of weights per layer and Q8_0 models from there up)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
     add_weights_option(*cmd, a.weights);
@@ -141,9 +141,11 @@ void check_generate_args(const GenerateArgs& a) {
     }
 }
 
-// --backend auto where the only OpenCL devices are CPUs: the CPU reference when a layer's share of the
-// weights is below this, where PoCL's cost per command (a few per layer) outweighs its second thread
-// (docs/benchmarks.md has the crossover).
+// --backend auto where the only OpenCL devices are CPUs: float weights run on the CPU reference when a
+// layer's share of the weights is below this, where PoCL's cost per command (a few per layer) outweighs
+// its vectors along the rows; Q8_0 weights at or above it, where the reference's integer dots in
+// vectors and its threads outrun the exact shape PoCL runs Q8_0 on (docs/benchmarks.md has the
+// crossovers).
 constexpr std::uint64_t kAutoReferenceLayerBytes = std::uint64_t{256} << 10;
 
 // Whether --backend auto leaves `device`, a CPU and the best device there is, for the CPU reference; says
@@ -152,10 +154,18 @@ bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, con
     if (a.backend != "auto" || !device.is_cpu || !a.runtime.platform.empty() || !a.runtime.device.empty() ||
         a.compare_cpu || a.runtime.shapes_the_runtime())
         return false;
+    const WeightFormat& format = ck.weight_format();
+    if (format.type == ElementType::q8_0 && format.group_size % 4 != 0) {
+        if (!a.quiet)
+            report("--backend auto: the CPU reference, as OpenCL runs q8_0 weights in groups of a multiple of 4 "
+                   "and these are in groups of " + std::to_string(format.group_size));
+        return true;
+    }
     const std::uint64_t per_layer = ModelSize(ck.config()).weight_bytes() / ck.config().n_layers;
-    const bool reference = per_layer < kAutoReferenceLayerBytes;
-    char size[48];
-    std::snprintf(size, sizeof size, "%.2f MiB of weights per layer", static_cast<double>(per_layer) / (1 << 20));
+    const bool reference = (format.type == ElementType::q8_0) == (per_layer >= kAutoReferenceLayerBytes);
+    char size[64];
+    std::snprintf(size, sizeof size, "%.2f MiB of %s weights per layer", static_cast<double>(per_layer) / (1 << 20),
+                  element_name(format.type));
     if (!a.quiet)
         report("--backend auto: " +
                (reference ? "the CPU reference, faster than " + device.name + " for " + size + " (--backend opencl to use it)"

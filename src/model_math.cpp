@@ -64,52 +64,53 @@ LLAMACL_INLINE void transpose8(const Float8 (&r)[8], Float8 (&c)[8]) {
 
 // Rows [first, first + blocks * kBlockRows) of the matmul.
 template <typename Weight>
-LLAMACL_INLINE void matmul_blocks_inline(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
-    Float8 acc[kBlocks] = {};
-    const Weight* base = w + static_cast<std::size_t>(first) * n;
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        for (int b = 0; b < blocks; b++) {
-            Float8 r[8], c[8];
-            for (int i = 0; i < 8; i++) load8(r[i], base + static_cast<std::size_t>(b * kBlockRows + i) * n + j);
-            if (j % 16 == 0)  // once per cache line of each row
-                for (int i = 0; i < 8; i++)
-                    __builtin_prefetch(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j + kPrefetchAhead);
-            transpose8(r, c);
-            for (int k = 0; k < 8; k++) acc[b] = acc[b] + c[k] * x[j + k];
+struct MatmulBlocks {
+    static LLAMACL_INLINE void run(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
+        Float8 acc[kBlocks] = {};
+        const Weight* base = w + static_cast<std::size_t>(first) * n;
+        int j = 0;
+        for (; j + 8 <= n; j += 8) {
+            for (int b = 0; b < blocks; b++) {
+                Float8 r[8], c[8];
+                for (int i = 0; i < 8; i++) load8(r[i], base + static_cast<std::size_t>(b * kBlockRows + i) * n + j);
+                if (j % 16 == 0)  // once per cache line of each row
+                    for (int i = 0; i < 8; i++)
+                        __builtin_prefetch(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j + kPrefetchAhead);
+                transpose8(r, c);
+                for (int k = 0; k < 8; k++) acc[b] = acc[b] + c[k] * x[j + k];
+            }
         }
-    }
-    for (; j < n; j++) {
-        for (int b = 0; b < blocks; b++) {
-            Float8 c;
-            for (int i = 0; i < 8; i++) c[i] = widen(base[static_cast<std::size_t>(b * kBlockRows + i) * n + j]);
-            acc[b] = acc[b] + c * x[j];
+        for (; j < n; j++) {
+            for (int b = 0; b < blocks; b++) {
+                Float8 c;
+                for (int i = 0; i < 8; i++) c[i] = widen(base[static_cast<std::size_t>(b * kBlockRows + i) * n + j]);
+                acc[b] = acc[b] + c * x[j];
+            }
         }
+        for (int b = 0; b < blocks; b++) std::memcpy(out + first + b * kBlockRows, &acc[b], sizeof acc[b]);
     }
-    for (int b = 0; b < blocks; b++) std::memcpy(out + first + b * kBlockRows, &acc[b], sizeof acc[b]);
-}
+};
 
-// matmul_blocks_inline compiled for the machine's vector unit: with AVX2 where the CPU has it (a vector
+// Kernel::run compiled for the machine's vector unit: with AVX2 where the CPU has it (an 8-float vector
 // is one register, a shuffle one instruction), else for the build's baseline. The arithmetic, and so
 // the bits, are the same.
-template <typename Weight>
-void matmul_blocks_baseline(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
-    matmul_blocks_inline(out, x, w, n, first, blocks);
+template <typename Kernel, typename... Args>
+void run_baseline(Args... args) {
+    Kernel::run(args...);
 }
 #if defined(__x86_64__)
-template <typename Weight>
-__attribute__((target("avx2"))) void matmul_blocks_avx2(float* out, const float* x, const Weight* w, int n, int first,
-                                                         int blocks) {
-    matmul_blocks_inline(out, x, w, n, first, blocks);
+template <typename Kernel, typename... Args>
+__attribute__((target("avx2"))) void run_avx2(Args... args) {
+    Kernel::run(args...);
 }
 #endif
-template <typename Weight>
-void matmul_blocks(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
+template <typename Kernel, typename... Args>
+void vectorized(Args... args) {
 #if defined(__x86_64__)
     static const bool avx2 = __builtin_cpu_supports("avx2");
-    if (avx2) return matmul_blocks_avx2(out, x, w, n, first, blocks);
+    if (avx2) return run_avx2<Kernel>(args...);
 #endif
-    matmul_blocks_baseline(out, x, w, n, first, blocks);
+    run_baseline<Kernel>(args...);
 }
 
 // run.c's matmul over weights that widen exactly to fp32, the rows shared among the threads
@@ -119,22 +120,20 @@ void matmul_widened(float* out, const float* x, const Weight* w, int n, int d) {
     constexpr int group = kBlocks * kBlockRows;
     for_row_shares(d, group, static_cast<std::uint64_t>(n) * d, [&](int first, int last) {
         int i = first;
-        for (; i + group <= last; i += group) matmul_blocks(out, x, w, n, i, kBlocks);
+        for (; i + group <= last; i += group) vectorized<MatmulBlocks<Weight>>(out, x, w, n, i, kBlocks);
         const int blocks = (last - i) / kBlockRows;
-        if (blocks > 0) matmul_blocks(out, x, w, n, i, blocks);
+        if (blocks > 0) vectorized<MatmulBlocks<Weight>>(out, x, w, n, i, blocks);
         matmul_rows(out, x, w, n, i + blocks * kBlockRows, last);
     });
 }
 
-// runq.c's matmul, the rows shared among the threads (row_shares.hpp).
-void matmul_q8(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
-    const int n = x.size(), gs = w.format.group_size;
-    const std::int8_t* xq = x.q();
-    const float* xs = x.scales();
-    for_row_shares(d, 1, static_cast<std::uint64_t>(n) * d, [&](int first, int last) {
+// runq.c's matmul for rows [first, last): an exact integer dot product per group, then its term.
+struct MatmulQ8Rows {
+    static LLAMACL_INLINE void run(float* out, const std::int8_t* xq, const float* xs, const std::int8_t* q8,
+                                   const float* scales, int n, int gs, int first, int last) {
         for (int i = first; i < last; i++) {
-            const std::int8_t* row = w.q8() + static_cast<std::size_t>(i) * n;
-            const float* ws = w.scales + static_cast<std::size_t>(i) * (n / gs);
+            const std::int8_t* row = q8 + static_cast<std::size_t>(i) * n;
+            const float* ws = scales + static_cast<std::size_t>(i) * (n / gs);
             float val = 0.0f;
             for (int j = 0; j < n; j += gs) {
                 std::int32_t ival = 0;
@@ -144,6 +143,14 @@ void matmul_q8(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
             }
             out[i] = val;
         }
+    }
+};
+
+// runq.c's matmul, the rows shared among the threads (row_shares.hpp).
+void matmul_q8(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
+    const int n = x.size(), gs = w.format.group_size;
+    for_row_shares(d, 1, static_cast<std::uint64_t>(n) * d, [&](int first, int last) {
+        vectorized<MatmulQ8Rows>(out, x.q(), x.scales(), w.q8(), w.scales, n, gs, first, last);
     });
 }
 

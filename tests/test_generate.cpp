@@ -211,13 +211,34 @@ TEST(BackendAuto, OnCpuOnlyMachinesSmallModelsRunOnTheReferenceAndTheLineSaysSo)
         return;
     }
     EXPECT_EQ(s.err.rfind("llama-cl: --backend auto: the CPU reference, faster than ", 0), 0u) << s.err;
-    EXPECT_NE(s.err.find(" for 0.10 MiB of weights per layer (--backend opencl to use it)\n"), std::string::npos)
+    EXPECT_NE(s.err.find(" for 0.10 MiB of f32 weights per layer (--backend opencl to use it)\n"), std::string::npos)
         << s.err;
     EXPECT_EQ(l.err.rfind("llama-cl: --backend auto: OpenCL on ", 0), 0u) << l.err;
-    EXPECT_NE(l.err.find(", faster than the CPU reference for 3.33 MiB of weights per layer (--backend cpu for the "
-                         "reference)\n"),
+    EXPECT_NE(l.err.find(", faster than the CPU reference for 3.33 MiB of f32 weights per layer (--backend cpu for "
+                         "the reference)\n"),
               std::string::npos)
         << l.err;
+    // Q8_0 the other way round: the small model's on OpenCL, the large one's on the reference.
+    const CommandResult sq = run_llama_cl("generate " + quote(small.string()) + tok + " --weights q8_0");
+    const CommandResult lq = run_llama_cl("generate " + quote(large.string()) + tok + " --weights q8_0");
+    ASSERT_EQ(sq.exit_code, 0) << sq.err;
+    ASSERT_EQ(lq.exit_code, 0) << lq.err;
+    EXPECT_EQ(sq.err.rfind("llama-cl: --backend auto: OpenCL on ", 0), 0u) << sq.err;
+    EXPECT_NE(sq.err.find(" MiB of q8_0 weights per layer (--backend cpu for the reference)\n"), std::string::npos)
+        << sq.err;
+    EXPECT_EQ(lq.err.rfind("llama-cl: --backend auto: the CPU reference, faster than ", 0), 0u) << lq.err;
+    EXPECT_NE(lq.err.find(" for 0.88 MiB of q8_0 weights per layer (--backend opencl to use it)\n"), std::string::npos)
+        << lq.err;
+    EXPECT_EQ(lq.out, run_llama_cl("generate " + quote(large.string()) + tok + " --weights q8_0 --backend cpu").out);
+    // Q8_0 in groups the OpenCL kernels cannot read (dim 36, hidden_dim 98: groups of 2) run on the reference.
+    const auto odd = write_model(dir, llamacl::Config{36, 98, 2, 6, 2, 300, 40, true}, 1, 7, "odd.bin");
+    const CommandResult oq = run_llama_cl("generate " + quote(odd.string()) + tok + " --weights q8_0");
+    ASSERT_EQ(oq.exit_code, 0) << oq.err;
+    EXPECT_EQ(oq.err.rfind("llama-cl: --backend auto: the CPU reference, as OpenCL runs q8_0 weights in groups of a "
+                           "multiple of 4 and these are in groups of 2\n",
+                           0),
+              0u)
+        << oq.err;
     // The reference's output is the reference's: the same as --backend cpu's; -q drops the line.
     const CommandResult cpu = run_llama_cl("generate " + quote(small.string()) + tok + " --backend cpu");
     EXPECT_EQ(s.out, cpu.out);
