@@ -93,8 +93,8 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
 void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
-                    "exists, else cpu; where the only devices are CPUs, the CPU reference for float models under "
-                    "0.25 MiB of weights per layer and Q8_0 models from there up)")
+                    "exists, else cpu; where the only devices are CPUs, the CPU reference where it is faster: "
+                    "per layer, f32 weights under 64 MiB, f16 under 0.25 MiB, q8_0 from 0.25 MiB up)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
     add_weights_option(*cmd, a.weights);
@@ -141,12 +141,20 @@ void check_generate_args(const GenerateArgs& a) {
     }
 }
 
-// --backend auto where the only OpenCL devices are CPUs: float weights run on the CPU reference when a
-// layer's share of the weights is below this, where PoCL's cost per command (a few per layer) outweighs
-// its vectors along the rows; Q8_0 weights at or above it, where the reference's integer dots in
-// vectors and its threads outrun the exact shape PoCL runs Q8_0 on (docs/benchmarks.md has the
-// crossovers).
-constexpr std::uint64_t kAutoReferenceLayerBytes = std::uint64_t{256} << 10;
+// --backend auto where the only OpenCL devices are CPUs runs a model on the CPU reference where that was
+// measured faster than PoCL (docs/benchmarks.md), by weights per layer: f32 below 64 MiB (beyond, PoCL's
+// vectors along the rows read memory faster than the reference's blocks of rows), f16 below 0.25 MiB
+// (the reference widens halves one at a time), q8_0 from 0.25 MiB up (below, matmuls too short for
+// the reference's threads).
+bool reference_is_faster(const WeightFormat& format, std::uint64_t layer_bytes) {
+    constexpr std::uint64_t kSmall = std::uint64_t{256} << 10, kLarge = std::uint64_t{64} << 20;
+    switch (format.type) {
+        case ElementType::f32: return layer_bytes < kLarge;
+        case ElementType::f16: return layer_bytes < kSmall;
+        case ElementType::q8_0: return layer_bytes >= kSmall;
+    }
+    return false;
+}
 
 // Whether --backend auto leaves `device`, a CPU and the best device there is, for the CPU reference; says
 // which it chose on stderr unless -q.
@@ -162,7 +170,7 @@ bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, con
         return true;
     }
     const std::uint64_t per_layer = ModelSize(ck.config()).weight_bytes() / ck.config().n_layers;
-    const bool reference = (format.type == ElementType::q8_0) == (per_layer >= kAutoReferenceLayerBytes);
+    const bool reference = reference_is_faster(format, per_layer);
     char size[64];
     std::snprintf(size, sizeof size, "%.2f MiB of %s weights per layer", static_cast<double>(per_layer) / (1 << 20),
                   element_name(format.type));

@@ -37,10 +37,14 @@ constexpr int kBlockRows = 8, kBlocks = 2, kPrefetchAhead = 64;
 
 #define LLAMACL_INLINE inline __attribute__((always_inline))
 
-// (Vectors pass by reference: returning one from a function built for the baseline differs in ABI.)
-LLAMACL_INLINE void load8(Float8& v, const float* p) { std::memcpy(&v, p, sizeof v); }
-LLAMACL_INLINE void load8(Float8& v, const std::uint16_t* p) {
-    for (int i = 0; i < 8; i++) v[i] = widen(p[i]);
+LLAMACL_INLINE Float8 load8(const float* p) {
+    Float8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+LLAMACL_INLINE Float8 load8(const std::uint16_t* p) {
+    return Float8{widen(p[0]), widen(p[1]), widen(p[2]), widen(p[3]),
+                  widen(p[4]), widen(p[5]), widen(p[6]), widen(p[7])};
 }
 
 // c[k] = (r[0][k], ..., r[7][k]): the 8 x 8 transpose in three rounds of pairwise shuffles.
@@ -72,7 +76,7 @@ struct MatmulBlocks {
         for (; j + 8 <= n; j += 8) {
             for (int b = 0; b < blocks; b++) {
                 Float8 r[8], c[8];
-                for (int i = 0; i < 8; i++) load8(r[i], base + static_cast<std::size_t>(b * kBlockRows + i) * n + j);
+                for (int i = 0; i < 8; i++) r[i] = load8(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j);
                 if (j % 16 == 0)  // once per cache line of each row
                     for (int i = 0; i < 8; i++)
                         __builtin_prefetch(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j + kPrefetchAhead);

@@ -196,44 +196,50 @@ TEST(FirstRun, VerboseSaysWhereTheStartupWentOnStderr) {
     EXPECT_EQ(verbose.out.find("tok/s"), std::string::npos);
 }
 
-TEST(BackendAuto, OnCpuOnlyMachinesSmallModelsRunOnTheReferenceAndTheLineSaysSo) {
+TEST(BackendAuto, OnCpuOnlyMachinesTheFasterPathRunsAndTheLineSaysSo) {
     TempDir dir;
-    // A model whose layers are under the rule's weights per layer (kAutoReferenceLayerBytes), and one over it.
+    // Models under and over the rule's 0.25 MiB of weights per layer (reference_is_faster in cli.cpp): f32
+    // runs on the reference either way, f16 on the reference only under it, q8_0 only over it.
     const auto small = write_model(dir, small_config(), 1, 7, "small.bin");
     const auto large = write_model(dir, llamacl::Config{256, 768, 4, 8, 8, 300, 64, true}, 1, 7, "large.bin");
     const std::string tok = " -z " + quote((dir / "tok.bin").string()) + " -n 4 -t 0";
-    const CommandResult s = run_llama_cl("generate " + quote(small.string()) + tok);
-    const CommandResult l = run_llama_cl("generate " + quote(large.string()) + tok);
-    ASSERT_EQ(s.exit_code, 0) << s.err;
-    ASSERT_EQ(l.exit_code, 0) << l.err;
+    const auto generate = [&](const std::filesystem::path& model, const std::string& flags) {
+        const CommandResult r = run_llama_cl("generate " + quote(model.string()) + tok + flags);
+        EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
+        return r;
+    };
+    const CommandResult s = generate(small, "");
     if (any_gpu()) {  // a GPU is the choice without a question: no line
         EXPECT_EQ(s.err.find("--backend auto"), std::string::npos) << s.err;
         return;
     }
-    EXPECT_EQ(s.err.rfind("llama-cl: --backend auto: the CPU reference, faster than ", 0), 0u) << s.err;
+    const std::string on_reference = "llama-cl: --backend auto: the CPU reference, faster than ";
+    const std::string on_opencl = "llama-cl: --backend auto: OpenCL on ";
+    EXPECT_EQ(s.err.rfind(on_reference, 0), 0u) << s.err;
     EXPECT_NE(s.err.find(" for 0.10 MiB of f32 weights per layer (--backend opencl to use it)\n"), std::string::npos)
         << s.err;
-    EXPECT_EQ(l.err.rfind("llama-cl: --backend auto: OpenCL on ", 0), 0u) << l.err;
-    EXPECT_NE(l.err.find(", faster than the CPU reference for 3.33 MiB of f32 weights per layer (--backend cpu for "
-                         "the reference)\n"),
-              std::string::npos)
+    const CommandResult l = generate(large, "");
+    EXPECT_EQ(l.err.rfind(on_reference, 0), 0u) << l.err;
+    EXPECT_NE(l.err.find(" for 3.33 MiB of f32 weights per layer (--backend opencl to use it)\n"), std::string::npos)
         << l.err;
-    // Q8_0 the other way round: the small model's on OpenCL, the large one's on the reference.
-    const CommandResult sq = run_llama_cl("generate " + quote(small.string()) + tok + " --weights q8_0");
-    const CommandResult lq = run_llama_cl("generate " + quote(large.string()) + tok + " --weights q8_0");
-    ASSERT_EQ(sq.exit_code, 0) << sq.err;
-    ASSERT_EQ(lq.exit_code, 0) << lq.err;
-    EXPECT_EQ(sq.err.rfind("llama-cl: --backend auto: OpenCL on ", 0), 0u) << sq.err;
+    const CommandResult lh = generate(large, " --weights f16");
+    EXPECT_EQ(lh.err.rfind(on_opencl, 0), 0u) << lh.err;
+    EXPECT_NE(lh.err.find(", faster than the CPU reference for 1.66 MiB of f16 weights per layer (--backend cpu for "
+                          "the reference)\n"),
+              std::string::npos)
+        << lh.err;
+    const CommandResult sq = generate(small, " --weights q8_0");
+    EXPECT_EQ(sq.err.rfind(on_opencl, 0), 0u) << sq.err;
     EXPECT_NE(sq.err.find(" MiB of q8_0 weights per layer (--backend cpu for the reference)\n"), std::string::npos)
         << sq.err;
-    EXPECT_EQ(lq.err.rfind("llama-cl: --backend auto: the CPU reference, faster than ", 0), 0u) << lq.err;
+    const CommandResult lq = generate(large, " --weights q8_0");
+    EXPECT_EQ(lq.err.rfind(on_reference, 0), 0u) << lq.err;
     EXPECT_NE(lq.err.find(" for 0.88 MiB of q8_0 weights per layer (--backend opencl to use it)\n"), std::string::npos)
         << lq.err;
-    EXPECT_EQ(lq.out, run_llama_cl("generate " + quote(large.string()) + tok + " --weights q8_0 --backend cpu").out);
+    EXPECT_EQ(lq.out, generate(large, " --weights q8_0 --backend cpu").out);
     // Q8_0 in groups the OpenCL kernels cannot read (dim 36, hidden_dim 98: groups of 2) run on the reference.
     const auto odd = write_model(dir, llamacl::Config{36, 98, 2, 6, 2, 300, 40, true}, 1, 7, "odd.bin");
-    const CommandResult oq = run_llama_cl("generate " + quote(odd.string()) + tok + " --weights q8_0");
-    ASSERT_EQ(oq.exit_code, 0) << oq.err;
+    const CommandResult oq = generate(odd, " --weights q8_0");
     EXPECT_EQ(oq.err.rfind("llama-cl: --backend auto: the CPU reference, as OpenCL runs q8_0 weights in groups of a "
                            "multiple of 4 and these are in groups of 2\n",
                            0),
