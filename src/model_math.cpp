@@ -31,9 +31,12 @@ void matmul_rows(float* out, const float* x, const Weight* w, int n, int first, 
 // every lane's bits are run.c's. Eight columns of the block's rows are loaded as rows and transposed, so
 // that each step multiplies one column by one x[j]. kBlocks blocks go together, as one block's sums are
 // a chain of dependent additions that would leave the core waiting on each; more would read more rows
-// at once than the core's prefetchers follow. Each row is prefetched kPrefetchAhead weights ahead.
+// at once than the core's prefetchers follow. Long rows are prefetched kPrefetchAhead weights ahead each;
+// rows shorter than kShortRowBytes end before the core's prefetchers learn them, so the next blocks'
+// rows (contiguous) are prefetched instead, spread over this block's steps.
 using Float8 = float __attribute__((vector_size(32)));
 constexpr int kBlockRows = 8, kBlocks = 2, kPrefetchAhead = 64;
+constexpr std::size_t kShortRowBytes = 8192;
 
 #define LLAMACL_INLINE inline __attribute__((always_inline))
 
@@ -72,14 +75,20 @@ struct MatmulBlocks {
     static LLAMACL_INLINE void run(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
         Float8 acc[kBlocks] = {};
         const Weight* base = w + static_cast<std::size_t>(first) * n;
+        const bool short_rows = static_cast<std::size_t>(n) * sizeof(Weight) < kShortRowBytes;
         int j = 0;
         for (; j + 8 <= n; j += 8) {
             for (int b = 0; b < blocks; b++) {
                 Float8 r[8], c[8];
                 for (int i = 0; i < 8; i++) r[i] = load8(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j);
-                if (j % 16 == 0)  // once per cache line of each row
+                if (short_rows) {  // the next rows, a few lines a step, so they are all there when they start
+                    const char* next = reinterpret_cast<const char*>(base + static_cast<std::size_t>(blocks * kBlockRows) * n);
+                    const std::size_t step = static_cast<std::size_t>((j / 8) * blocks + b) * 8 * kBlockRows * sizeof(Weight);
+                    for (std::size_t at = 0; at < 8 * kBlockRows * sizeof(Weight); at += 64) __builtin_prefetch(next + step + at);
+                } else if (j % 16 == 0) {  // each row a line ahead, once per line
                     for (int i = 0; i < 8; i++)
                         __builtin_prefetch(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j + kPrefetchAhead);
+                }
                 transpose8(r, c);
                 for (int k = 0; k < 8; k++) acc[b] = acc[b] + c[k] * x[j + k];
             }
