@@ -94,7 +94,7 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
                     "exists, else cpu; where the only devices are CPUs, the CPU reference where it is faster: "
-                    "per layer, f32 weights under 64 MiB, f16 under 0.25 MiB, q8_0 from 0.25 MiB up)")
+                    "f32 weights under 64 MiB per layer, f16 under 0.25 MiB, q8_0 always)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
     add_weights_option(*cmd, a.weights);
@@ -144,14 +144,14 @@ void check_generate_args(const GenerateArgs& a) {
 // --backend auto where the only OpenCL devices are CPUs runs a model on the CPU reference where that was
 // measured faster than PoCL (docs/benchmarks.md), by weights per layer: f32 below 64 MiB (beyond, PoCL's
 // vectors along the rows read memory faster than the reference's blocks of rows), f16 below 0.25 MiB
-// (the reference widens halves one at a time), q8_0 from 0.25 MiB up (below, matmuls too short for
-// the reference's threads).
+// (the reference widens halves one at a time), q8_0 always (its integer dots in vectors, on threads,
+// against the exact shape PoCL runs q8_0 on).
 bool reference_is_faster(const WeightFormat& format, std::uint64_t layer_bytes) {
     constexpr std::uint64_t kSmall = std::uint64_t{256} << 10, kLarge = std::uint64_t{64} << 20;
     switch (format.type) {
         case ElementType::f32: return layer_bytes < kLarge;
         case ElementType::f16: return layer_bytes < kSmall;
-        case ElementType::q8_0: return layer_bytes >= kSmall;
+        case ElementType::q8_0: return true;
     }
     return false;
 }
@@ -163,12 +163,6 @@ bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, con
         a.compare_cpu || a.runtime.shapes_the_runtime())
         return false;
     const WeightFormat& format = ck.weight_format();
-    if (format.type == ElementType::q8_0 && format.group_size % 4 != 0) {
-        if (!a.quiet)
-            report("--backend auto: the CPU reference, as OpenCL runs q8_0 weights in groups of a multiple of 4 "
-                   "and these are in groups of " + std::to_string(format.group_size));
-        return true;
-    }
     const std::uint64_t per_layer = ModelSize(ck.config()).weight_bytes() / ck.config().n_layers;
     const bool reference = reference_is_faster(format, per_layer);
     char size[64];

@@ -13,6 +13,6 @@ namespace llamacl {
 // the workers would cost more than it saves. Calls from several threads at once take turns.
 void for_row_shares(int rows, int align, std::uint64_t work, const std::function<void(int, int)>& share);
 
-inline constexpr std::uint64_t kMinSharedWork = std::uint64_t{1} << 15;
+inline constexpr std::uint64_t kMinSharedWork = std::uint64_t{1} << 12;
 
 }  // namespace llamacl
