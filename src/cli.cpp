@@ -141,10 +141,10 @@ void check_generate_args(const GenerateArgs& a) {
     }
 }
 
-// --backend auto where the only OpenCL devices are CPUs runs a model on the CPU reference where that was
-// measured faster than PoCL (docs/benchmarks.md), by weights per layer: f32 below 64 MiB (beyond, PoCL's
-// vectors along the rows read memory faster than the reference's blocks of rows), f16 below 0.25 MiB
-// (the reference widens halves one at a time), q8_0 always (its integer dots in vectors, on threads,
+// --backend auto where the only OpenCL devices are CPUs runs a model on the CPU reference where that is
+// the faster path, by weights per layer (docs/benchmarks.md has the crossovers): f32 below 64 MiB (beyond,
+// PoCL's vectors along the rows read memory faster than the reference's blocks of rows), f16 below 0.25
+// MiB (the reference widens halves one at a time), q8_0 always (its integer dots in vectors, on threads,
 // against the exact shape PoCL runs q8_0 on).
 bool reference_is_faster(const WeightFormat& format, std::uint64_t layer_bytes) {
     constexpr std::uint64_t kSmall = std::uint64_t{256} << 10, kLarge = std::uint64_t{64} << 20;

@@ -41,13 +41,16 @@ public:
     }
     int parts() const { return static_cast<int>(threads_.size()) + 1; }
 
-    void run(const std::function<void(int)>& part) {
+    // Part p of `rows` rows in `blocks` blocks of `align` takes blocks [p * blocks / parts, (p + 1) *
+    // blocks / parts): shares within a block of each other.
+    void run(ShareRef share, int rows, int align, int blocks) {
         const std::lock_guard<std::mutex> turn(run_mutex_);
-        part_ = &part;
+        const Task task{share, rows, align, blocks, parts()};
+        task_ = &task;
         remaining_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
         generation_.fetch_add(1, std::memory_order_release);
         generation_.notify_all();
-        part(0);
+        task.part(0);
         for (int left = remaining_.load(std::memory_order_acquire); left != 0;
              left = remaining_.load(std::memory_order_acquire))
             wait_while_equal(remaining_, left);
@@ -70,40 +73,45 @@ private:
             wait_while_equal(generation_, seen);
             seen = generation_.load(std::memory_order_acquire);
             if (stop_) return;
-            (*part_)(index);
+            task_->part(index);
             if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_one();
         }
     }
+
+    struct Task {
+        ShareRef share;
+        int rows, align, blocks, parts;
+        void part(int p) const {
+            const auto bound = [&](int q) {
+                return std::min(rows, static_cast<int>(static_cast<std::int64_t>(q) * blocks / parts) * align);
+            };
+            if (bound(p) < bound(p + 1)) share(bound(p), bound(p + 1));
+        }
+    };
 
     std::vector<std::thread> threads_;
     std::mutex run_mutex_;
     std::atomic<std::uint32_t> generation_{0};
     std::atomic<int> remaining_{0};
-    const std::function<void(int)>* part_ = nullptr;
+    const Task* task_ = nullptr;
     std::atomic<bool> stop_{false};
 };
 
 }  // namespace
 
-void for_row_shares(int rows, int align, std::uint64_t work, const std::function<void(int, int)>& share) {
+void for_row_shares(int rows, int align, std::uint64_t work, ShareRef share) {
     if (rows <= 0) return;
-    if (work < kMinSharedWork) {
+    const int blocks = (rows + align - 1) / align;
+    if (work < kMinSharedWork || blocks == 1) {
         share(0, rows);
         return;
     }
     Workers& workers = Workers::get();
-    const int parts = workers.parts();
-    const int blocks = (rows + align - 1) / align;
-    if (parts == 1 || blocks == 1) {
+    if (workers.parts() == 1) {
         share(0, rows);
         return;
     }
-    // Part p takes blocks [p * blocks / parts, (p + 1) * blocks / parts): shares within a block of each other.
-    workers.run([&](int p) {
-        const int first = std::min(rows, static_cast<int>(static_cast<std::int64_t>(p) * blocks / parts) * align);
-        const int last = std::min(rows, static_cast<int>(static_cast<std::int64_t>(p + 1) * blocks / parts) * align);
-        if (first < last) share(first, last);
-    });
+    workers.run(share, rows, align, blocks);
 }
 
 }  // namespace llamacl

@@ -215,31 +215,19 @@ TEST(BackendAuto, OnCpuOnlyMachinesTheFasterPathRunsAndTheLineSaysSo) {
     }
     const std::string on_reference = "llama-cl: --backend auto: the CPU reference, faster than ";
     const std::string on_opencl = "llama-cl: --backend auto: OpenCL on ";
-    EXPECT_EQ(s.err.rfind(on_reference, 0), 0u) << s.err;
-    EXPECT_NE(s.err.find(" for 0.10 MiB of f32 weights per layer (--backend opencl to use it)\n"), std::string::npos)
-        << s.err;
-    const CommandResult l = generate(large, "");
-    EXPECT_EQ(l.err.rfind(on_reference, 0), 0u) << l.err;
-    EXPECT_NE(l.err.find(" for 3.33 MiB of f32 weights per layer (--backend opencl to use it)\n"), std::string::npos)
-        << l.err;
-    const CommandResult lh = generate(large, " --weights f16");
-    EXPECT_EQ(lh.err.rfind(on_opencl, 0), 0u) << lh.err;
-    EXPECT_NE(lh.err.find(", faster than the CPU reference for 1.66 MiB of f16 weights per layer (--backend cpu for "
-                          "the reference)\n"),
-              std::string::npos)
-        << lh.err;
-    const CommandResult sh = generate(small, " --weights f16");
-    EXPECT_EQ(sh.err.rfind(on_reference, 0), 0u) << sh.err;
-    EXPECT_NE(sh.err.find(" MiB of f16 weights per layer (--backend opencl to use it)\n"), std::string::npos)
-        << sh.err;
-    const CommandResult sq = generate(small, " --weights q8_0");
-    EXPECT_EQ(sq.err.rfind(on_reference, 0), 0u) << sq.err;
-    EXPECT_NE(sq.err.find(" MiB of q8_0 weights per layer (--backend opencl to use it)\n"), std::string::npos)
-        << sq.err;
+    // The line starts with the choice and names the size and format.
+    const auto expect_line = [](const CommandResult& r, const std::string& start, const std::string& part) {
+        EXPECT_EQ(r.err.rfind(start, 0), 0u) << r.err;
+        EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+    };
+    expect_line(s, on_reference, " for 0.10 MiB of f32 weights per layer (--backend opencl to use it)\n");
+    expect_line(generate(large, ""), on_reference, " for 3.33 MiB of f32 weights per layer (--backend opencl to use it)\n");
+    expect_line(generate(large, " --weights f16"), on_opencl,
+                ", faster than the CPU reference for 1.66 MiB of f16 weights per layer (--backend cpu for the reference)\n");
+    expect_line(generate(small, " --weights f16"), on_reference, " MiB of f16 weights per layer (--backend opencl to use it)\n");
+    expect_line(generate(small, " --weights q8_0"), on_reference, " MiB of q8_0 weights per layer (--backend opencl to use it)\n");
     const CommandResult lq = generate(large, " --weights q8_0");
-    EXPECT_EQ(lq.err.rfind(on_reference, 0), 0u) << lq.err;
-    EXPECT_NE(lq.err.find(" for 0.88 MiB of q8_0 weights per layer (--backend opencl to use it)\n"), std::string::npos)
-        << lq.err;
+    expect_line(lq, on_reference, " for 0.88 MiB of q8_0 weights per layer (--backend opencl to use it)\n");
     EXPECT_EQ(lq.out, generate(large, " --weights q8_0 --backend cpu").out);
     // Q8_0 in groups the OpenCL kernels cannot read (dim 36, hidden_dim 98: groups of 2) run too.
     const auto odd = write_model(dir, llamacl::Config{36, 98, 2, 6, 2, 300, 40, true}, 1, 7, "odd.bin");
