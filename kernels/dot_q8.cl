@@ -23,40 +23,59 @@ inline char quantized(float v, float scale) {
 // runq.c's quantize of the input into `staged`: per group of GROUP_SIZE, scale = max |v| / 127 (the
 // division correctly rounded where the device offers it: KernelSet) and q = quantized(v, scale). The
 // work-items take the input's words (4 consecutive values) in turn, so that a warp's loads are whole
-// transactions, in three passes with a barrier between: each word's maximum, kept in the values' place
-// (n bytes: a float per word); each group's maximum of its words' and its scale; the values, from the
-// input read again (a work-item's share of n is not known at build time, so it is not kept in
-// registers). A maximum is a comparison, exact in any order; like runq.c's `val > wmax`, it never takes a
-// NaN. Needs every work-item.
+// transactions. A maximum is a comparison, exact in any order; like runq.c's `val > wmax`, it never takes
+// a NaN. Needs every work-item.
 inline float4 input_word(__global const float* x, __global const float* weight, float ss, int word) {
     const float4 v = vload4(word, x);
     return weight ? vload4(word, weight) * (ss * v) : v;
 }
 inline float larger(float wmax, float a) { return a > wmax ? a : wmax; }
+inline float word_max(float4 v) {
+    const float4 a = fabs(v);
+    return larger(larger(larger(larger(0.0f, a.x), a.y), a.z), a.w);
+}
+inline void store_word(__local float* staged, float4 v, float scale, int n, int word) {
+    const int g = word / (GROUP_SIZE / 4);
+    ((__local char4*)STAGED_VALUES(staged, n))[q8_int(n / GROUP_SIZE, g, word % (GROUP_SIZE / 4))] =
+        (char4)(quantized(v.x, scale), quantized(v.y, scale), quantized(v.z, scale), quantized(v.w, scale));
+}
+#if defined(WARP_SHUFFLE) && GROUP_SIZE <= 128 && (GROUP_SIZE & (GROUP_SIZE - 1)) == 0
+// In one pass: a group's GROUP_SIZE / 4 words are held by consecutive work-items of one warp, which take
+// the group's maximum from each other's by butterfly and quantize their own word, read once. Every
+// work-item takes every pass of the loop (a shuffle needs the whole warp); those past the input store
+// nothing.
 inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n) {
-    const int words = n / 4, groups = n / GROUP_SIZE, lid = get_local_id(0);
-    __local char* values = STAGED_VALUES(staged, n);
-    __local float* word_max = (__local float*)values;
-    for (int i = lid; i < words; i += LOCAL) {
-        const float4 a = fabs(input_word(x, weight, ss, i));
-        word_max[i] = larger(larger(larger(larger(0.0f, a.x), a.y), a.z), a.w);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int g = lid; g < groups; g += LOCAL) {
-        float wmax = 0.0f;
-        for (int i = g * (GROUP_SIZE / 4); i < (g + 1) * (GROUP_SIZE / 4); i++) wmax = larger(wmax, word_max[i]);
-        staged[g] = wmax / 127.0f;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);  // the word maxima are read before the values overwrite them
-    for (int i = lid; i < words; i += LOCAL) {
-        const int g = i / (GROUP_SIZE / 4);
-        const float4 v = input_word(x, weight, ss, i);
-        const float scale = staged[g];
-        ((__local char4*)values)[q8_int(groups, g, i % (GROUP_SIZE / 4))] =
-            (char4)(quantized(v.x, scale), quantized(v.y, scale), quantized(v.z, scale), quantized(v.w, scale));
+    const int words = n / 4;
+    for (int i = get_local_id(0); i - get_local_id(0) < words; i += LOCAL) {
+        const float4 v = i < words ? input_word(x, weight, ss, i) : (float4)(0.0f);
+        float wmax = word_max(v);
+        for (int s = GROUP_SIZE / 8; s > 0; s >>= 1) wmax = larger(wmax, shuffle_xor(wmax, s));
+        if (i >= words) continue;
+        const float scale = wmax / 127.0f;
+        if (i % (GROUP_SIZE / 4) == 0) staged[i / (GROUP_SIZE / 4)] = scale;
+        store_word(staged, v, scale, n, i);
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 }
+#else
+// In three passes with a barrier between: each word's maximum, kept in the values' place (n bytes: a
+// float per word); each group's maximum of its words' and its scale; the values, from the input read
+// again (a work-item's share of n is not known at build time, so it is not kept in registers).
+inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n) {
+    const int words = n / 4, groups = n / GROUP_SIZE, lid = get_local_id(0);
+    __local float* maxima = (__local float*)STAGED_VALUES(staged, n);
+    for (int i = lid; i < words; i += LOCAL) maxima[i] = word_max(input_word(x, weight, ss, i));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int g = lid; g < groups; g += LOCAL) {
+        float wmax = 0.0f;
+        for (int i = g * (GROUP_SIZE / 4); i < (g + 1) * (GROUP_SIZE / 4); i++) wmax = larger(wmax, maxima[i]);
+        staged[g] = wmax / 127.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the word maxima are read before the values overwrite them
+    for (int i = lid; i < words; i += LOCAL) store_word(staged, input_word(x, weight, ss, i), staged[i / (GROUP_SIZE / 4)], n, i);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
+}
+#endif
 
 // The dot product of four int8 pairs (words), added to acc: one dp4a where NVIDIA's compiler takes PTX.
 #ifdef INLINE_PTX
