@@ -58,8 +58,8 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
                options.tensor_cores ? TensorCores::where_present : TensorCores::never),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
-               TokenKernel::wanted(device.info(), kernels_.shape(), c_, plan_, finalize_,
-                                   options.schedule == Schedule::token, per_op_reason_)),
+               TokenKernel::wanted(device.info(), kernels_.shape(), kernels_.weight_layout().format, c_, plan_,
+                                   finalize_, per_op_reason_)),
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
             !kernels_.device_fences(), !kernels_.attention_tiles_possible(c_.head_size()), plan_.prefill_batch),
       kv_(device, c_, stacked_),

@@ -7,7 +7,6 @@
 #include <limits>
 #include <string>
 
-#include "llamacl/token_kernel.hpp"
 
 namespace llamacl {
 
@@ -38,8 +37,7 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
     cmd.add_option("--schedule", a.schedule,
                    "how a token runs: token (the whole forward pass as one kernel launch: GPUs, resident weights), "
-                   "per-op (one kernel launch per step) or auto (token where possible for layers of at most " +
-                       std::to_string(TokenKernel::kMaxLayerBytes >> 20) + " MiB; the default)")
+                   "per-op (one kernel launch per step) or auto (token where possible; the default)")
         ->check(CLI::IsMember({"auto", "per-op", "token"}));
     cmd.add_option("--max-device-memory", a.max_device_memory_mib,
                    "plan as if the device had only this many MiB (rehearse a smaller device)")

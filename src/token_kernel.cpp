@@ -24,22 +24,23 @@ constexpr int kGroupsPerComputeUnit = 2;
 // Greedy decoding's partial results have a slot per work-group of the argmax launch (working_buffers.hpp).
 static_assert(kGroupsPerComputeUnit <= kMinGroupsPerComputeUnit, "argmax_partial holds one int per work-group");
 
-// The floats of the token kernel's staged input: the longer of a layer's inputs (x, or hb for w2).
-int staged_floats(const Config& c) { return std::max(c.dim, c.hidden_dim); }
+// The elements of the token kernel's staged input: the longer of a layer's inputs (x, or hb for w2).
+int staged_elements(const Config& c) { return std::max(c.dim, c.hidden_dim); }
 
 // Whether a stack is one allocation the token kernel can walk.
 bool whole(const LayerStack* stack) { return stack && stack->whole()() != nullptr; }
 
 }  // namespace
 
-bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, const Config& c,
-                         const CapacityPlan& plan, Finalize finalize, bool forced, std::string& why_not) {
-    // Local memory: the staged input (the longer of dim and hidden_dim), the reduction scratch, attention's
-    // partial sums and the argmax's indices (two floats, a float4 and an int per work-item), attention's
-    // scores (a chunk's, no longer than the context: token.cl), and room for the compiler's own.
+bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights,
+                         const Config& c, const CapacityPlan& plan, Finalize finalize, std::string& why_not) {
+    // Local memory: the staged input (the longer of dim and hidden_dim, in the format's staged bytes), the
+    // reduction scratch, attention's partial sums and the argmax's indices (two floats, a float4 and an int
+    // per work-item), attention's scores (a chunk's, no longer than the context: token.cl), and room for
+    // the compiler's own.
     const std::uint64_t scores = static_cast<std::uint64_t>(std::min(c.seq_len, KernelSet::kScoreCapacity));
-    const std::uint64_t local_bytes =
-        (static_cast<std::uint64_t>(staged_floats(c)) + 7u * shape.local_size + scores) * sizeof(float) + 1024;
+    const std::uint64_t local_bytes = staged_input_bytes(weights, staged_elements(c)) +
+                                      (7u * shape.local_size + scores) * sizeof(float) + 1024;
     if (device.type != "GPU" || !shape.gpu_family())
         why_not = "the token kernel runs on GPUs with a GPU work shape";
     else if (!plan.resident())
@@ -48,10 +49,6 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
         why_not = "the classifier runs on the CPU (--finalize=cpu)";
     else if (local_bytes > device.local_mem_bytes)
         why_not = "a layer's input does not fit in the token kernel's local memory";
-    else if (!forced && plan.layer_bytes > kMaxLayerBytes)
-        why_not = "a layer's weights (" + std::to_string(plan.layer_bytes >> 20) +
-                  " MiB) stream faster through the per-op kernels than through the token kernel (--schedule token "
-                  "to use it anyway)";
     else
         return true;
     return false;
@@ -80,7 +77,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         return nullptr;
     }
     const int local = kernels.shape().local_size;
-    const int staged = staged_floats(c);
+    const int staged = staged_elements(c);
 
     const std::string model = " -DDIM=" + std::to_string(c.dim) + " -DKV_DIM=" + std::to_string(c.kv_dim()) +
                               " -DHIDDEN_DIM=" + std::to_string(c.hidden_dim) + " -DN_LAYERS=" +
@@ -130,7 +127,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         {"att_arrivals", work.att_arrivals}, {"rms_final", weights.rms_final()}, {"wcls", cls.weights},
         {"logits", work.logits}, {"tokens", work.tokens},        {"argmax_partial", work.argmax_partial},
         {"chunk_lens", chunk_lens}, {"sync", sync},              {"spin_limit", kSpinLimit},
-        {"staged", cl::Local(static_cast<std::size_t>(staged) * sizeof(float))}};
+        {"staged", cl::Local(static_cast<std::size_t>(staged_input_bytes(kernels.weight_layout().format, staged)))}};
     for (const auto& [name, s] : stacks) args.emplace_back(name, s->whole());
     bind_args(kernel, signatures::forward_token, args);
     std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local));

@@ -9,6 +9,8 @@
 #include "llamacl/export.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/sampler.hpp"
+#include "llamacl/synthetic.hpp"
+#include "llamacl/token_kernel.hpp"
 #include "models.hpp"
 #include "reference_cases.hpp"
 
@@ -467,6 +469,33 @@ TEST(TokenSchedule, CpuDevicesRunPerOpAndSayWhy) {
     }
     EXPECT_NE(message.find("--schedule token is not possible here"), std::string::npos) << message;
     EXPECT_NE(message.find(device.info().name), std::string::npos) << message;
+}
+
+// The token kernel's local memory holds a layer's longest input in the bytes its weights' format stages:
+// llama2-7b's 11008-wide w2 input takes 44 KB as floats, over a 48 KiB GPU's local memory, and 11.7 KB
+// as Q8_0 values and scales, within it. A described device: no OpenCL needed.
+TEST(TokenSchedule, TheStagedInputIsSizedByTheWeightsFormat) {
+    DeviceInfo gpu;
+    gpu.type = "GPU";
+    gpu.local_mem_bytes = 48 * 1024;
+    const Config c = *preset_config("llama2-7b");
+    CapacityPlan plan;
+    plan.n_layers = plan.layers_per_offload = c.n_layers;
+    const LaunchShape shape{16, 256, 1};
+    std::string why_not;
+    EXPECT_TRUE(TokenKernel::wanted(gpu, shape, {ElementType::q8_0, 64}, c, plan, Finalize::device, why_not))
+        << why_not;
+    for (const WeightFormat f32_or_f16 : {WeightFormat{ElementType::f32, 0}, WeightFormat{ElementType::f16, 0}}) {
+        why_not.clear();
+        EXPECT_FALSE(TokenKernel::wanted(gpu, shape, f32_or_f16, c, plan, Finalize::device, why_not));
+        EXPECT_EQ(why_not, "a layer's input does not fit in the token kernel's local memory");
+    }
+    // A layer of any size runs through it where it fits: llama3.2-1b's 232 MiB of f32 weights.
+    const Config small = *preset_config("llama3.2-1b");
+    plan.n_layers = plan.layers_per_offload = small.n_layers;
+    plan.layer_bytes = 232ull << 20;
+    EXPECT_TRUE(TokenKernel::wanted(gpu, shape, {ElementType::f32, 0}, small, plan, Finalize::device, why_not))
+        << why_not;
 }
 
 // Greedy decoding on the device, for fp32 weights and converted to Q8_0 (--weights).

@@ -25,18 +25,12 @@ namespace llamacl {
 
 class TokenKernel {
 public:
-    // The largest layer (weight bytes) the automatic schedule runs through the token kernel. Its two
-    // work-groups per compute unit stream a large matrix more slowly than the per-op kernels' wider
-    // launches, which win once a layer's weights take longer to stream than its five launches cost. The
-    // bound is where that crossover lies (docs/benchmarks.md has the measurements).
-    static constexpr std::uint64_t kMaxLayerBytes = 64ull << 20;
-
-    // Whether a session should use the token kernel, from what is known before any allocation: a GPU
-    // with a GPU shape, resident layers, the classifier on the device, a layer's input within local
-    // memory, and (unless `forced`, --schedule token) layers of at most kMaxLayerBytes. If so, the
-    // session stacks its weights and KV cache (layer_stack.hpp) and calls create(); if not, `why_not`.
-    static bool wanted(const DeviceInfo& device, const LaunchShape& shape, const Config& config,
-                       const CapacityPlan& plan, Finalize finalize, bool forced, std::string& why_not);
+    // Whether a session can use the token kernel, from what is known before any allocation: a GPU with a
+    // GPU shape, resident layers, the classifier on the device, and a layer's input, staged in the
+    // weights' format, within local memory. If so, the session stacks its weights and KV cache
+    // (layer_stack.hpp) and calls create(); if not, `why_not`.
+    static bool wanted(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights,
+                       const Config& config, const CapacityPlan& plan, Finalize finalize, std::string& why_not);
     // The token kernel for this model and these (stacked) buffers, or nullptr with the reason in
     // `why_not` when they cannot run it (a tensor split over allocations, a compiler without OpenCL C
     // 2.0's scopes, a work-group too large for the kernel's registers).
