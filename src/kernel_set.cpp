@@ -6,19 +6,15 @@
 #include <stdexcept>
 
 #include "llamacl/error.hpp"
+#include "llamacl/vector_expf.hpp"
 
 namespace llamacl {
 
 namespace {
 
-// The exact shape's exponential is the host's (kernels/expf.cl): glibc's expf, in the variant this
-// process runs. x86-64 glibc picks its FMA build on CPUs with FMA; the two differ at x = 0x1.04845ep+5,
-// whose exp the fused build rounds to 0x1.f93e38p+46 and the other to 0x1.f93e36p+46.
-std::string glibc_expf_option() {
-    volatile float probe = 0x1.04845ep+5f;  // volatile: the compiler must not fold expf at build time
-    const bool fused = expf(probe) == 0x1.f93e38p+46f;
-    return fused ? " -DGLIBC_EXPF -DGLIBC_EXPF_FMA" : " -DGLIBC_EXPF";
-}
+// The exact shape's exponential is the host's (kernels/expf.cl): glibc's expf, in the build this
+// process runs.
+std::string glibc_expf_option() { return glibc_expf_fused() ? " -DGLIBC_EXPF -DGLIBC_EXPF_FMA" : " -DGLIBC_EXPF"; }
 
 bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 

@@ -1,5 +1,6 @@
 #include "llamacl/model_math.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstddef>
@@ -7,6 +8,7 @@
 #include <stdexcept>
 
 #include "llamacl/row_shares.hpp"
+#include "llamacl/vector_expf.hpp"
 
 namespace llamacl {
 
@@ -285,11 +287,19 @@ std::vector<float> rope_table(int seq_len, int head_size) {
 }
 
 void swiglu(float* hb, const float* hb2, int hidden_dim) {
-    for (int i = 0; i < hidden_dim; i++) {
-        float val = hb[i];
-        val *= (1.0f / (1.0f + expf(-val)));  // silu(x) = x * sigmoid(x)
-        val *= hb2[i];
-        hb[i] = val;
+    // silu(x) = x * sigmoid(x), with expf(-x) taken a block of values at a time (vector_expf.hpp)
+    constexpr int kBlock = 64;
+    float e[kBlock];
+    for (int at = 0; at < hidden_dim; at += kBlock) {
+        const int n = std::min(kBlock, hidden_dim - at);
+        for (int i = 0; i < n; i++) e[i] = -hb[at + i];
+        expf_each(e, n);
+        for (int i = 0; i < n; i++) {
+            float val = hb[at + i];
+            val *= (1.0f / (1.0f + e[i]));
+            val *= hb2[at + i];
+            hb[at + i] = val;
+        }
     }
 }
 

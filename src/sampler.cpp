@@ -4,6 +4,8 @@
 // arithmetic.
 #include "llamacl/sampler.hpp"
 
+#include "llamacl/vector_expf.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -19,12 +21,11 @@ void softmax(std::span<float> x) {
     for (std::size_t i = 1; i < x.size(); i++) {
         if (x[i] > max_val) max_val = x[i];
     }
-    // exp and sum (expf, not a vectorised or fused variant: the build has no fast-math)
+    // exp and sum (expf's own bits, four at a time: vector_expf.hpp; the sum in order)
+    for (float& v : x) v -= max_val;
+    expf_each(x.data(), static_cast<int>(x.size()));
     float sum = 0.0f;
-    for (std::size_t i = 0; i < x.size(); i++) {
-        x[i] = std::exp(x[i] - max_val);
-        sum += x[i];
-    }
+    for (const float v : x) sum += v;
     // normalize
     for (std::size_t i = 0; i < x.size(); i++) x[i] /= sum;
 }
