@@ -128,18 +128,16 @@ void vectorized(Args... args) {
     run_baseline<Kernel>(args...);
 }
 
-// run.c's matmul over weights that widen exactly to fp32, the rows shared among the threads
-// (row_shares.hpp) and taken kBlocks blocks at a time, the rest one by one.
+// Rows [first, last) of run.c's matmul over weights that widen exactly to fp32, kBlocks blocks at a
+// time, the rest one by one.
+constexpr int kBlockGroup = kBlocks * kBlockRows;
 template <typename Weight>
-void matmul_widened(float* out, const float* x, const Weight* w, int n, int d) {
-    constexpr int group = kBlocks * kBlockRows;
-    for_row_shares(d, group, static_cast<std::uint64_t>(n) * d, [&](int first, int last) {
-        int i = first;
-        for (; i + group <= last; i += group) vectorized<MatmulBlocks<Weight>>(out, x, w, n, i, kBlocks);
-        const int blocks = (last - i) / kBlockRows;
-        if (blocks > 0) vectorized<MatmulBlocks<Weight>>(out, x, w, n, i, blocks);
-        matmul_rows(out, x, w, n, i + blocks * kBlockRows, last);
-    });
+void matmul_widened(float* out, const float* x, const Weight* w, int n, int first, int last) {
+    int i = first;
+    for (; i + kBlockGroup <= last; i += kBlockGroup) vectorized<MatmulBlocks<Weight>>(out, x, w, n, i, kBlocks);
+    const int blocks = (last - i) / kBlockRows;
+    if (blocks > 0) vectorized<MatmulBlocks<Weight>>(out, x, w, n, i, blocks);
+    matmul_rows(out, x, w, n, i + blocks * kBlockRows, last);
 }
 
 // runq.c's matmul for rows [first, last): an exact integer dot product per group, then its term.
@@ -161,12 +159,16 @@ struct MatmulQ8Rows {
     }
 };
 
-// runq.c's matmul, the rows shared among the threads (row_shares.hpp).
-void matmul_q8(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
-    const int n = x.size(), gs = w.format.group_size;
-    for_row_shares(d, 1, static_cast<std::uint64_t>(n) * d, [&](int first, int last) {
-        vectorized<MatmulQ8Rows>(out, x.q(), x.scales(), w.q8(), w.scales, n, gs, first, last);
-    });
+// Rows [first, last) of the matmul, by the weights' format.
+void matmul_share(float* out, const MatmulInput& x, const WeightTensor& w, int first, int last) {
+    const int n = x.size();
+    switch (w.format.type) {
+        case ElementType::f32: matmul_widened(out, x.x(), w.f32(), n, first, last); return;
+        case ElementType::f16: matmul_widened(out, x.x(), w.f16(), n, first, last); return;
+        case ElementType::q8_0:
+            vectorized<MatmulQ8Rows>(out, x.q(), x.scales(), w.q8(), w.scales, n, w.format.group_size, first, last);
+            return;
+    }
 }
 
 }  // namespace
@@ -180,7 +182,10 @@ void rmsnorm(float* out, const float* x, const float* weight, int size) {
     for (int j = 0; j < size; j++) out[j] = weight[j] * (ss * x[j]);
 }
 
-void matmul(float* out, const float* x, const float* w, int n, int d) { matmul_widened(out, x, w, n, d); }
+void matmul(float* out, const float* x, const float* w, int n, int d) {
+    for_row_shares(d, kBlockGroup, static_cast<std::uint64_t>(n) * d,
+                   [&](int first, int last) { matmul_widened(out, x, w, n, first, last); });
+}
 
 void quantize(std::int8_t* q, float* scales, const float* x, int n, int group_size) {
     for (int group = 0; group < n / group_size; group++) {
@@ -245,13 +250,25 @@ void MatmulInput::set(const float* x) {
     if (format_.type == ElementType::q8_0) quantize(q_.data(), scales_.data(), x, n_, format_.group_size);
 }
 
-void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d) {
-    if (!(x.format() == w.format)) throw std::logic_error("matmul: the input is prepared for another weight format");
-    switch (w.format.type) {
-        case ElementType::f32: matmul_widened(out, x.x(), w.f32(), x.size(), d); return;
-        case ElementType::f16: matmul_widened(out, x.x(), w.f16(), x.size(), d); return;
-        case ElementType::q8_0: matmul_q8(out, x, w, d); return;
+void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d) { matmuls(x, {{out, w, d}}); }
+
+void matmuls(const MatmulInput& x, std::initializer_list<MatmulOutput> outputs) {
+    int rows = 0;
+    for (const MatmulOutput& o : outputs) {
+        if (!(x.format() == o.w.format)) throw std::logic_error("matmul: the input is prepared for another weight format");
+        rows += o.d;
     }
+    // The products' rows one after another, shared as one matmul's; a share that spans two products
+    // takes its part of each.
+    const int align = x.format().type == ElementType::q8_0 ? 1 : kBlockGroup;
+    for_row_shares(rows, align, static_cast<std::uint64_t>(x.size()) * rows, [&](int first, int last) {
+        int start = 0;
+        for (const MatmulOutput& o : outputs) {
+            const int lo = std::max(first, start), hi = std::min(last, start + o.d);
+            if (lo < hi) matmul_share(o.out, x, o.w, lo - start, hi - start);
+            start += o.d;
+        }
+    });
 }
 
 void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size) {

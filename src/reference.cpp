@@ -69,9 +69,7 @@ std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObs
         float* k = key_cache_.data() + loff + static_cast<std::size_t>(pos) * kv_dim;
         float* v = value_cache_.data() + loff + static_cast<std::size_t>(pos) * kv_dim;
         xin_.set(xb_.data());
-        matmul(q_.data(), xin_, w.wq, dim);
-        matmul(k, xin_, w.wk, kv_dim);
-        matmul(v, xin_, w.wv, kv_dim);
+        matmuls(xin_, {{q_.data(), w.wq, dim}, {k, w.wk, kv_dim}, {v, w.wv, kv_dim}});
         rope(q_.data(), k, pos, dim, kv_dim, head_size);
         report(l, Op::q, q_.data(), dim);
         report(l, Op::k, k, kv_dim);
@@ -114,8 +112,7 @@ std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObs
         rmsnorm(xb_.data(), x, w.rms_ffn.f32(), dim);
         report(l, Op::ffn_norm, xb_.data(), dim);
         xin_.set(xb_.data());
-        matmul(hb_.data(), xin_, w.w1, hidden_dim);
-        matmul(hb2_.data(), xin_, w.w3, hidden_dim);
+        matmuls(xin_, {{hb_.data(), w.w1, hidden_dim}, {hb2_.data(), w.w3, hidden_dim}});
         swiglu(hb_.data(), hb2_.data(), hidden_dim);
         report(l, Op::ffn_hidden, hb_.data(), hidden_dim);
         hin_.set(hb_.data());

@@ -158,6 +158,47 @@ TEST(Reference, MatmulSumsEveryRowInRunCsOrder) {
     }
 }
 
+// Matmuls of one input shared as one (matmuls): each output is matmul()'s alone, bit for bit, with
+// products whose rows do not fill the blocks (so that shares span two products) and with Q8_0 weights.
+TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
+    const int n = 64;
+    const int rows[] = {64, 37, 5, 172};
+    std::vector<std::vector<float>> w;
+    for (int m = 0; m < 4; ++m) w.push_back(random_vector(static_cast<std::size_t>(rows[m]) * n, 20 + m));
+    const auto x = random_vector(n, 7);
+    for (const WeightFormat format : {WeightFormat{ElementType::f32}, WeightFormat{ElementType::q8_0, 16}}) {
+        std::vector<std::vector<std::int8_t>> q8(4);
+        std::vector<std::vector<float>> scales(4);
+        std::vector<WeightTensor> tensors;
+        for (int m = 0; m < 4; ++m) {
+            if (format.type == ElementType::q8_0) {
+                q8[m].resize(w[m].size());
+                scales[m].resize(w[m].size() / 16);
+                quantize(q8[m].data(), scales[m].data(), w[m].data(), static_cast<int>(w[m].size()), 16);
+                tensors.push_back(WeightTensor{format, q8[m].data(), scales[m].data()});
+            } else {
+                tensors.push_back(WeightTensor{format, w[m].data()});
+            }
+        }
+        MatmulInput in(format, n);
+        in.set(x.data());
+        std::vector<std::vector<float>> alone(4), together(4);
+        for (int m = 0; m < 4; ++m) {
+            alone[m].assign(static_cast<std::size_t>(rows[m]), -1.0f);
+            together[m].assign(static_cast<std::size_t>(rows[m]), -2.0f);
+            matmul(alone[m].data(), in, tensors[m], rows[m]);
+        }
+        matmuls(in, {{together[0].data(), tensors[0], rows[0]},
+                     {together[1].data(), tensors[1], rows[1]},
+                     {together[2].data(), tensors[2], rows[2]},
+                     {together[3].data(), tensors[3], rows[3]}});
+        for (int m = 0; m < 4; ++m)
+            for (int i = 0; i < rows[m]; ++i)
+                ASSERT_EQ(std::bit_cast<std::uint32_t>(together[m][i]), std::bit_cast<std::uint32_t>(alone[m][i]))
+                    << format.describe() << " product " << m << " row " << i;
+    }
+}
+
 TEST(Reference, RopeRotatesPairsOfQueryAndKeyOnly) {
     const int dim = 16, kv_dim = 8, head_size = 8;
     auto q = random_vector(dim, 5), k = random_vector(kv_dim, 6);

@@ -3,6 +3,7 @@
 // and the device runtime uses them where it computes on the host (the RoPE table it uploads, the
 // classifier with --finalize=cpu). Kernel tests compare the device against them.
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "llamacl/checkpoint.hpp"
@@ -48,6 +49,14 @@ private:
 // weights; q8_0 as runq.c's: an exact int32 dot product per group, then val += ival * w_scale * x_scale
 // group after group.
 void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d);
+// Several matmuls of the same input (wq, wk and wv; w1 and w3), their rows shared among the threads as
+// one matmul's, so that the threads meet once for all of them. Each output's bits are matmul()'s.
+struct MatmulOutput {
+    float* out;
+    const WeightTensor& w;
+    int d;
+};
+void matmuls(const MatmulInput& x, std::initializer_list<MatmulOutput> outputs);
 
 void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size);
 // rope()'s (cos, sin) for every position and frequency, (seq_len, head_size / 2, 2), computed with the
