@@ -1,5 +1,9 @@
 #include "llamacl/model_math.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -42,12 +46,26 @@ constexpr std::size_t kShortRowBytes = 8192;
 
 #define LLAMACL_INLINE inline __attribute__((always_inline))
 
+// Eight weights as floats. Native: compiled for the vector unit (vectorized below), where halves widen
+// by the CPU's conversion (F16C) where the compiler has a half type; elsewhere bit by bit. Either is exact.
+#if defined(__FLT16_MAX__)
+using Half8 = _Float16 __attribute__((vector_size(16)));
+#endif
+template <bool Native>
 LLAMACL_INLINE Float8 load8(const float* p) {
     Float8 v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
+template <bool Native>
 LLAMACL_INLINE Float8 load8(const std::uint16_t* p) {
+#if defined(__FLT16_MAX__)
+    if constexpr (Native) {
+        Half8 h;
+        std::memcpy(&h, p, sizeof h);
+        return __builtin_convertvector(h, Float8);
+    }
+#endif
     return Float8{widen(p[0]), widen(p[1]), widen(p[2]), widen(p[3]),
                   widen(p[4]), widen(p[5]), widen(p[6]), widen(p[7])};
 }
@@ -74,6 +92,7 @@ LLAMACL_INLINE void transpose8(const Float8 (&r)[8], Float8 (&c)[8]) {
 // Rows [first, first + blocks * kBlockRows) of the matmul.
 template <typename Weight>
 struct MatmulBlocks {
+    template <bool Native>
     static LLAMACL_INLINE void run(float* out, const float* x, const Weight* w, int n, int first, int blocks) {
         Float8 acc[kBlocks] = {};
         const Weight* base = w + static_cast<std::size_t>(first) * n;
@@ -82,7 +101,7 @@ struct MatmulBlocks {
         for (; j + 8 <= n; j += 8) {
             for (int b = 0; b < blocks; b++) {
                 Float8 r[8], c[8];
-                for (int i = 0; i < 8; i++) r[i] = load8(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j);
+                for (int i = 0; i < 8; i++) r[i] = load8<Native>(base + static_cast<std::size_t>(b * kBlockRows + i) * n + j);
                 if (short_rows) {  // the next rows, a few lines a step, so they are all there when they start
                     const char* next = reinterpret_cast<const char*>(base + static_cast<std::size_t>(blocks * kBlockRows) * n);
                     const std::size_t step = static_cast<std::size_t>((j / 8) * blocks + b) * 8 * kBlockRows * sizeof(Weight);
@@ -106,23 +125,28 @@ struct MatmulBlocks {
     }
 };
 
-// Kernel::run compiled for the machine's vector unit: with AVX2 where the CPU has it (an 8-float vector
-// is one register, a shuffle one instruction), else for the build's baseline. The arithmetic, and so
-// the bits, are the same.
+// Kernel::run compiled for the machine's vector unit: with AVX2 and F16C where the CPU has them (an
+// 8-float vector is one register, a shuffle one instruction, a half's widening one conversion), else
+// for the build's baseline. The arithmetic, and so the bits, are the same.
 template <typename Kernel, typename... Args>
 void run_baseline(Args... args) {
-    Kernel::run(args...);
+    Kernel::template run<false>(args...);
 }
 #if defined(__x86_64__)
 template <typename Kernel, typename... Args>
-__attribute__((target("avx2"))) void run_avx2(Args... args) {
-    Kernel::run(args...);
+__attribute__((target("avx2,f16c"))) void run_avx2(Args... args) {
+    Kernel::template run<true>(args...);
+}
+// (CPUID leaf 1, ECX bit 29: not every compiler's __builtin_cpu_supports knows "f16c".)
+bool cpu_has_f16c() {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 }
 #endif
 template <typename Kernel, typename... Args>
 void vectorized(Args... args) {
 #if defined(__x86_64__)
-    static const bool avx2 = __builtin_cpu_supports("avx2");
+    static const bool avx2 = __builtin_cpu_supports("avx2") && cpu_has_f16c();
     if (avx2) return run_avx2<Kernel>(args...);
 #endif
     run_baseline<Kernel>(args...);
@@ -142,6 +166,7 @@ void matmul_widened(float* out, const float* x, const Weight* w, int n, int firs
 
 // runq.c's matmul for rows [first, last): an exact integer dot product per group, then its term.
 struct MatmulQ8Rows {
+    template <bool Native>
     static LLAMACL_INLINE void run(float* out, const std::int8_t* xq, const float* xs, const std::int8_t* q8,
                                    const float* scales, int n, int gs, int first, int last) {
         for (int i = first; i < last; i++) {
