@@ -13,8 +13,17 @@ namespace llamacl {
 namespace {
 
 // The exact shape's exponential is the host's (kernels/expf.cl): glibc's expf, in the build this
-// process runs.
-std::string glibc_expf_option() { return glibc_expf_fused() ? " -DGLIBC_EXPF -DGLIBC_EXPF_FMA" : " -DGLIBC_EXPF"; }
+// process runs, with its table.
+std::string glibc_expf_option() {
+    std::string table;
+    for (const std::uint64_t entry : kGlibcExp2Table) {
+        char hex[24];
+        std::snprintf(hex, sizeof hex, "%s0x%016llxUL", table.empty() ? "" : ",",
+                      static_cast<unsigned long long>(entry));
+        table += hex;
+    }
+    return std::string(" -DGLIBC_EXPF -DGLIBC_EXP2_TABLE=") + table + (glibc_expf_fused() ? " -DGLIBC_EXPF_FMA" : "");
+}
 
 bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 

@@ -1,7 +1,6 @@
 #include "llamacl/vector_expf.hpp"
 
 #include <cmath>
-#include <cstdint>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -9,6 +8,15 @@
 #endif
 
 namespace llamacl {
+
+alignas(32) const std::array<std::uint64_t, 32> kGlibcExp2Table = {{
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540}};
 
 bool glibc_expf_fused() {
     // The two builds differ at x = 0x1.04845ep+5, whose exp the fused build rounds to 0x1.f93e38p+46 and
@@ -21,18 +29,9 @@ namespace {
 
 #if defined(__x86_64__)
 // glibc's expf (sysdeps/ieee754/flt-32/e_expf.c; kernels/expf.cl has the same in OpenCL C): x / ln2 =
-// k/32 + r/32 with an integer k and |r| <= 1/2, so exp(x) = 2^(k/32) * 2^(r/32): the first factor from a
-// table of 2^(i/32) (stored with i << 47 taken off its bits, so that adding k << 47 scales it by 2^(k/32 -
-// i/32)), the second a cubic in r, all in double, four lanes at a time. Fused: the FMA build, whose
-// every multiply-add is one rounding.
-alignas(32) constexpr std::uint64_t kExp2Table[32] = {
-    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
-    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
-    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
-    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
-    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
-    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+// k/32 + r/32 with an integer k and |r| <= 1/2, so exp(x) = 2^(k/32) * 2^(r/32): the first factor from
+// kGlibcExp2Table, the second a cubic in r, all in double, four lanes at a time. Fused: the FMA build,
+// whose every multiply-add is one rounding.
 constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32, kShift = 0x1.8p+52;
 constexpr double kC0 = 0x1.c6af84b912394p-5 / (32 * 32 * 32), kC1 = 0x1.ebfce50fac4f3p-3 / (32 * 32),
                  kC2 = 0x1.62e42ff0c52d6p-1 / 32;
@@ -68,7 +67,7 @@ struct Exp4 {
         const __m256i ki = _mm256_castpd_si256(kd);
         kd = _mm256_sub_pd(kd, shift);
         const __m256d r = mul_add(inv_ln2_n, xd, _mm256_xor_pd(kd, _mm256_set1_pd(-0.0)));
-        const __m256i entry = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(kExp2Table),
+        const __m256i entry = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(kGlibcExp2Table.data()),
                                                      _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
         const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(entry, _mm256_slli_epi64(ki, 47)));
         const __m256d z = mul_add(_mm256_set1_pd(kC0), r, _mm256_set1_pd(kC1));
