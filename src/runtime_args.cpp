@@ -7,7 +7,6 @@
 #include <limits>
 #include <string>
 
-
 namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {

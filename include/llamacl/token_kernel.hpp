@@ -9,7 +9,6 @@
 // reached; the caller then tries one work-group per compute unit, and after that the per-op schedule for
 // good. Its arithmetic is the per-op kernels' (the same unit functions), so both schedules agree to
 // within the summation order of the row width each compiles for.
-#include <cstdint>
 #include <memory>
 #include <string>
 
