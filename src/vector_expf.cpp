@@ -36,11 +36,11 @@ constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32, kShift = 0x1.8p+52;
 constexpr double kC0 = 0x1.c6af84b912394p-5 / (32 * 32 * 32), kC1 = 0x1.ebfce50fac4f3p-3 / (32 * 32),
                  kC2 = 0x1.62e42ff0c52d6p-1 / 32;
 
-// Compiled for AVX2 with FMA (called only where the CPU has both); the plain build's multiply-adds stay
-// two roundings, as the build contracts none (-ffp-contract=off: CMakeLists.txt).
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define LLAMACL_INLINE inline __attribute__((always_inline))
+// Compiled for AVX2 with FMA (called only where the CPU has both), every function of it: the plain
+// build's multiply-adds stay two roundings, as the build contracts none (-ffp-contract=off:
+// CMakeLists.txt).
+#define LLAMACL_AVX2_FMA __attribute__((target("avx2,fma")))
+#define LLAMACL_INLINE inline __attribute__((always_inline)) LLAMACL_AVX2_FMA
 
 template <bool Fused>
 struct Exp4 {
@@ -77,18 +77,18 @@ struct Exp4 {
     }
 };
 
-void expf_fused(float* x, int n) {
+LLAMACL_AVX2_FMA void expf_fused(float* x, int n) {
     int i = 0;
     for (; i + 4 <= n; i += 4) Exp4<true>::run(x + i);
     for (; i < n; i++) x[i] = std::exp(x[i]);
 }
-void expf_plain(float* x, int n) {
+LLAMACL_AVX2_FMA void expf_plain(float* x, int n) {
     int i = 0;
     for (; i + 4 <= n; i += 4) Exp4<false>::run(x + i);
     for (; i < n; i++) x[i] = std::exp(x[i]);
 }
 #undef LLAMACL_INLINE
-#pragma GCC pop_options
+#undef LLAMACL_AVX2_FMA
 #endif
 
 using ExpEach = void (*)(float*, int);
