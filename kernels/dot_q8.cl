@@ -72,7 +72,8 @@ inline void stage_input(__local float* staged, __global const float* x, __global
         staged[g] = wmax / 127.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the word maxima are read before the values overwrite them
-    for (int i = lid; i < words; i += LOCAL) store_word(staged, input_word(x, weight, ss, i), staged[i / (GROUP_SIZE / 4)], n, i);
+    for (int i = lid; i < words; i += LOCAL)
+        store_word(staged, input_word(x, weight, ss, i), staged[i / (GROUP_SIZE / 4)], n, i);
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 }
 #endif

@@ -4,13 +4,13 @@
 // arithmetic.
 #include "llamacl/sampler.hpp"
 
-#include "llamacl/vector_expf.hpp"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+
+#include "llamacl/vector_expf.hpp"
 
 namespace llamacl {
 

@@ -77,14 +77,10 @@ struct Exp4 {
     }
 };
 
-LLAMACL_AVX2_FMA void expf_fused(float* x, int n) {
+template <bool Fused>
+LLAMACL_AVX2_FMA void expf_vectors(float* x, int n) {
     int i = 0;
-    for (; i + 4 <= n; i += 4) Exp4<true>::run(x + i);
-    for (; i < n; i++) x[i] = std::exp(x[i]);
-}
-LLAMACL_AVX2_FMA void expf_plain(float* x, int n) {
-    int i = 0;
-    for (; i + 4 <= n; i += 4) Exp4<false>::run(x + i);
+    for (; i + 4 <= n; i += 4) Exp4<Fused>::run(x + i);
     for (; i < n; i++) x[i] = std::exp(x[i]);
 }
 #undef LLAMACL_INLINE
@@ -102,7 +98,7 @@ void expf_scalar(float* x, int n) {
 ExpEach choose() {
 #if defined(__x86_64__)
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return expf_scalar;
-    const ExpEach vectors = glibc_expf_fused() ? expf_fused : expf_plain;
+    const ExpEach vectors = glibc_expf_fused() ? expf_vectors<true> : expf_vectors<false>;
     constexpr int kChecks = 4096;
     float got[kChecks], want[kChecks];
     for (int i = 0; i < kChecks; i++) {

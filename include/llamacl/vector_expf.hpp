@@ -1,6 +1,6 @@
 #pragma once
-// run.c's expf over arrays (softmax, SiLU), four at a time where the CPU has AVX2: the same bits as the C
-// library's expf, which the contract needs, in a fraction of its time.
+// run.c's expf over arrays (softmax, SiLU), four at a time where the CPU has AVX2 and FMA: the same bits
+// as the C library's expf, which the contract needs, in a fraction of its time.
 
 #include <array>
 #include <cstdint>
@@ -18,8 +18,8 @@ void expf_each(float* x, int n);
 // such CPUs), whose every multiply-add is fused; else its plain build, or another library's.
 bool glibc_expf_fused();
 
-// Whether expf_each computes with vectors here: AVX2 and FMA, and the library's expf found to be one of glibc's
-// two builds (a check of the vectors against it on a spread of inputs, once); else it calls expf.
+// Whether expf_each computes with vectors here: AVX2 and FMA, and the library's expf found to be one of
+// glibc's two builds (a check of the vectors against it on a spread of inputs, once); else it calls expf.
 bool expf_each_vectorized();
 
 }  // namespace llamacl
