@@ -156,12 +156,33 @@ bool reference_is_faster(const WeightFormat& format, std::uint64_t layer_bytes) 
     return false;
 }
 
+// Whether --backend auto may choose the CPU reference: no flag asks for a device.
+bool auto_may_choose_reference(const GenerateArgs& a) {
+    return a.backend == "auto" && a.runtime.platform.empty() && a.runtime.device.empty() && !a.compare_cpu &&
+           !a.runtime.shapes_the_runtime();
+}
+
+// --backend auto runs a run that reads under 512 MiB of weights in all (a position's weights times the
+// run's positions) on the CPU reference without starting OpenCL. The reference reads that in about the
+// time an OpenCL platform takes just to start (PoCL loads LLVM: 35 ms on a 2-core machine that reads 10-20
+// GB/s; a GPU driver takes longer), so no device could finish first. Says so on stderr unless -q.
+bool run_is_shorter_than_opencl_start(const GenerateArgs& a, const Checkpoint& ck, long long run_positions) {
+    constexpr double kShortRunBytes = double(std::uint64_t{512} << 20);
+    const double bytes = static_cast<double>(ModelSize(ck.config()).weight_bytes()) * static_cast<double>(run_positions);
+    if (!auto_may_choose_reference(a) || bytes >= kShortRunBytes) return false;
+    char line[192];
+    std::snprintf(line, sizeof line,
+                  "--backend auto: the CPU reference, without starting OpenCL: this run reads %.2f MiB of weights, "
+                  "less than an OpenCL start costs (--backend opencl to use a device)",
+                  bytes / (1 << 20));
+    if (!a.quiet) report(line);
+    return true;
+}
+
 // Whether --backend auto leaves `device`, a CPU and the best device there is, for the CPU reference; says
 // which it chose on stderr unless -q.
 bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, const Checkpoint& ck) {
-    if (a.backend != "auto" || !device.is_cpu || !a.runtime.platform.empty() || !a.runtime.device.empty() ||
-        a.compare_cpu || a.runtime.shapes_the_runtime())
-        return false;
+    if (!auto_may_choose_reference(a) || !device.is_cpu) return false;
     const WeightFormat& format = ck.weight_format();
     const std::uint64_t per_layer = ModelSize(ck.config()).weight_bytes() / ck.config().n_layers;
     const bool reference = reference_is_faster(format, per_layer);
@@ -176,10 +197,11 @@ bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, con
     return reference;
 }
 
-// Opens the OpenCL device for --backend opencl/auto; nullopt when auto finds no OpenCL at all, or chooses
-// the CPU reference for a small model on a machine whose devices are CPUs.
-std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck) {
-    if (a.backend == "cpu") return std::nullopt;
+// Opens the OpenCL device for --backend opencl/auto, for a run of `run_positions` forward passes; nullopt
+// when auto finds no OpenCL at all, or chooses the CPU reference for a run too short to start OpenCL for,
+// or for a small model on a machine whose devices are CPUs.
+std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck, long long run_positions) {
+    if (a.backend == "cpu" || run_is_shorter_than_opencl_start(a, ck, run_positions)) return std::nullopt;
     try {
         Device device = Device::open(a.runtime.platform, a.runtime.device);
         if (auto_prefers_reference(a, device.info(), ck)) return std::nullopt;
@@ -255,11 +277,12 @@ void first_launches(DeviceForward& model, const DeviceInfo& device) {
 }
 
 // The forward pass the flags ask for: the OpenCL device (with --compare-cpu, in lockstep with the CPU
-// reference) or the CPU reference, sized for positions 0 .. positions - 1. Not movable: the model holds on
-// to the device.
+// reference) or the CPU reference, sized for positions 0 .. positions - 1, for a run of about run_positions
+// forward passes in all. Not movable: the model holds on to the device.
 struct Backend {
-    Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions)
-        : opened(Clock::now()), device(open_device(a, ck)) {
+    Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions,
+            long long run_positions)
+        : opened(Clock::now()), device(open_device(a, ck, run_positions)) {
         set_progress_quiet(a.quiet);
         if (!device) {
             model = std::make_unique<ReferenceForward>(ck, positions);
@@ -340,7 +363,7 @@ int run_generate(const GenerateArgs& a) {
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
-    Backend backend(a, ck, fault, steps);
+    Backend backend(a, ck, fault, steps, steps);
     const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
     if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
     if (a.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
@@ -373,7 +396,7 @@ int run_chat(const ChatArgs& a) {
     options.steps = effective_steps(a.run.steps, c.seq_len);
     options.seq_len = c.seq_len;
     options.vocab_size = c.vocab_size;
-    Backend backend(a.run, ck, fault, options.steps);  // run.c's chat stops at -n positions in all
+    Backend backend(a.run, ck, fault, options.steps, options.steps);  // run.c's chat stops at -n positions in all
     const ChatStats stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
     return backend.report(a.run, stats.positions);
 }
@@ -435,8 +458,10 @@ int run_perplexity(const PerplexityArgs& a) {
     const std::vector<int> tokens = encode_text(tokenizer, read_text(a.text_file), c.vocab_size, "the text");
     if (tokens.size() < 2)
         throw Error(a.text_file + ": the text is empty; perplexity needs at least one token to score");
-    // A window holds at most --context positions, and at most the text's tokens but the last.
-    Backend backend(a.run, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)));
+    // A window holds at most --context positions, and at most the text's tokens but the last; the windows
+    // run at least one position per token scored.
+    Backend backend(a.run, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)),
+                    static_cast<long long>(tokens.size() - 1));
     // A window at a time on a terminal, the line rewritten in place; nothing when stderr is a file.
     const bool terminal = isatty(fileno(stderr));
     const auto start = std::chrono::steady_clock::now();

@@ -196,13 +196,43 @@ TEST(FirstRun, VerboseSaysWhereTheStartupWentOnStderr) {
     EXPECT_EQ(verbose.out.find("tok/s"), std::string::npos);
 }
 
+TEST(BackendAuto, ARunShorterThanAnOpenclStartRunsOnTheReferenceWithoutOne) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config(), 1);
+    const std::string args = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " -t 0";
+    // 4 positions of 0.29 MiB, on every machine: a GPU's driver takes longer to start than the reference.
+    const CommandResult r = run_llama_cl(args + " -n 4 -v");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.rfind("llama-cl: --backend auto: the CPU reference, without starting OpenCL: this run reads 1.17 "
+                          "MiB of weights, less than an OpenCL start costs (--backend opencl to use a device)\n",
+                          0),
+              0u)
+        << r.err;
+    EXPECT_NE(r.err.find("\nbackend: CPU reference\n"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("startup:"), std::string::npos) << r.err;  // (-v's line of an OpenCL start)
+    EXPECT_EQ(r.out, run_llama_cl(args + " -n 4 --backend cpu").out);
+    EXPECT_EQ(run_llama_cl(args + " -n 4 -q").err.find("--backend auto"), std::string::npos);
+    // Flags that ask for a device, and runs past the bound, start OpenCL.
+    for (const char* flags : {" -n 4 --backend opencl", " -n 4 --compare-cpu", " -n 4 --work-shape gpu"}) {
+        const CommandResult device = run_llama_cl(args + flags);
+        EXPECT_EQ(device.exit_code, 0) << flags << ": " << device.err;
+        EXPECT_EQ(device.err.find("without starting OpenCL"), std::string::npos) << flags << ": " << device.err;
+    }
+    const auto long_model = write_model(dir, long_context_config(), 1, 7, "long.bin");
+    const CommandResult long_run = run_llama_cl("generate " + quote(long_model.string()) + " -z " +
+                                                quote((dir / "tok.bin").string()) + " -t 0 -n 200");
+    EXPECT_EQ(long_run.exit_code, 0) << long_run.err;
+    EXPECT_EQ(long_run.err.find("without starting OpenCL"), std::string::npos) << long_run.err;
+}
+
 TEST(BackendAuto, OnCpuOnlyMachinesTheFasterPathRunsAndTheLineSaysSo) {
     TempDir dir;
-    // Models under and over the rule's 0.25 MiB of weights per layer (reference_is_faster in cli.cpp): f32
-    // and q8_0 run on the reference either way, f16 on the reference only under it.
-    const auto small = write_model(dir, small_config(), 1, 7, "small.bin");
-    const auto large = write_model(dir, llamacl::Config{256, 768, 4, 8, 8, 300, 64, true}, 1, 7, "large.bin");
-    const std::string tok = " -z " + quote((dir / "tok.bin").string()) + " -n 4 -t 0";
+    // Models under and over the f16 rule's 0.25 MiB of weights per layer (reference_is_faster in cli.cpp):
+    // f32 and q8_0 run on the reference either way, f16 on the reference only under it. Their whole context
+    // (-n 0) is a run past the bound on runs too short for OpenCL's start.
+    const auto small = write_model(dir, long_context_config(), 1, 7, "small.bin");
+    const auto large = write_model(dir, llamacl::Config{256, 768, 4, 8, 8, 300, 256, true}, 1, 7, "large.bin");
+    const std::string tok = " -z " + quote((dir / "tok.bin").string()) + " -n 0 -t 0";
     const auto generate = [&](const std::filesystem::path& model, const std::string& flags) {
         const CommandResult r = run_llama_cl("generate " + quote(model.string()) + tok + flags);
         EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
@@ -220,7 +250,7 @@ TEST(BackendAuto, OnCpuOnlyMachinesTheFasterPathRunsAndTheLineSaysSo) {
         EXPECT_EQ(r.err.rfind(start, 0), 0u) << r.err;
         EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
     };
-    expect_line(s, on_reference, " for 0.10 MiB of f32 weights per layer (--backend opencl to use it)\n");
+    expect_line(s, on_reference, " for 0.44 MiB of f32 weights per layer (--backend opencl to use it)\n");
     expect_line(generate(large, ""), on_reference, " for 3.33 MiB of f32 weights per layer (--backend opencl to use it)\n");
     expect_line(generate(large, " --weights f16"), on_opencl,
                 ", faster than the CPU reference for 1.66 MiB of f16 weights per layer (--backend cpu for the reference)\n");
@@ -232,7 +262,7 @@ TEST(BackendAuto, OnCpuOnlyMachinesTheFasterPathRunsAndTheLineSaysSo) {
     // Q8_0 in groups the OpenCL kernels cannot read (dim 36, hidden_dim 98: groups of 2) run too.
     const auto odd = write_model(dir, llamacl::Config{36, 98, 2, 6, 2, 300, 40, true}, 1, 7, "odd.bin");
     const CommandResult oq = generate(odd, " --weights q8_0");
-    EXPECT_EQ(oq.err.rfind(on_reference, 0), 0u) << oq.err;
+    EXPECT_EQ(oq.err.rfind("llama-cl: --backend auto: the CPU reference", 0), 0u) << oq.err;
     // The reference's output is the reference's: the same as --backend cpu's; -q drops the line.
     const CommandResult cpu = run_llama_cl("generate " + quote(small.string()) + tok + " --backend cpu");
     EXPECT_EQ(s.out, cpu.out);

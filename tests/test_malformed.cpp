@@ -850,8 +850,12 @@ TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
     // A device selector is a request for OpenCL: no silent fallback.
     expect_error(run(c.generate(c.v0, c.tok, "--device 0"), false, env), 1, {"no OpenCL platform found"}, "--device 0");
 
-    const CommandResult cpu = run(c.generate(c.v0, c.tok, "--backend cpu -t 1"));
-    const CommandResult fallback = run(c.generate(c.v0, c.tok, "--backend auto -t 1"), false, env);
+    // (A run long enough that auto starts OpenCL for it: cli.cpp's bound on runs shorter than its start.)
+    TempDir long_dir;
+    const fs::path long_model = write_model(long_dir, long_context_config());
+    const fs::path long_tok = long_dir / "tok.bin";
+    const CommandResult cpu = run(c.generate(long_model, long_tok, "--backend cpu -t 1 -n 200"));
+    const CommandResult fallback = run(c.generate(long_model, long_tok, "--backend auto -t 1 -n 200"), false, env);
     EXPECT_EQ(fallback.exit_code, 0) << fallback.err;
     EXPECT_EQ(fallback.out, cpu.out);
     EXPECT_EQ(fallback.err.rfind("llama-cl: no OpenCL device (no OpenCL platform found", 0), 0u) << fallback.err;
