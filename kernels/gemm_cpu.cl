@@ -42,7 +42,7 @@
 
 UNIT_FUNCTION void gemm_block(__global const weight_t* wa, int a0, int a_rows, __global const weight_t* wb, int b0,
                               int b_rows, int step, __global const float* in, int n, int p0, int positions,
-                              __local float* wl, __local float* xl, __local float* scratch,
+                              __local float* wl, __local float* xl, __local uint* scratch,
                               float acc[GEMM_SLOTS_R][GEMM_SLOTS_P]) {
     __global const weight_t* wr[GEMM_ROWS];
 #pragma unroll

@@ -47,6 +47,12 @@ inline int gemm_flat(void) { return get_local_id(1) * GEMM_GROUP + get_local_id(
 #define GEMM_PAD 8
 #define GEMM_LOCAL_IN_B(t) ((t) % 16 >= 8)
 #define GEMM_LOCAL_ROW(t) ((t) / 16 * 8 + (t) % 8)
+// Whether a weight's TF32 split has a remainder: f16 weights are TF32 values (tensor_cores.cl).
+#ifdef WEIGHT_F16
+#define GEMM_SPLIT_WEIGHTS 0
+#else
+#define GEMM_SPLIT_WEIGHTS 1
+#endif
 inline int gemm_lane(void) { return gemm_flat() % 32; }
 inline int gemm_warp(void) { return gemm_flat() / 32; }
 // The row (of its half, 0..GEMM_HALF - 1) and position (from p0) of accumulator slot i (< GEMM_SLOTS_R / 2) and k.
@@ -105,7 +111,7 @@ inline int gemm_ty(void) { return (gemm_flat() % 32) / 8 + 4 * (gemm_flat() / 64
 #define GEMM_LOCALS                                        \
     __local float4 wl4_[2 * GEMM_TK * GEMM_WL_STRIDE / 4]; \
     __local float4 xl4_[2 * GEMM_TK * GEMM_XL_STRIDE / 4]; \
-    __local float mma_scratch_[GEMM_MMA_SCRATCH]
+    __local uint mma_scratch_[GEMM_MMA_SCRATCH]
 #define GEMM_LOCAL_ARGS (__local float*)wl4_, (__local float*)xl4_, mma_scratch_
 
 // This work-item's loads of a step from k = j0: element kk of k of tile rows (and positions) t0 + s *
@@ -135,7 +141,7 @@ UNIT_FUNCTION void gemm_store(__local float* wt, __local float* xt, int kk, int 
 #define GEMM_D_ROW(mb, i) ((i) < 2 ? (mb) : GEMM_MB + (mb))
 #define GEMM_D_POS(nb, i) (2 * (nb) + ((i) & 1))
 UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, float acc[GEMM_SLOTS_R][GEMM_SLOTS_P],
-                             __local float* scratch) {
+                             __local uint* scratch) {
     const int g = gemm_lane() / 4, t = gemm_lane() % 4;
     const int row0 = gemm_warp() % 2 * GEMM_WARP_ROWS + g, pos0 = gemm_warp() / 2 * GEMM_WARP_POSITIONS + g;
 #pragma unroll
@@ -160,8 +166,8 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
         }
 #ifdef MMA_EMULATE
         // The warp's fragments as matrices: A's hi and lo of each mb, then B's of each nb.
-        __local float* a_at = scratch + gemm_warp() * GEMM_MMA_SCRATCH_WARP;
-        __local float* b_at = a_at + GEMM_MB * 2 * 128;
+        __local uint* a_at = scratch + gemm_warp() * GEMM_MMA_SCRATCH_WARP;
+        __local uint* b_at = a_at + GEMM_MB * 2 * 128;
         for (int mb = 0; mb < GEMM_MB; mb++) {
             mma_publish_a(a_at + (2 * mb) * 128, a_hi[mb]);
             mma_publish_a(a_at + (2 * mb + 1) * 128, a_lo[mb]);
@@ -173,12 +179,12 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int mb = 0; mb < GEMM_MB; mb++) {
             for (int nb = 0; nb < GEMM_NB; nb++) {
-                __local const float* ah = a_at + (2 * mb) * 128;
-                __local const float* bh = b_at + (2 * nb) * 64;
+                __local const uint* ah = a_at + (2 * mb) * 128;
+                __local const uint* bh = b_at + (2 * nb) * 64;
                 for (int i = 0; i < 4; i++) {
                     float d = acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)];
-                    d = mma_element(ah + 128, bh, i, d);  // a_lo b_hi
-                    d = mma_element(ah, bh + 64, i, d);   // a_hi b_lo
+                    if (GEMM_SPLIT_WEIGHTS) d = mma_element(ah + 128, bh, i, d);  // a_lo b_hi
+                    d = mma_element(ah, bh + 64, i, d);                           // a_hi b_lo
                     d = mma_element(ah, bh, i, d);        // a_hi b_hi
                     acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)] = d;
                 }
@@ -192,7 +198,7 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
             for (int nb = 0; nb < GEMM_NB; nb++) {
 #define GEMM_D(i) acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)]
                 // The small terms first.
-                MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_lo[mb], b_hi[nb]);
+                if (GEMM_SPLIT_WEIGHTS) MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_lo[mb], b_hi[nb]);
                 MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_hi[mb], b_lo[nb]);
                 MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_hi[mb], b_hi[nb]);
 #undef GEMM_D
@@ -203,7 +209,7 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
 }
 #else
 UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, float acc[GEMM_SLOTS_R][GEMM_SLOTS_P],
-                             __local float* scratch) {
+                             __local uint* scratch) {
     const int tx = gemm_tx(), ty = gemm_ty();
 #pragma unroll
     for (int k = 0; k < GEMM_TK; k++) {
@@ -233,7 +239,7 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
 
 UNIT_FUNCTION void gemm_block(__global const weight_t* wa, int a0, int a_rows, __global const weight_t* wb, int b0,
                               int b_rows, int step, __global const float* in, int n, int p0, int positions,
-                              __local float* wl, __local float* xl, __local float* scratch,
+                              __local float* wl, __local float* xl, __local uint* scratch,
                               float acc[GEMM_SLOTS_R][GEMM_SLOTS_P]) {
     const int flat = gemm_flat();
     const int kk = flat % GEMM_TK, t0 = flat / GEMM_TK;

@@ -81,6 +81,174 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
         }
     }
 }
+#elif defined(GEMM_MMA)
+// GPU family on tensor cores (tensor_cores.cl's m16n8k32 on int8 words): a work-group of GEMM_GROUP x
+// GEMM_GROUP work-items computes a tile of GEMM_TR rows by GEMM_TP positions (KernelSet::gemm), its 8 warps
+// in 2 (rows) x 4 (positions), each warp's part in 16 x 8 blocks, Q8_MB x Q8_NB of them. The tile passes
+// through local memory a step of Q8_STEP_WORDS words of k at a time (64 weights where groups hold whole
+// steps of them, else 32: a step's loads wait on memory, so fewer, longer steps) with the scales of the
+// step's group, double-buffered, so one barrier per step suffices. A group's integer dots are exact in any order; after
+// its last step each element adds ((float)ival * w_scale) * x_scale to its sum, runq.c's term in runq.c's
+// order, so the sums are runq.c's bits.
+#if GROUP_SIZE % 32 != 0
+#error "Q8_0's tensor-core gemm takes groups of a multiple of 32 weights"
+#endif
+#define Q8_MB (GEMM_TR / 32)  // blocks of a warp's GEMM_TR / 2 rows
+#define Q8_NB (GEMM_TP / 32)  // blocks of a warp's GEMM_TP / 4 positions
+// A work-item's elements of its warp's D fragments: element i of block (mb, nb) is Q8_ELEMENT(mb, nb, i).
+#define Q8_ELEMENTS (Q8_MB * Q8_NB * 4)
+#define Q8_ELEMENT(mb, nb, i) (((mb) * Q8_NB + (nb)) * 4 + (i))
+#define Q8_STEP_WORDS (GROUP_SIZE % 64 == 0 ? 16 : 8)
+#define Q8_STEPS_PER_GROUP (GROUP_SIZE / (4 * Q8_STEP_WORDS))
+// A local row of a step: its words padded by 4, so that a fragment's reads (8 rows g, words t) fall in
+// distinct banks.
+#define Q8_STRIDE (Q8_STEP_WORDS + 4)
+#define Q8_THREADS (GEMM_GROUP * GEMM_GROUP)
+#define Q8_A_LOADS (GEMM_TR * Q8_STEP_WORDS / Q8_THREADS)
+#define Q8_B_LOADS (GEMM_TP * Q8_STEP_WORDS / Q8_THREADS)
+#ifdef MMA_EMULATE
+#define Q8_MMA_SCRATCH (Q8_THREADS / 32 * (Q8_MB * 128 + Q8_NB * 64))
+#else
+#define Q8_MMA_SCRATCH 1
+#endif
+
+// One buffer of a step: the words of the tile's rows and positions, and their scales of the step's group.
+typedef struct {
+    uint w[GEMM_TR * Q8_STRIDE], x[GEMM_TP * Q8_STRIDE];
+    float ws[GEMM_TR], xs[GEMM_TP];
+} q8_step_t;
+
+// This work-item's share of step s's words and scales: word e % 8 of tile row (position) e / 8, e = flat +
+// i * Q8_THREADS, and the scale of row (then position) flat. Rows and positions past the end load the last.
+typedef struct {
+    uint w[Q8_A_LOADS], x[Q8_B_LOADS];
+    float scale;
+} q8_loads_t;
+inline q8_loads_t q8_load(__global const weight_t* w, __global const weight_t* in, int r0, int rows, int p0,
+                          int positions, int n, int s, int flat) {
+    const int groups = n / GROUP_SIZE, g = s / Q8_STEPS_PER_GROUP, k0 = s % Q8_STEPS_PER_GROUP * Q8_STEP_WORDS;
+    q8_loads_t l;
+#pragma unroll
+    for (int i = 0; i < Q8_A_LOADS; i++) {
+        const int e = flat + i * Q8_THREADS, r = min(r0 + e / Q8_STEP_WORDS, rows - 1);
+        l.w[i] = ((__global const uint*)WEIGHT_ROW(w, r, n))[q8_int(groups, g, k0 + e % Q8_STEP_WORDS)];
+    }
+#pragma unroll
+    for (int i = 0; i < Q8_B_LOADS; i++) {
+        const int e = flat + i * Q8_THREADS, p = min(p0 + e / Q8_STEP_WORDS, positions - 1);
+        l.x[i] = ((__global const uint*)WEIGHT_ROW(in, p, n))[q8_int(groups, g, k0 + e % Q8_STEP_WORDS)];
+    }
+    l.scale = flat < GEMM_TR    ? Q8_SCALES(WEIGHT_ROW(w, min(r0 + flat, rows - 1), n), n)[g]
+              : flat < GEMM_TR + GEMM_TP ? Q8_SCALES(WEIGHT_ROW(in, min(p0 + flat - GEMM_TR, positions - 1), n), n)[g]
+                                         : 0.0f;
+    return l;
+}
+inline void q8_store(__local q8_step_t* b, const q8_loads_t* l, int flat) {
+#pragma unroll
+    for (int i = 0; i < Q8_A_LOADS; i++) {
+        const int e = flat + i * Q8_THREADS;
+        b->w[e / Q8_STEP_WORDS * Q8_STRIDE + e % Q8_STEP_WORDS] = l->w[i];
+    }
+#pragma unroll
+    for (int i = 0; i < Q8_B_LOADS; i++) {
+        const int e = flat + i * Q8_THREADS;
+        b->x[e / Q8_STEP_WORDS * Q8_STRIDE + e % Q8_STEP_WORDS] = l->x[i];
+    }
+    if (flat < GEMM_TR)
+        b->ws[flat] = l->scale;
+    else if (flat < GEMM_TR + GEMM_TP)
+        b->xs[flat - GEMM_TR] = l->scale;
+}
+
+// dots += A B for the warp's blocks over the 32 weights of step buffer b from its word k8, the warp's tile
+// part starting at row wr and position wp: each lane's fragments read from local memory.
+inline void q8_mma(__local const q8_step_t* b, int k8, int wr, int wp, int* dots, __local uint* scratch) {
+    const int lane = (get_local_id(1) * GEMM_GROUP + get_local_id(0)) % 32, g = lane / 4, t = lane % 4;
+    uint a[Q8_MB][4], x[Q8_NB][2];
+#pragma unroll
+    for (int mb = 0; mb < Q8_MB; mb++) {
+        __local const uint* row = b->w + (wr + mb * 16 + g) * Q8_STRIDE + k8 + t;
+        a[mb][0] = row[0];
+        a[mb][1] = row[8 * Q8_STRIDE];
+        a[mb][2] = row[4];
+        a[mb][3] = row[8 * Q8_STRIDE + 4];
+    }
+#pragma unroll
+    for (int nb = 0; nb < Q8_NB; nb++) {
+        __local const uint* pos = b->x + (wp + nb * 8 + g) * Q8_STRIDE + k8 + t;
+        x[nb][0] = pos[0];
+        x[nb][1] = pos[4];
+    }
+#ifdef MMA_EMULATE
+    __local uint* a_at = scratch + (get_local_id(1) * GEMM_GROUP + get_local_id(0)) / 32 * (Q8_MB * 128 + Q8_NB * 64);
+    __local uint* x_at = a_at + Q8_MB * 128;
+    for (int mb = 0; mb < Q8_MB; mb++) mma_publish_a(a_at + mb * 128, a[mb]);
+    for (int nb = 0; nb < Q8_NB; nb++) mma_publish_b(x_at + nb * 64, x[nb]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int mb = 0; mb < Q8_MB; mb++)
+        for (int nb = 0; nb < Q8_NB; nb++)
+            for (int i = 0; i < 4; i++) {
+                int* d = dots + Q8_ELEMENT(mb, nb, i);
+                *d = mma_element_s8(a_at + mb * 128, x_at + nb * 64, i, *d);
+            }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next fragments overwrite these
+#else
+#pragma unroll
+    for (int mb = 0; mb < Q8_MB; mb++)
+#pragma unroll
+        for (int nb = 0; nb < Q8_NB; nb++) MMA_S8(dots + Q8_ELEMENT(mb, nb, 0), a[mb], x[nb]);
+#endif
+}
+
+__kernel void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset, int n,
+                   int rows, int positions, int accumulate) {
+    __local q8_step_t steps_[2];
+    __local uint scratch[Q8_MMA_SCRATCH];
+    const int flat = get_local_id(1) * GEMM_GROUP + get_local_id(0), lane = flat % 32, warp = flat / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int r0 = get_group_id(0) * GEMM_TR, p0 = get_group_id(1) * GEMM_TP;
+    // The warp's first row and position in the tile; element e of the work-item's D fragments is the
+    // tile's row Q8_ROW(e) and position Q8_POS(e).
+    const int wr = warp % 2 * (GEMM_TR / 2), wp = warp / 2 * (GEMM_TP / 4);
+#define Q8_ROW(e) (wr + (e) / (4 * Q8_NB) * 16 + g + ((e) % 4 >= 2 ? 8 : 0))
+#define Q8_POS(e) (wp + (e) / 4 % Q8_NB * 8 + 2 * t + ((e) & 1))
+    int dots[Q8_ELEMENTS];
+    float acc[Q8_ELEMENTS];
+#pragma unroll
+    for (int e = 0; e < Q8_ELEMENTS; e++) acc[e] = 0.0f;
+    const int steps = n / (4 * Q8_STEP_WORDS);
+    q8_loads_t next = q8_load(w, in, r0, rows, p0, positions, n, 0, flat);
+    q8_store(&steps_[0], &next, flat);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = 0; s < steps; s++) {
+        __local const q8_step_t* b = &steps_[s % 2];
+        // The next step's loads are in flight while this one multiplies.
+        if (s + 1 < steps) next = q8_load(w, in, r0, rows, p0, positions, n, s + 1, flat);
+        if (s % Q8_STEPS_PER_GROUP == 0) {
+#pragma unroll
+            for (int e = 0; e < Q8_ELEMENTS; e++) dots[e] = 0;
+        }
+#pragma unroll
+        for (int k8 = 0; k8 < Q8_STEP_WORDS; k8 += 8) q8_mma(b, k8, wr, wp, dots, scratch);
+        if (s % Q8_STEPS_PER_GROUP == Q8_STEPS_PER_GROUP - 1) {
+#pragma unroll
+            for (int e = 0; e < Q8_ELEMENTS; e++) acc[e] += (float)dots[e] * b->ws[Q8_ROW(e)] * b->xs[Q8_POS(e)];
+        }
+        // Every work-item is done with the other buffer: it read it in the step before the last barrier.
+        if (s + 1 < steps) q8_store(&steps_[(s + 1) % 2], &next, flat);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#pragma unroll
+    for (int e = 0; e < Q8_ELEMENTS; e++) {
+        const int r = r0 + Q8_ROW(e), p = p0 + Q8_POS(e);
+        if (r < rows && p < positions) {
+            __global float* o = out + out_offset + (size_t)p * rows + r;
+            *o = accumulate ? *o + acc[e] : acc[e];
+        }
+    }
+#undef Q8_ROW
+#undef Q8_POS
+}
 #else
 // GPU family: a work-group of GEMM_GROUP x GEMM_GROUP work-items computes a tile of GEMM_TILE rows by
 // GEMM_TILE positions (the shape's own build's tile, gemm_gpu.cl's default: KernelSet::gemm), each

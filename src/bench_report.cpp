@@ -30,6 +30,15 @@ std::string plan_text(const CapacityPlan& p, bool host_mirror) {
            (host_mirror ? "a pinned mirror of the layers" : "one pinned buffer refilled per chunk") + ")";
 }
 
+// What prefill's products are on tensor cores, by the weights' format (kernels/tensor_cores.cl).
+const char* tensor_core_products(ElementType weights) {
+    switch (weights) {
+        case ElementType::q8_0: return "tensor cores (int8)";
+        case ElementType::f16: return "tensor cores (2xTF32)";
+        default: return "tensor cores (3xTF32)";
+    }
+}
+
 // `what` names the timed tokens ("timed tokens", "prefilled prompt positions").
 std::string profile_table(const BenchResult& r, const std::vector<CommandProfile>& rows, int tokens,
                           double wall_ms_per_token, const char* what) {
@@ -118,10 +127,13 @@ std::string format_bench_text(const BenchResult& r) {
         for (double v : r.run_prompt_tok_s) prompt_runs += format(" %.2f", v);
         t += format("prefill:     %.2f tok/s (%.3f ms for %d positions), median of %d runs; runs:%s; GEMMs on %s\n",
                     r.prompt_tok_s, r.prompt / r.prompt_tok_s * 1e3, r.prompt, static_cast<int>(r.run_prompt_tok_s.size()),
-                    prompt_runs.c_str(), r.prompt_tensor_cores ? "tensor cores (3xTF32)" : "the portable kernels");
+                    prompt_runs.c_str(), r.prompt_tensor_cores ? tensor_core_products(r.config.weight_format.type)
+                                                                : "the portable kernels");
+        // The FMA probe is the SIMT cores' roof; tensor cores are not bound by it.
         t += format("flops:       %.3f GFLOP per prompt; achieved %.2f GFLOP/s = %.1f%% of the FMA throughput "
-                    "(%.2f GFLOP/s, fma_f32)\n",
-                    prefill_flops(r.config, r.prompt) / 1e9, r.prompt_gflops, r.prompt_fma_pct, r.device_fma_gflops);
+                    "(%.2f GFLOP/s, fma_f32%s)\n",
+                    prefill_flops(r.config, r.prompt) / 1e9, r.prompt_gflops, r.prompt_fma_pct, r.device_fma_gflops,
+                    r.prompt_tensor_cores ? ", the SIMT cores' roof, not the tensor cores'" : "");
     }
     if (r.profiled) {
         t += profile_table(r, r.profile, static_cast<int>(r.run_tok_s.size()) * r.tokens, r.profiled_ms_per_token,

@@ -593,11 +593,12 @@ namespace {
 // The position counts the batch kernels are tried on: one, a few, and either side of the GPU tile (64).
 const int kBatchPositions[] = {1, 3, 17, 63, 64, 65};
 
-// A GEMM's launches: on GPU shapes once for each tile gemm_gpu.cl is built for (Q8_0 has its one), on CPU
-// shapes the one; emulated tensor cores take the largest and the smallest tile (every count of m16n8k8
-// blocks a warp takes) and two batch sizes, a part of a tile and a whole one.
+// A GEMM's launches: on GPU shapes once for each tile gemm_gpu.cl is built for (Q8_0's portable kernel has
+// its one), on CPU shapes the one; emulated tensor cores take the largest and the smallest tile (every
+// count of blocks a warp takes) and two batch sizes, a part of a tile and a whole one.
 std::vector<std::optional<GemmTile>> tiles_of(const KernelHarness& h) {
-    if (!h.kernels.shape().gpu_family() || h.weights.type == ElementType::q8_0) return {std::nullopt};
+    if (!h.kernels.shape().gpu_family() || (h.weights.type == ElementType::q8_0 && !h.kernels.tensor_cores()))
+        return {std::nullopt};
     // (The emulation's matrices and the largest tile take 82 KiB of local memory; GPUs have 48 or 64 KiB,
     // and their own tensor cores run every tile on the "gpu" shape where they have them.)
     if (h.emulated && h.device.info().local_mem_bytes < 96 * 1024) return {kOwnGemmTile};

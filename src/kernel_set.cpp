@@ -119,8 +119,8 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
-      // (Q8_0's integer products have no tensor-core path.)
-      tensor_cores_(weights.type != ElementType::q8_0 &&
+      // (Q8_0's int8 products step through k 32 weights at a time, within a group.)
+      tensor_cores_((weights.type != ElementType::q8_0 || weights.group_size % kQ8MmaStep == 0) &&
                     (tensor_cores == TensorCores::emulated ||
                      (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
                       device.info().compute_capability >= kTf32ComputeCapability))),
@@ -314,9 +314,9 @@ KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_ext
     if (q8 && which != Gemm::gemm) throw std::logic_error("Q8_0 weights have no fused prefill products");
     if (!shape_.gpu_family())
         return {&gemm_builds_.at(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
-    const GemmTile wanted = q8           ? kOwnGemmTile  // (prefill_q8.cl's tile)
-                            : tile_asked ? *tile_asked
-                                         : gemm_tile(row_extents, positions, static_cast<int>(compute_units_));
+    const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_q8.cl's portable tile)
+                            : tile_asked         ? *tile_asked
+                                                 : gemm_tile(row_extents, positions, static_cast<int>(compute_units_));
     auto it = gemm_builds_.find(wanted);
     if (it == gemm_builds_.end()) {
         GemmBuild build{wanted, gemm_kernels(build_program(shape_.row_threads, kLongDotBatch,

@@ -47,7 +47,8 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                  "available memory)");
     cmd.add_flag("--no-tensor-cores", a.no_tensor_cores,
                  "run the prompt's matrix products on the portable kernels even where the GPU has tensor cores "
-                 "(NVIDIA, compute capability 8.0 on: TF32 mma.sync with split operands, about fp32's accuracy)");
+                 "(NVIDIA, compute capability 8.0 on: TF32 mma.sync with split operands, about fp32's accuracy; for "
+                 "Q8_0 in groups of a multiple of 32, int8 mma.sync, runq.c's sums exactly)");
 }
 
 void add_weights_option(CLI::App& cmd, std::string& weights) {

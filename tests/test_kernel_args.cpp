@@ -76,8 +76,8 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     using Matvec = KernelSet::Matvec;
     for (Matvec which : {Matvec::attn_qkv_rope, Matvec::matvec_residual, Matvec::ffn_gate_up, Matvec::classifier})
         expect_signature(*kernels.matvec(which, 64, 64).kernel);
-    // Prefill's: the products of every tile's build (Q8_0's: gemm alone, of the shape's own build), and
-    // attention_tiles where the shape has it.
+    // Prefill's: the products of every tile's build (Q8_0's: gemm alone, of the shape's own build off tensor
+    // cores), and attention_tiles where the shape has it.
     for (const cl::Kernel* k : {&kernels.rmsnorm_rows, &kernels.attention_rows}) expect_signature(*k);
     if (kernels.shape().gpu_family()) expect_signature(kernels.attention_tiles);
     using Gemm = KernelSet::Gemm;

@@ -102,6 +102,9 @@ class GemmVsReference : public KernelVsReference {};
 TEST_P(GemmVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
 TEST_P(GemmVsReference, GemmQkvRope) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_qkv_rope(h())); }
 TEST_P(GemmVsReference, GemmGateUp) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_gate_up(h())); }
+class Q8GemmVsReference : public KernelVsReference {};
+TEST_P(Q8GemmVsReference, RunsOnTensorCores) { EXPECT_TRUE(h().kernels.tensor_cores()); }
+TEST_P(Q8GemmVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
 
 // The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
 // elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2),
@@ -343,7 +346,15 @@ INSTANTIATE_TEST_SUITE_P(KernelShapes, FloatKernelVsReference, ::testing::Combin
 INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8KernelVsReference, ::testing::Combine(kShapes, kQ8Formats), param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, GemmVsReference,
                          ::testing::Combine(::testing::Values(kTensorCoresEmulated),
-                                            ::testing::Values(WeightFormat{ElementType::f32})),
+                                            ::testing::Values(WeightFormat{ElementType::f32},
+                                                              WeightFormat{ElementType::f16})),
+                         param_name);
+// Q8_0 on int8 tensor cores: groups of one step of k (32), an odd number of steps (96) and export.py's 64.
+INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8GemmVsReference,
+                         ::testing::Combine(::testing::Values(kTensorCoresEmulated),
+                                            ::testing::Values(WeightFormat{ElementType::q8_0, 32},
+                                                              WeightFormat{ElementType::q8_0, 64},
+                                                              WeightFormat{ElementType::q8_0, 96})),
                          param_name);
 
 }  // namespace

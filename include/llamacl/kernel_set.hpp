@@ -238,9 +238,10 @@ public:
     // Whether exp() is glibc's expf bit for bit (GLIBC_EXPF in kernels/expf.cl): the exact shape on a
     // device with doubles.
     bool glibc_expf() const { return shape_.family() == ShapeFamily::exact && device_.info().fp64; }
-    // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl): for float weights, GPU shapes
+    // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl and prefill_q8.cl): GPU shapes
     // with warp shuffles (the compiler takes inline PTX) on a GPU of compute capability 8.0 or later (TF32
-    // mma.sync), unless asked never to; or emulated.
+    // and int8 mma.sync), for float weights and Q8_0 in groups of a multiple of kQ8MmaStep, unless asked
+    // never to; or emulated.
     bool tensor_cores() const { return tensor_cores_; }
 
     // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
@@ -259,8 +260,10 @@ private:
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
     Range rows(int rows, int row_threads) const;
 
-    // The compute capability of NVIDIA's first GPUs with TF32 tensor cores (Ampere).
+    // The compute capability of NVIDIA's first GPUs with TF32 and m16n8k32 int8 tensor cores (Ampere).
     static constexpr int kTf32ComputeCapability = 80;
+    // The weights of k an int8 mma.sync takes (m16n8k32): Q8_0's groups hold a whole number of them.
+    static constexpr int kQ8MmaStep = 32;
     // The token kernel's work-items per row (token_program).
     static constexpr int kTokenRowThreads = 32;
     // Work-groups per compute unit the per-op matrix-vector builds (GPU shapes) cap their registers for
