@@ -87,9 +87,9 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
 // in 2 (rows) x 4 (positions), each warp's part in 16 x 8 blocks, Q8_MB x Q8_NB of them. The tile passes
 // through local memory a step of Q8_STEP_WORDS words of k at a time (64 weights where groups hold whole
 // steps of them, else 32: a step's loads wait on memory, so fewer, longer steps) with the scales of the
-// step's group, double-buffered, so one barrier per step suffices. A group's integer dots are exact in any order; after
-// its last step each element adds ((float)ival * w_scale) * x_scale to its sum, runq.c's term in runq.c's
-// order, so the sums are runq.c's bits.
+// step's group, double-buffered, so one barrier per step suffices. A group's integer dots are exact in any
+// order; after its last step each element adds ((float)ival * w_scale) * x_scale to its sum, runq.c's
+// term in runq.c's order, so the sums are runq.c's bits.
 #if GROUP_SIZE % 32 != 0
 #error "Q8_0's tensor-core gemm takes groups of a multiple of 32 weights"
 #endif
@@ -118,8 +118,9 @@ typedef struct {
     float ws[GEMM_TR], xs[GEMM_TP];
 } q8_step_t;
 
-// This work-item's share of step s's words and scales: word e % 8 of tile row (position) e / 8, e = flat +
-// i * Q8_THREADS, and the scale of row (then position) flat. Rows and positions past the end load the last.
+// This work-item's share of step s's words and scales: word e % Q8_STEP_WORDS of tile row (position)
+// e / Q8_STEP_WORDS, e = flat + i * Q8_THREADS, and the scale of row (then position) flat. Rows and
+// positions past the end load the last.
 typedef struct {
     uint w[Q8_A_LOADS], x[Q8_B_LOADS];
     float scale;
@@ -138,9 +139,11 @@ inline q8_loads_t q8_load(__global const weight_t* w, __global const weight_t* i
         const int e = flat + i * Q8_THREADS, p = min(p0 + e / Q8_STEP_WORDS, positions - 1);
         l.x[i] = ((__global const uint*)WEIGHT_ROW(in, p, n))[q8_int(groups, g, k0 + e % Q8_STEP_WORDS)];
     }
-    l.scale = flat < GEMM_TR    ? Q8_SCALES(WEIGHT_ROW(w, min(r0 + flat, rows - 1), n), n)[g]
-              : flat < GEMM_TR + GEMM_TP ? Q8_SCALES(WEIGHT_ROW(in, min(p0 + flat - GEMM_TR, positions - 1), n), n)[g]
-                                         : 0.0f;
+    l.scale = 0.0f;
+    if (flat < GEMM_TR)
+        l.scale = Q8_SCALES(WEIGHT_ROW(w, min(r0 + flat, rows - 1), n), n)[g];
+    else if (flat < GEMM_TR + GEMM_TP)
+        l.scale = Q8_SCALES(WEIGHT_ROW(in, min(p0 + flat - GEMM_TR, positions - 1), n), n)[g];
     return l;
 }
 inline void q8_store(__local q8_step_t* b, const q8_loads_t* l, int flat) {
