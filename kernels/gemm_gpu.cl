@@ -185,7 +185,7 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
                     float d = acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)];
                     if (GEMM_SPLIT_WEIGHTS) d = mma_element(ah + 128, bh, i, d);  // a_lo b_hi
                     d = mma_element(ah, bh + 64, i, d);                           // a_hi b_lo
-                    d = mma_element(ah, bh, i, d);        // a_hi b_hi
+                    d = mma_element(ah, bh, i, d);                                // a_hi b_hi
                     acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)] = d;
                 }
             }
