@@ -139,14 +139,23 @@ std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, 
 void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) {
     const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim, n = static_cast<int>(tokens.size());
     const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
-    for (int i = 0; i < n; ++i) {
-        // The mapping outlives the copies, so they need not be waited for.
-        device_.queue().enqueueWriteBuffer(work_.batch_x, CL_FALSE, i * row_bytes, row_bytes,
-                                           ck_.token_embedding() + static_cast<std::size_t>(tokens[i]) * dim, nullptr,
-                                           log_event(Command::write_embeddings));
-        counters_.enqueues++;
-        counters_.input_bytes_uploaded += row_bytes;
+    if (!embeddings_host_)
+        embeddings_host_ = std::make_unique<PinnedBuffer>(device_, static_cast<std::size_t>(prefill_batch()) * row_bytes,
+                                                          "prompt embeddings");
+    if (embeddings_written_() != nullptr &&
+        embeddings_written_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() != CL_COMPLETE) {
+        embeddings_written_.wait();
+        counters_.host_waits++;
     }
+    float* gathered = static_cast<float*>(embeddings_host_->data());
+    for (int i = 0; i < n; ++i)
+        std::copy_n(ck_.token_embedding() + static_cast<std::size_t>(tokens[i]) * dim, dim,
+                    gathered + static_cast<std::size_t>(i) * dim);
+    cl::Event* logged = log_event(Command::write_embeddings);
+    device_.queue().enqueueWriteBuffer(work_.batch_x, CL_FALSE, 0, n * row_bytes, gathered, nullptr, &embeddings_written_);
+    if (logged) *logged = embeddings_written_;
+    counters_.enqueues++;
+    counters_.input_bytes_uploaded += n * row_bytes;
     const auto norm = [&](const cl::Buffer& weight) {
         bind_args(kernels_.rmsnorm_rows, signatures::rmsnorm_rows,
              {{"x", work_.batch_x}, {"weight", weight}, {"out", work_.batch_xn}, {"n", dim}});

@@ -171,6 +171,11 @@ private:
     WeightStaging weights_;
     std::unique_ptr<TokenKernel> token_;          // null: the per-op schedule
     std::unique_ptr<PinnedBuffer> logits_host_;  // --finalize=device: where the logits (and mark) land
+    // Prefill: a batch's embedding rows gathered for one upload (a command per row leaves the device idle
+    // between them: each costs the host more than the device), and that upload, which may still be reading
+    // them when the next batch gathers.
+    std::unique_ptr<PinnedBuffer> embeddings_host_;
+    cl::Event embeddings_written_;
     std::vector<float> hidden_, normed_, logits_;  // --finalize=cpu: host side of the final step
     std::vector<float> scratch_;                   // boundary read-backs
     std::optional<Fault> fault_;
