@@ -19,8 +19,9 @@
 // (KernelSet::rows), each taking a run of consecutive units, an equal share: PoCL pays for every
 // work-group it schedules, and a group computes the norm's scale once for its run. GPU shapes launch a
 // work-group per unit, and take exactly that one (the run's bounds, computed, cost the register-capped
-// builds), except for Q8_0, whose every work-group quantizes the input: two work-groups per compute
-// unit, each taking every get_num_groups(0)-th unit.
+// builds), except for Q8_0, whose every work-group quantizes the input, and f16, whose rows take half
+// the time of f32's to stream behind the same staging of the input: a few work-groups per compute unit
+// (KernelSet::rows), each taking every get_num_groups(0)-th unit.
 #if SHAPE_FAMILY != SHAPE_GPU
 inline int group_share(int units) {
     const int groups = (int)get_num_groups(0);
@@ -29,7 +30,7 @@ inline int group_share(int units) {
 #define FOR_GROUP_UNITS(u, rows)                                                                          \
     for (int u = (int)get_group_id(0) * group_share(UNITS(rows)), end_ = min(UNITS(rows), u + group_share(UNITS(rows))); \
          u < end_; u++)
-#elif defined(WEIGHT_Q8_0)
+#elif defined(WEIGHT_Q8_0) || defined(WEIGHT_F16)
 #define FOR_GROUP_UNITS(u, rows) for (int u = (int)get_group_id(0); u < UNITS(rows); u += (int)get_num_groups(0))
 #else
 #define FOR_GROUP_UNITS(u, rows) for (int u = (int)get_group_id(0), once_ = 1; once_; once_ = 0)

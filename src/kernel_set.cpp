@@ -229,12 +229,15 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     const std::size_t rows_per_group = local / static_cast<std::size_t>(row_threads);
     std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
     // A few work-groups per compute unit, each taking its share of the units (FOR_GROUP_UNITS in units.cl),
-    // on CPU shapes; on GPU shapes only for Q8_0.
-    const bool q8 = layout_.format.type == ElementType::q8_0;
+    // on CPU shapes; on GPU shapes only for Q8_0 and f16.
+    const ElementType type = layout_.format.type;
+    const bool q8 = type == ElementType::q8_0;
     if (!shape_.gpu_family())
         groups = std::min(groups, (q8 ? kCpuQ8GroupsPerComputeUnit : kCpuGroupsPerComputeUnit) * compute_units_);
     else if (q8)
         groups = std::min(groups, kGpuQ8GroupsPerComputeUnit * compute_units_);
+    else if (type == ElementType::f16)
+        groups = std::min(groups, kGpuF16GroupsPerComputeUnit * compute_units_);
     return {cl::NDRange(groups * local), cl::NDRange(local)};
 }
 

@@ -156,10 +156,11 @@ public:
     // group also quantizes the input), each taking a run of units: PoCL pays for each work-group it
     // schedules, and a group computes the norm's scale once for its run. Q8_0 on GPU shapes: at most
     // kGpuQ8GroupsPerComputeUnit per compute unit, each taking every so many units (units.cl), so that
-    // fewer work-groups quantize the same input.
+    // fewer work-groups quantize the same input; f16: at most kGpuF16GroupsPerComputeUnit (as many as the
+    // register cap lets run at once: kMatvecGroupsPerComputeUnit), so that fewer stage it.
     Range rows(int rows) const;
     static constexpr std::size_t kCpuGroupsPerComputeUnit = 8, kCpuQ8GroupsPerComputeUnit = 1,
-                                 kGpuQ8GroupsPerComputeUnit = 2;
+                                 kGpuQ8GroupsPerComputeUnit = 2, kGpuF16GroupsPerComputeUnit = 4;
     // Work-items for attention over n_heads heads, each split into `chunks` chunks of positions.
     Range heads(int n_heads, int chunks = 1) const;
     // Chunks to split each head's `positions` cached positions into (see kernels/attention.cl): on GPU
