@@ -278,20 +278,36 @@ void MatmulInput::set(const float* x) {
 void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d) { matmuls(x, {{out, w, d}}); }
 
 void matmuls(const MatmulInput& x, std::initializer_list<MatmulOutput> outputs) {
+    matmuls(std::span<const MatmulInput>(&x, 1), outputs);
+}
+
+void matmuls(std::span<const MatmulInput> inputs, std::initializer_list<MatmulOutput> outputs) {
+    const WeightFormat& format = inputs.front().format();
+    const int n = inputs.front().size();
     int rows = 0;
     for (const MatmulOutput& o : outputs) {
-        if (!(x.format() == o.w.format)) throw std::logic_error("matmul: the input is prepared for another weight format");
+        if (!(format == o.w.format)) throw std::logic_error("matmul: the input is prepared for another weight format");
         rows += o.d;
     }
     // The products' rows one after another, shared as one matmul's; a share that spans two products
-    // takes its part of each.
-    const int align = x.format().type == ElementType::q8_0 ? 1 : kBlockGroup;
-    for_row_shares(rows, align, static_cast<std::uint64_t>(x.size()) * rows, [&](int first, int last) {
-        int start = 0;
-        for (const MatmulOutput& o : outputs) {
-            const int lo = std::max(first, start), hi = std::min(last, start + o.d);
-            if (lo < hi) matmul_share(o.out, x, o.w, lo - start, hi - start);
-            start += o.d;
+    // takes its part of each. A batch's chunks hold about kChunkBytes of weights (the core's first-level
+    // cache), whole blocks of rows, so that every input after the first reads them from the cache.
+    constexpr std::uint64_t kChunkBytes = 32 << 10;
+    const int align = format.type == ElementType::q8_0 ? 1 : kBlockGroup;
+    const int fitting = static_cast<int>(kChunkBytes / format.bytes(static_cast<std::uint64_t>(n)));
+    const int chunk = inputs.size() == 1 ? rows : std::max(align, fitting / align * align);
+    const std::uint64_t work = static_cast<std::uint64_t>(n) * rows * inputs.size();
+    for_row_shares(rows, align, work, [&](int first, int last) {
+        for (int from = first; from < last; from += chunk) {
+            const int to = std::min(last, from + chunk);
+            for (std::size_t i = 0; i < inputs.size(); i++) {
+                int start = 0;
+                for (const MatmulOutput& o : outputs) {
+                    const int lo = std::max(from, start), hi = std::min(to, start + o.d);
+                    if (lo < hi) matmul_share(o.out + i * o.stride, inputs[i], o.w, lo - start, hi - start);
+                    start += o.d;
+                }
+            }
         }
     });
 }

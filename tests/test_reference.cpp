@@ -5,8 +5,12 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <utility>
+#include <vector>
 
+#include "llamacl/export.hpp"
 #include "llamacl/model_math.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/sampler.hpp"
@@ -158,19 +162,16 @@ TEST(Reference, MatmulSumsEveryRowInRunCsOrder) {
     }
 }
 
-// Matmuls of one input shared as one (matmuls): each output is matmul()'s alone, bit for bit, with
-// products whose rows do not fill the blocks (so that shares span two products) and with Q8_0 weights.
-TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
-    const int n = 64;
-    const int rows[] = {64, 37, 5, 172};
-    std::vector<std::vector<float>> w;
-    for (int m = 0; m < 4; ++m) w.push_back(random_vector(static_cast<std::size_t>(rows[m]) * n, 20 + m));
-    const auto x = random_vector(n, 7);
-    for (const WeightFormat format : {WeightFormat{ElementType::f32}, WeightFormat{ElementType::q8_0, 16}}) {
-        std::vector<std::vector<std::int8_t>> q8(4);
-        std::vector<std::vector<float>> scales(4);
-        std::vector<WeightTensor> tensors;
-        for (int m = 0; m < 4; ++m) {
+// Matrices of random weights (seeds from `seed`) stored in `format`: fp32 as they are, Q8_0 quantized in
+// groups of 16. The tensors view this object's storage.
+struct TestMatrices {
+    TestMatrices(const WeightFormat& format, std::span<const int> rows, int n, unsigned seed) {
+        const std::size_t count = rows.size();
+        w.resize(count);
+        q8.resize(count);
+        scales.resize(count);
+        for (std::size_t m = 0; m < count; ++m) {
+            w[m] = random_vector(static_cast<std::size_t>(rows[m]) * n, seed + static_cast<unsigned>(m));
             if (format.type == ElementType::q8_0) {
                 q8[m].resize(w[m].size());
                 scales[m].resize(w[m].size() / 16);
@@ -180,6 +181,22 @@ TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
                 tensors.push_back(WeightTensor{format, w[m].data()});
             }
         }
+    }
+    std::vector<std::vector<float>> w;
+    std::vector<std::vector<std::int8_t>> q8;
+    std::vector<std::vector<float>> scales;
+    std::vector<WeightTensor> tensors;
+};
+
+// Matmuls of one input shared as one (matmuls): each output is matmul()'s alone, bit for bit, with
+// products whose rows do not fill the blocks (so that shares span two products) and with Q8_0 weights.
+TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
+    const int n = 64;
+    const int rows[] = {64, 37, 5, 172};
+    const auto x = random_vector(n, 7);
+    for (const WeightFormat format : {WeightFormat{ElementType::f32}, WeightFormat{ElementType::q8_0, 16}}) {
+        const TestMatrices matrices(format, rows, n, 20);
+        const std::vector<WeightTensor>& tensors = matrices.tensors;
         MatmulInput in(format, n);
         in.set(x.data());
         std::vector<std::vector<float>> alone(4), together(4);
@@ -196,6 +213,40 @@ TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
             for (int i = 0; i < rows[m]; ++i)
                 ASSERT_EQ(std::bit_cast<std::uint32_t>(together[m][i]), std::bit_cast<std::uint32_t>(alone[m][i]))
                     << format.describe() << " product " << m << " row " << i;
+    }
+}
+
+// Matmuls of a batch of inputs (a prompt's positions): each input's outputs, at its stride, are matmul()'s
+// of that input alone, bit for bit, with rows enough for several chunks a thread (n 64: 128 f32 rows,
+// 409 Q8_0 rows a chunk) and a product whose rows end inside a block.
+TEST(Reference, MatmulsOfABatchAreEachInputsMatmul) {
+    const int n = 64, batch = 5, rows[] = {1000, 37};
+    const std::size_t stride[] = {1003, 40};  // room past each input's rows, which must stay untouched
+    for (const WeightFormat format : {WeightFormat{ElementType::f32}, WeightFormat{ElementType::q8_0, 16}}) {
+        const TestMatrices matrices(format, rows, n, 40);
+        const std::vector<WeightTensor>& tensors = matrices.tensors;
+        std::vector<std::vector<float>> x;
+        std::vector<MatmulInput> inputs(batch, MatmulInput(format, n));
+        for (int i = 0; i < batch; ++i) {
+            x.push_back(random_vector(n, 60 + i));
+            inputs[i].set(x[i].data());
+        }
+        std::vector<float> together[2] = {std::vector<float>(batch * stride[0], -2.0f),
+                                          std::vector<float>(batch * stride[1], -2.0f)};
+        matmuls(inputs, {{together[0].data(), tensors[0], rows[0], stride[0]},
+                         {together[1].data(), tensors[1], rows[1], stride[1]}});
+        for (int i = 0; i < batch; ++i) {
+            for (int m = 0; m < 2; ++m) {
+                std::vector<float> alone(static_cast<std::size_t>(rows[m]));
+                matmul(alone.data(), inputs[i], tensors[m], rows[m]);
+                for (std::size_t r = 0; r < stride[m]; ++r) {
+                    const float got = together[m][i * stride[m] + r];
+                    const float want = r < alone.size() ? alone[r] : -2.0f;
+                    ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want))
+                        << format.describe() << " input " << i << " product " << m << " row " << r;
+                }
+            }
+        }
     }
 }
 
@@ -248,6 +299,57 @@ TEST_P(ReferenceForwardTest, MatchesADirectDoublePrecisionTransformer) {
 
 INSTANTIATE_TEST_SUITE_P(HeadLayouts, ReferenceForwardTest, ::testing::Values(6, 2, 1),
                          [](const auto& p) { return std::string(p.param == 6 ? "MHA" : p.param == 2 ? "GQA" : "MQA"); });
+
+// The reference's prefill (positions in batches, each layer's matmuls reading the weights once a batch)
+// gives every position forward()'s logits, bit for bit, and leaves the same keys and values in the cache:
+// prompts of one position, either side of a batch's edge (kBatch) and across two edges, from position 0
+// and from inside the context, in every weight format.
+TEST(ReferencePrefill, EveryPositionHasForwardsBitsAndCache) {
+    test::TempDir dir;
+    const int b = ReferenceForward::kBatch;
+    Config c = test::small_config(2, /*shared=*/false);
+    c.seq_len = 2 * b + 8;
+    const Checkpoint fp32 = Checkpoint::open(test::write_model(dir, c, 1).string());
+    for (const ElementType type : {ElementType::f32, ElementType::f16, ElementType::q8_0}) {
+        const Checkpoint ck = with_weights(Checkpoint::open(fp32.path()), type);
+        for (const auto& [first, count] : std::vector<std::pair<int, int>>{{0, 1}, {0, b}, {0, b + 1}, {3, b - 1}, {5, 2 * b + 3}}) {
+            SCOPED_TRACE(std::string(element_name(type)) + " positions " + std::to_string(first) + ".." +
+                         std::to_string(first + count - 1));
+            std::vector<int> tokens;
+            for (int i = 0; i < first + count; ++i) tokens.push_back((i * 37 + 11) % c.vocab_size);
+            ReferenceForward batched(ck), single(ck);
+            for (int pos = 0; pos < first; ++pos) {
+                batched.forward(tokens[pos], pos);
+                single.forward(tokens[pos], pos);
+            }
+            std::vector<std::vector<float>> want;
+            for (int pos = first; pos < first + count; ++pos) {
+                const std::span<float> logits = single.forward(tokens[pos], pos);
+                want.emplace_back(logits.begin(), logits.end());
+            }
+            const std::span<const int> prompt = std::span<const int>(tokens).subspan(static_cast<std::size_t>(first));
+            int expected_pos = first;
+            batched.prefill(prompt, first, [&](int pos, std::span<float> logits) {
+                ASSERT_EQ(pos, expected_pos++);
+                const std::vector<float>& w = want[static_cast<std::size_t>(pos - first)];
+                ASSERT_EQ(0, std::memcmp(logits.data(), w.data(), w.size() * sizeof(float))) << "logits at " << pos;
+            });
+            EXPECT_EQ(expected_pos, first + count);
+            for (int l = 0; l < c.n_layers; ++l) {
+                for (const Op op : {Op::k, Op::v}) {
+                    const std::span<const float> got = batched.cache_rows(l, op, 0, first + count);
+                    const std::span<const float> expect = single.cache_rows(l, op, 0, first + count);
+                    ASSERT_EQ(0, std::memcmp(got.data(), expect.data(), got.size_bytes())) << "layer " << l << " " << op_name(op);
+                }
+            }
+            // Only the last position's logits, asked for alone (a fresh run: the same prompt again).
+            ReferenceForward last_only(ck);
+            for (int pos = 0; pos < first; ++pos) last_only.forward(tokens[pos], pos);
+            const std::span<float> last = last_only.prefill(prompt, first);
+            EXPECT_EQ(0, std::memcmp(last.data(), want.back().data(), last.size_bytes()));
+        }
+    }
+}
 
 TEST(Reference, ReportsEveryBoundaryInOrderWithItsSize) {
     test::TempDir dir;

@@ -3,7 +3,9 @@
 // and the device runtime uses them where it computes on the host (the RoPE table it uploads, the
 // classifier with --finalize=cpu). Kernel tests compare the device against them.
 #include <cstdint>
+#include <cstddef>
 #include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "llamacl/checkpoint.hpp"
@@ -55,8 +57,13 @@ struct MatmulOutput {
     float* out;
     const WeightTensor& w;
     int d;
+    std::size_t stride = 0;  // with a batch of inputs: floats from one input's outputs to the next's
 };
 void matmuls(const MatmulInput& x, std::initializer_list<MatmulOutput> outputs);
+// The same for a batch of inputs (a prompt's positions), each output's rows for input i from out + i *
+// stride, the weights read from memory once for the batch: a thread takes its share of the rows in
+// chunks that stay in its core's caches, each chunk multiplied by every input in turn.
+void matmuls(std::span<const MatmulInput> inputs, std::initializer_list<MatmulOutput> outputs);
 
 void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size);
 // rope()'s (cos, sin) for every position and frequency, (seq_len, head_size / 2, 2), computed with the

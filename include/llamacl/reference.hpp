@@ -18,16 +18,36 @@ public:
     std::span<float> forward(int token, int pos) override;
     // As forward(), reporting every boundary to `observer` (which may be empty).
     std::span<float> forward(int token, int pos, const BoundaryObserver& observer);
+    // The positions in batches of up to kBatch, each layer's matmuls reading the weights once for the
+    // batch (model_math.hpp), every other step position by position; each position's bits are forward()'s.
+    std::span<float> prefill(std::span<const int> tokens, int first, const LogitsObserver& each = {}) override;
+    static constexpr int kBatch = 32;
     // The keys (op k) or values (op v) of `layer` at positions [first, first + count), kv_dim each.
     std::span<const float> cache_rows(int layer, Op op, int first, int count) const;
 
 private:
+    // Multihead attention of the query q at pos over layer l's cache into xb (dim), the heads shared among
+    // the threads as run.c's OpenMP loop shares them.
+    void attention(int l, int pos, const float* q, float* xb);
+    float* key_row(int l, int pos) { return key_cache_.data() + cache_offset(l, pos); }
+    float* value_row(int l, int pos) { return value_cache_.data() + cache_offset(l, pos); }
+    std::size_t cache_offset(int l, int pos) const {
+        return (static_cast<std::size_t>(l) * c_.seq_len + pos) * c_.kv_dim();
+    }
+
     const Checkpoint& ck_;
     Config c_;  // seq_len: the positions this run can reach (within_positions)
     // run.c's RunState: activations rewritten every layer, and the KV cache that grows with pos.
     std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_;
     MatmulInput xin_, hin_;  // xb and hb as the matmuls read them (runq.c's xq and hq)
     std::vector<float> key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
+    // prefill(): a batch's activations, (kBatch, width) each, and its matmuls' inputs; allocated at the
+    // first prefill.
+    struct Batch {
+        std::vector<float> x, xb, xb2, q, hb, hb2;
+        std::vector<MatmulInput> xin, hin;
+    };
+    Batch batch_;
 };
 
 }  // namespace llamacl
