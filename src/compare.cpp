@@ -64,10 +64,7 @@ std::span<float> LockstepCompare::forward(int token, int pos) {
 std::span<float> LockstepCompare::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
     if (device_.fault_injected() || tokens.size() == 1) return Forward::prefill(tokens, first, each);
     expected_.clear();
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-        const std::span<float> l = reference_.forward(tokens[i], first + static_cast<int>(i));
-        expected_.emplace_back(l.begin(), l.end());
-    }
+    reference_.prefill(tokens, first, [&](int, std::span<float> l) { expected_.emplace_back(l.begin(), l.end()); });
     const int n = static_cast<int>(tokens.size()), last = first + n - 1;
     return device_.prefill(tokens, first, [&](int pos, std::span<float> l) {
         current_.clear();

@@ -180,12 +180,21 @@ std::span<float> ReferenceForward::prefill(std::span<const int> tokens, int firs
             for (int i = 0; i < n; i++)
                 for (std::size_t j = 0; j < d; j++) b.x[i * d + j] += b.xb[i * d + j];
         }
-        // The logits of the positions asked for: the prompt's last, or with `each` every one.
-        if (!each && done + n < tokens.size()) continue;
-        for (int i = each ? 0 : n - 1; i < n; i++) {
-            classify(ck_, &b.x[i * d], xb2_.data(), logits_.data());
-            if (each) each(pos0 + i, logits_);
+        // The logits of the positions asked for: the prompt's last, or with `each` every one, classify()'s
+        // steps with the classifier read once for the batch.
+        if (!each) {
+            if (done + n == tokens.size()) classify(ck_, &b.x[(n - 1) * d], xb2_.data(), logits_.data());
+            continue;
         }
+        const std::size_t vocab = static_cast<std::size_t>(c_.vocab_size);
+        b.logits.resize(kBatch * vocab);
+        for (int i = 0; i < n; i++) {
+            rmsnorm(&b.xb[i * d], &b.x[i * d], ck_.rms_final(), dim);
+            b.xin[i].set(&b.xb[i * d]);
+        }
+        matmuls(xin, {{b.logits.data(), ck_.classifier(), c_.vocab_size, vocab}});
+        for (int i = 0; i < n; i++) each(pos0 + i, std::span<float>(&b.logits[i * vocab], vocab));
+        std::copy_n(&b.logits[(n - 1) * vocab], vocab, logits_.begin());
     }
     return logits_;
 }

@@ -42,9 +42,9 @@ private:
     MatmulInput xin_, hin_;  // xb and hb as the matmuls read them (runq.c's xq and hq)
     std::vector<float> key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
     // prefill(): a batch's activations, (kBatch, width) each, and its matmuls' inputs; allocated at the
-    // first prefill.
+    // first prefill (the logits at the first that asks for every position's).
     struct Batch {
-        std::vector<float> x, xb, xb2, q, hb, hb2;
+        std::vector<float> x, xb, xb2, q, hb, hb2, logits;
         std::vector<MatmulInput> xin, hin;
     };
     Batch batch_;
