@@ -164,6 +164,54 @@ void matmul_widened(float* out, const float* x, const Weight* w, int n, int firs
     matmul_rows(out, x, w, n, i + blocks * kBlockRows, last);
 }
 
+// A block of kBlockRows rows for kBatchInputs inputs at once (a prompt's positions): the block's columns
+// loaded and transposed once for all of them, each input's sums formed as MatmulBlocks' (a lane per row,
+// run.c's order), so each input's bits are matmul()'s.
+constexpr int kBatchInputs = 8;
+template <typename Weight>
+struct MatmulBatchBlock {
+    template <bool Native>
+    static LLAMACL_INLINE void run(float* const* out, const float* const* x, const Weight* w, int n, int first) {
+        Float8 acc[kBatchInputs] = {};
+        const Weight* base = w + static_cast<std::size_t>(first) * n;
+        int j = 0;
+        for (; j + 8 <= n; j += 8) {
+            Float8 r[8], c[8];
+            for (int i = 0; i < 8; i++) r[i] = load8<Native>(base + static_cast<std::size_t>(i) * n + j);
+            transpose8(r, c);
+            for (int p = 0; p < kBatchInputs; p++)
+                for (int k = 0; k < 8; k++) acc[p] = acc[p] + c[k] * x[p][j + k];
+        }
+        for (; j < n; j++) {
+            Float8 c;
+            for (int i = 0; i < 8; i++) c[i] = widen(base[static_cast<std::size_t>(i) * n + j]);
+            for (int p = 0; p < kBatchInputs; p++) acc[p] = acc[p] + c * x[p][j];
+        }
+        for (int p = 0; p < kBatchInputs; p++) std::memcpy(out[p] + first, &acc[p], sizeof acc[p]);
+    }
+};
+
+// Rows [first, last) for every input, kBatchInputs inputs at a time where the rows fill blocks, the rest
+// of the rows (and of the inputs) input by input.
+template <typename Weight>
+void matmul_batch_widened(const MatmulOutput& o, std::span<const MatmulInput> inputs, const Weight* w, int first,
+                          int last) {
+    const int n = inputs.front().size();
+    std::size_t i = 0;
+    for (; i + kBatchInputs <= inputs.size(); i += kBatchInputs) {
+        const float* x[kBatchInputs];
+        float* out[kBatchInputs];
+        for (int p = 0; p < kBatchInputs; p++) {
+            x[p] = inputs[i + p].x();
+            out[p] = o.out + (i + p) * o.stride;
+        }
+        int row = first;
+        for (; row + kBlockRows <= last; row += kBlockRows) vectorized<MatmulBatchBlock<Weight>>(out, x, w, n, row);
+        for (int p = 0; p < kBatchInputs; p++) matmul_rows(out[p], x[p], w, n, row, last);
+    }
+    for (; i < inputs.size(); i++) matmul_widened(o.out + i * o.stride, inputs[i].x(), w, n, first, last);
+}
+
 // runq.c's matmul for rows [first, last): an exact integer dot product per group, then its term.
 struct MatmulQ8Rows {
     template <bool Native>
@@ -184,14 +232,18 @@ struct MatmulQ8Rows {
     }
 };
 
-// Rows [first, last) of the matmul, by the weights' format.
-void matmul_share(float* out, const MatmulInput& x, const WeightTensor& w, int first, int last) {
-    const int n = x.size();
+// Rows [first, last) of output o for every input (o.out + i * o.stride for input i), by the weights' format.
+void matmul_share(const MatmulOutput& o, std::span<const MatmulInput> inputs, int first, int last) {
+    const WeightTensor& w = o.w;
     switch (w.format.type) {
-        case ElementType::f32: matmul_widened(out, x.x(), w.f32(), n, first, last); return;
-        case ElementType::f16: matmul_widened(out, x.x(), w.f16(), n, first, last); return;
+        case ElementType::f32: matmul_batch_widened(o, inputs, w.f32(), first, last); return;
+        case ElementType::f16: matmul_batch_widened(o, inputs, w.f16(), first, last); return;
         case ElementType::q8_0:
-            vectorized<MatmulQ8Rows>(out, x.q(), x.scales(), w.q8(), w.scales, n, w.format.group_size, first, last);
+            for (std::size_t i = 0; i < inputs.size(); i++) {
+                const MatmulInput& x = inputs[i];
+                vectorized<MatmulQ8Rows>(o.out + i * o.stride, x.q(), x.scales(), w.q8(), w.scales, x.size(),
+                                         w.format.group_size, first, last);
+            }
             return;
     }
 }
@@ -300,13 +352,11 @@ void matmuls(std::span<const MatmulInput> inputs, std::initializer_list<MatmulOu
     for_row_shares(rows, align, work, [&](int first, int last) {
         for (int from = first; from < last; from += chunk) {
             const int to = std::min(last, from + chunk);
-            for (std::size_t i = 0; i < inputs.size(); i++) {
-                int start = 0;
-                for (const MatmulOutput& o : outputs) {
-                    const int lo = std::max(from, start), hi = std::min(to, start + o.d);
-                    if (lo < hi) matmul_share(o.out + i * o.stride, inputs[i], o.w, lo - start, hi - start);
-                    start += o.d;
-                }
+            int start = 0;
+            for (const MatmulOutput& o : outputs) {
+                const int lo = std::max(from, start), hi = std::min(to, start + o.d);
+                if (lo < hi) matmul_share(o, inputs, lo - start, hi - start);
+                start += o.d;
             }
         }
     });

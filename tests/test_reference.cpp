@@ -218,9 +218,10 @@ TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
 
 // Matmuls of a batch of inputs (a prompt's positions): each input's outputs, at its stride, are matmul()'s
 // of that input alone, bit for bit, with rows enough for several chunks a thread (n 64: 128 f32 rows,
-// 409 Q8_0 rows a chunk) and a product whose rows end inside a block.
+// 409 Q8_0 rows a chunk), a product whose rows end inside a block, and inputs past the last whole
+// group of eight (11: float rows take eight inputs at a time).
 TEST(Reference, MatmulsOfABatchAreEachInputsMatmul) {
-    const int n = 64, batch = 5, rows[] = {1000, 37};
+    const int n = 64, batch = 11, rows[] = {1000, 37};
     const std::size_t stride[] = {1003, 40};  // room past each input's rows, which must stay untouched
     for (const WeightFormat format : {WeightFormat{ElementType::f32}, WeightFormat{ElementType::q8_0, 16}}) {
         const TestMatrices matrices(format, rows, n, 40);
