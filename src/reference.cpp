@@ -36,70 +36,91 @@ Config checked_for_host_memory(const Checkpoint& ck, int positions) {
 ReferenceForward::ReferenceForward(const Checkpoint& checkpoint, int positions)
     : ck_(checkpoint),
       c_(checked_for_host_memory(checkpoint, positions)),
-      x_(c_.dim),
-      xb_(c_.dim),
-      xb2_(c_.dim),
-      hb_(c_.hidden_dim),
-      hb2_(c_.hidden_dim),
-      q_(c_.dim),
       att_(static_cast<std::size_t>(c_.n_heads) * c_.seq_len),
       logits_(c_.vocab_size),
-      xin_(c_.weight_format, c_.dim),
-      hin_(c_.weight_format, c_.hidden_dim),
       key_cache_(static_cast<std::size_t>(c_.n_layers) * c_.seq_len * c_.kv_dim()),
-      value_cache_(key_cache_.size()) {}
+      value_cache_(key_cache_.size()) {
+    hold(1);
+}
+
+void ReferenceForward::hold(int positions) {
+    Activations& a = act_;
+    if (a.positions >= positions) return;
+    const std::size_t n = static_cast<std::size_t>(positions);
+    for (std::vector<float>* v : {&a.x, &a.xb, &a.xb2, &a.q}) v->resize(n * c_.dim);
+    for (std::vector<float>* v : {&a.hb, &a.hb2}) v->resize(n * c_.hidden_dim);
+    a.xin.resize(n, MatmulInput(c_.weight_format, c_.dim));
+    a.hin.resize(n, MatmulInput(c_.weight_format, c_.hidden_dim));
+    a.positions = positions;
+}
 
 std::span<float> ReferenceForward::forward(int token, int pos) { return forward(token, pos, {}); }
 
 std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObserver& observer) {
-    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden_dim = c_.hidden_dim, head_size = c_.head_size();
-    float* x = x_.data();
-    const auto report = [&](int layer, Op op, const float* values, int n) {
-        if (observer) observer(layer, op, std::span<const float>(values, static_cast<std::size_t>(n)));
-    };
+    run_layers(std::span<const int>(&token, 1), pos, observer);
+    classify(ck_, act_.x.data(), act_.xb2.data(), logits_.data());
+    if (observer) {
+        observer(-1, Op::final_norm, std::span<const float>(act_.xb2.data(), static_cast<std::size_t>(c_.dim)));
+        observer(-1, Op::logits, logits_);
+    }
+    return logits_;
+}
 
-    std::memcpy(x, ck_.token_embedding() + static_cast<std::size_t>(token) * dim, dim * sizeof(float));
+void ReferenceForward::run_layers(std::span<const int> tokens, int pos, const BoundaryObserver& observer) {
+    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden_dim = c_.hidden_dim, n = static_cast<int>(tokens.size());
+    const std::size_t d = static_cast<std::size_t>(dim), h = static_cast<std::size_t>(hidden_dim);  // row widths
+    Activations& a = act_;
+    const std::span<const MatmulInput> xin(a.xin.data(), tokens.size()), hin(a.hin.data(), tokens.size());
+    const auto report = [&](int layer, Op op, const float* values, int count) {
+        if (observer) observer(layer, op, std::span<const float>(values, static_cast<std::size_t>(count)));
+    };
+    for (int i = 0; i < n; i++)
+        std::memcpy(&a.x[i * d], ck_.token_embedding() + static_cast<std::size_t>(tokens[i]) * d, d * sizeof(float));
 
     for (int l = 0; l < c_.n_layers; l++) {
         const LayerWeights w = ck_.layer(l);
 
-        // attention rmsnorm, then q, k, v; k and v are written straight into this position's cache row
-        rmsnorm(xb_.data(), x, w.rms_att.f32(), dim);
-        report(l, Op::attn_norm, xb_.data(), dim);
-        float* k = key_row(l, pos);
-        float* v = value_row(l, pos);
-        xin_.set(xb_.data());
-        matmuls(xin_, {{q_.data(), w.wq, dim}, {k, w.wk, kv_dim}, {v, w.wv, kv_dim}});
-        rope(q_.data(), k, pos, dim, kv_dim, head_size);
-        report(l, Op::q, q_.data(), dim);
-        report(l, Op::k, k, kv_dim);
-        report(l, Op::v, v, kv_dim);
+        // attention rmsnorm, then q, k, v; k and v are written straight into the positions' cache rows
+        for (int i = 0; i < n; i++) {
+            rmsnorm(&a.xb[i * d], &a.x[i * d], w.rms_att.f32(), dim);
+            a.xin[i].set(&a.xb[i * d]);
+        }
+        report(l, Op::attn_norm, a.xb.data(), dim);
+        matmuls(xin, {{a.q.data(), w.wq, dim, d},
+                      {key_row(l, pos), w.wk, kv_dim, static_cast<std::size_t>(kv_dim)},
+                      {value_row(l, pos), w.wv, kv_dim, static_cast<std::size_t>(kv_dim)}});
+        for (int i = 0; i < n; i++) rope(&a.q[i * d], key_row(l, pos + i), pos + i, dim, kv_dim, c_.head_size());
+        report(l, Op::q, a.q.data(), dim);
+        report(l, Op::k, key_row(l, pos), kv_dim);
+        report(l, Op::v, value_row(l, pos), kv_dim);
 
-        attention(l, pos, q_.data(), xb_.data());
-        report(l, Op::attention, xb_.data(), dim);
+        for (int i = 0; i < n; i++) {
+            attention(l, pos + i, &a.q[i * d], &a.xb[i * d]);
+            a.xin[i].set(&a.xb[i * d]);
+        }
+        report(l, Op::attention, a.xb.data(), dim);
 
         // output projection and residual
-        xin_.set(xb_.data());
-        matmul(xb2_.data(), xin_, w.wo, dim);
-        for (int i = 0; i < dim; i++) x[i] += xb2_[i];
-        report(l, Op::attn_residual, x, dim);
+        matmuls(xin, {{a.xb2.data(), w.wo, dim, d}});
+        for (std::size_t j = 0; j < n * d; j++) a.x[j] += a.xb2[j];
+        report(l, Op::attn_residual, a.x.data(), dim);
 
         // FFN: w2(silu(w1(x)) * w3(x)) with its own rmsnorm, then residual
-        rmsnorm(xb_.data(), x, w.rms_ffn.f32(), dim);
-        report(l, Op::ffn_norm, xb_.data(), dim);
-        xin_.set(xb_.data());
-        matmuls(xin_, {{hb_.data(), w.w1, hidden_dim}, {hb2_.data(), w.w3, hidden_dim}});
-        swiglu(hb_.data(), hb2_.data(), hidden_dim);
-        report(l, Op::ffn_hidden, hb_.data(), hidden_dim);
-        hin_.set(hb_.data());
-        matmul(xb_.data(), hin_, w.w2, dim);
-        for (int i = 0; i < dim; i++) x[i] += xb_[i];
-        report(l, Op::ffn_residual, x, dim);
+        for (int i = 0; i < n; i++) {
+            rmsnorm(&a.xb[i * d], &a.x[i * d], w.rms_ffn.f32(), dim);
+            a.xin[i].set(&a.xb[i * d]);
+        }
+        report(l, Op::ffn_norm, a.xb.data(), dim);
+        matmuls(xin, {{a.hb.data(), w.w1, hidden_dim, h}, {a.hb2.data(), w.w3, hidden_dim, h}});
+        for (int i = 0; i < n; i++) {
+            swiglu(&a.hb[i * h], &a.hb2[i * h], hidden_dim);
+            a.hin[i].set(&a.hb[i * h]);
+        }
+        report(l, Op::ffn_hidden, a.hb.data(), hidden_dim);
+        matmuls(hin, {{a.xb.data(), w.w2, dim, d}});
+        for (std::size_t j = 0; j < n * d; j++) a.x[j] += a.xb[j];
+        report(l, Op::ffn_residual, a.x.data(), dim);
     }
-    classify(ck_, x, xb2_.data(), logits_.data());
-    report(-1, Op::final_norm, xb2_.data(), dim);
-    report(-1, Op::logits, logits_.data(), c_.vocab_size);
-    return logits_;
 }
 
 void ReferenceForward::attention(int l, int pos, const float* q_all, float* xb_all) {
@@ -132,69 +153,27 @@ void ReferenceForward::attention(int l, int pos, const float* q_all, float* xb_a
 std::span<float> ReferenceForward::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
     if (tokens.empty() || first < 0 || first + tokens.size() > static_cast<std::size_t>(c_.seq_len))
         throw std::invalid_argument("prefill: positions outside the context, or no token");
-    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden_dim = c_.hidden_dim;
-    const std::size_t d = static_cast<std::size_t>(dim), h = static_cast<std::size_t>(hidden_dim);  // row widths
-    Batch& b = batch_;
-    if (b.xin.empty()) {
-        for (std::vector<float>* v : {&b.x, &b.xb, &b.xb2, &b.q}) v->resize(kBatch * d);
-        for (std::vector<float>* v : {&b.hb, &b.hb2}) v->resize(kBatch * h);
-        b.xin.assign(kBatch, MatmulInput(c_.weight_format, dim));
-        b.hin.assign(kBatch, MatmulInput(c_.weight_format, hidden_dim));
-    }
+    hold(static_cast<int>(std::min<std::size_t>(kBatch, tokens.size())));
+    const std::size_t d = static_cast<std::size_t>(c_.dim), vocab = static_cast<std::size_t>(c_.vocab_size);
+    Activations& a = act_;
     for (std::size_t done = 0; done < tokens.size(); done += kBatch) {
-        const int n = static_cast<int>(std::min<std::size_t>(kBatch, tokens.size() - done));
-        const int pos0 = first + static_cast<int>(done);
-        const std::span<const MatmulInput> xin(b.xin.data(), static_cast<std::size_t>(n)),
-            hin(b.hin.data(), static_cast<std::size_t>(n));
-        for (int i = 0; i < n; i++)
-            std::memcpy(&b.x[i * d], ck_.token_embedding() + static_cast<std::size_t>(tokens[done + i]) * d,
-                        d * sizeof(float));
-        // forward()'s steps, each for every position of the batch before the next: the batch's keys and
-        // values are in the cache before any of its positions attends (each only to those before it).
-        for (int l = 0; l < c_.n_layers; l++) {
-            const LayerWeights w = ck_.layer(l);
-            for (int i = 0; i < n; i++) {
-                rmsnorm(&b.xb[i * d], &b.x[i * d], w.rms_att.f32(), dim);
-                b.xin[i].set(&b.xb[i * d]);
-            }
-            matmuls(xin, {{b.q.data(), w.wq, dim, d},
-                          {key_row(l, pos0), w.wk, kv_dim, static_cast<std::size_t>(kv_dim)},
-                          {value_row(l, pos0), w.wv, kv_dim, static_cast<std::size_t>(kv_dim)}});
-            for (int i = 0; i < n; i++) rope(&b.q[i * d], key_row(l, pos0 + i), pos0 + i, dim, kv_dim, c_.head_size());
-            for (int i = 0; i < n; i++) {
-                attention(l, pos0 + i, &b.q[i * d], &b.xb[i * d]);
-                b.xin[i].set(&b.xb[i * d]);
-            }
-            matmuls(xin, {{b.xb2.data(), w.wo, dim, d}});
-            for (int i = 0; i < n; i++) {
-                for (std::size_t j = 0; j < d; j++) b.x[i * d + j] += b.xb2[i * d + j];
-                rmsnorm(&b.xb[i * d], &b.x[i * d], w.rms_ffn.f32(), dim);
-                b.xin[i].set(&b.xb[i * d]);
-            }
-            matmuls(xin, {{b.hb.data(), w.w1, hidden_dim, h}, {b.hb2.data(), w.w3, hidden_dim, h}});
-            for (int i = 0; i < n; i++) {
-                swiglu(&b.hb[i * h], &b.hb2[i * h], hidden_dim);
-                b.hin[i].set(&b.hb[i * h]);
-            }
-            matmuls(hin, {{b.xb.data(), w.w2, dim, d}});
-            for (int i = 0; i < n; i++)
-                for (std::size_t j = 0; j < d; j++) b.x[i * d + j] += b.xb[i * d + j];
-        }
+        const std::size_t n = std::min<std::size_t>(kBatch, tokens.size() - done);
+        const int pos = first + static_cast<int>(done);
+        run_layers(tokens.subspan(done, n), pos, {});
         // The logits of the positions asked for: the prompt's last, or with `each` every one, classify()'s
         // steps with the classifier read once for the batch.
         if (!each) {
-            if (done + n == tokens.size()) classify(ck_, &b.x[(n - 1) * d], xb2_.data(), logits_.data());
+            if (done + n == tokens.size()) classify(ck_, &a.x[(n - 1) * d], a.xb2.data(), logits_.data());
             continue;
         }
-        const std::size_t vocab = static_cast<std::size_t>(c_.vocab_size);
-        b.logits.resize(kBatch * vocab);
-        for (int i = 0; i < n; i++) {
-            rmsnorm(&b.xb[i * d], &b.x[i * d], ck_.rms_final(), dim);
-            b.xin[i].set(&b.xb[i * d]);
+        a.logits.resize(kBatch * vocab);
+        for (std::size_t i = 0; i < n; i++) {
+            rmsnorm(&a.xb[i * d], &a.x[i * d], ck_.rms_final(), c_.dim);
+            a.xin[i].set(&a.xb[i * d]);
         }
-        matmuls(xin, {{b.logits.data(), ck_.classifier(), c_.vocab_size, vocab}});
-        for (int i = 0; i < n; i++) each(pos0 + i, std::span<float>(&b.logits[i * vocab], vocab));
-        std::copy_n(&b.logits[(n - 1) * vocab], vocab, logits_.begin());
+        matmuls(std::span<const MatmulInput>(a.xin.data(), n), {{a.logits.data(), ck_.classifier(), c_.vocab_size, vocab}});
+        for (std::size_t i = 0; i < n; i++) each(pos + static_cast<int>(i), std::span<float>(&a.logits[i * vocab], vocab));
+        std::copy_n(&a.logits[(n - 1) * vocab], vocab, logits_.begin());
     }
     return logits_;
 }

@@ -26,6 +26,11 @@ public:
     std::span<const float> cache_rows(int layer, Op op, int first, int count) const;
 
 private:
+    // Positions [pos, pos + tokens.size()) (at most kBatch; act_ holds them) through every layer, their
+    // residual streams left in act_.x: each step for every position before the next, so that their keys
+    // and values are in the cache before any of them attends (each only to those before it), and each
+    // matmul reads the weights once for them. A single position's boundaries go to `observer`.
+    void run_layers(std::span<const int> tokens, int pos, const BoundaryObserver& observer);
     // Multihead attention of the query q at pos over layer l's cache into xb (dim), the heads shared among
     // the threads as run.c's OpenMP loop shares them.
     void attention(int l, int pos, const float* q, float* xb);
@@ -34,20 +39,22 @@ private:
     std::size_t cache_offset(int l, int pos) const {
         return (static_cast<std::size_t>(l) * c_.seq_len + pos) * c_.kv_dim();
     }
+    // act_ grown to hold `positions` positions.
+    void hold(int positions);
 
     const Checkpoint& ck_;
     Config c_;  // seq_len: the positions this run can reach (within_positions)
-    // run.c's RunState: activations rewritten every layer, and the KV cache that grows with pos.
-    std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_;
-    MatmulInput xin_, hin_;  // xb and hb as the matmuls read them (runq.c's xq and hq)
-    std::vector<float> key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
-    // prefill(): a batch's activations, (kBatch, width) each, and its matmuls' inputs; allocated at the
-    // first prefill (the logits at the first that asks for every position's).
-    struct Batch {
+    // run.c's RunState, (positions, width) each: activations rewritten every layer, one position's for
+    // forward(), grown to kBatch by the first prefill (the batch's logits by the first that asks for every
+    // position's), and their matmuls' inputs (runq.c's xq and hq); then the KV cache that grows with pos.
+    struct Activations {
+        int positions = 0;
         std::vector<float> x, xb, xb2, q, hb, hb2, logits;
         std::vector<MatmulInput> xin, hin;
     };
-    Batch batch_;
+    Activations act_;
+    std::vector<float> att_, logits_;
+    std::vector<float> key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
 };
 
 }  // namespace llamacl
