@@ -2,6 +2,7 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <immintrin.h>
 #endif
 
 #include <algorithm>
@@ -142,12 +143,15 @@ bool cpu_has_f16c() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 }
+bool cpu_has_avx2_f16c() {
+    static const bool avx2 = __builtin_cpu_supports("avx2") && cpu_has_f16c();
+    return avx2;
+}
 #endif
 template <typename Kernel, typename... Args>
 void vectorized(Args... args) {
 #if defined(__x86_64__)
-    static const bool avx2 = __builtin_cpu_supports("avx2") && cpu_has_f16c();
-    if (avx2) return run_avx2<Kernel>(args...);
+    if (cpu_has_avx2_f16c()) return run_avx2<Kernel>(args...);
 #endif
     run_baseline<Kernel>(args...);
 }
@@ -191,27 +195,6 @@ struct MatmulBatchBlock {
     }
 };
 
-// Rows [first, last) for every input, kBatchInputs inputs at a time where the rows fill blocks, the rest
-// of the rows (and of the inputs) input by input.
-template <typename Weight>
-void matmul_batch_widened(const MatmulOutput& o, std::span<const MatmulInput> inputs, const Weight* w, int first,
-                          int last) {
-    const int n = inputs.front().size();
-    std::size_t i = 0;
-    for (; i + kBatchInputs <= inputs.size(); i += kBatchInputs) {
-        const float* x[kBatchInputs];
-        float* out[kBatchInputs];
-        for (int p = 0; p < kBatchInputs; p++) {
-            x[p] = inputs[i + p].x();
-            out[p] = o.out + (i + p) * o.stride;
-        }
-        int row = first;
-        for (; row + kBlockRows <= last; row += kBlockRows) vectorized<MatmulBatchBlock<Weight>>(out, x, w, n, row);
-        for (int p = 0; p < kBatchInputs; p++) matmul_rows(out[p], x[p], w, n, row, last);
-    }
-    for (; i < inputs.size(); i++) matmul_widened(o.out + i * o.stride, inputs[i].x(), w, n, first, last);
-}
-
 // runq.c's matmul for rows [first, last): an exact integer dot product per group, then its term.
 struct MatmulQ8Rows {
     template <bool Native>
@@ -232,19 +215,120 @@ struct MatmulQ8Rows {
     }
 };
 
+#if defined(__x86_64__)
+// MatmulQ8Rows for a block of kBlockRows rows and kBatchInputs inputs (AVX2, groups of a multiple of 16
+// weights, at most kMaxBlockGroup): each group's weights are widened to 16 bits once for all the inputs;
+// an input's integer dots come from pairwise multiply-adds, the eight rows' summed across lanes together
+// (integer sums: any order is exact); then each row's term is added in its lane, in runq.c's order
+// ((float)ival * w_scale * x_scale, group after group), so every input's bits are MatmulQ8Rows'.
+constexpr int kMaxBlockGroup = 256;
+bool q8_block_fits(int gs) { return gs % 16 == 0 && gs <= kMaxBlockGroup && cpu_has_avx2_f16c(); }
+
+// Lane r: the sum of s[r]'s eight lanes.
+__attribute__((target("avx2"))) LLAMACL_INLINE __m256i sum_each(const __m256i (&s)[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    // a: rows 0-3's sums of lanes 0-3, then of lanes 4-7; b: rows 4-7's.
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+__attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const MatmulInput* const* x,
+                                                     const std::int8_t* q8, const float* scales, int n, int gs,
+                                                     int first) {
+    const int groups = n / gs, words = gs / 16;
+    alignas(32) std::int16_t wide[kBlockRows][kMaxBlockGroup];
+    alignas(32) float row_scales[kBlockRows];
+    __m256 acc[kBatchInputs];
+    for (__m256& a : acc) a = _mm256_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        for (int r = 0; r < kBlockRows; r++) {
+            const std::size_t row = static_cast<std::size_t>(first + r);
+            const std::int8_t* w = q8 + row * n + static_cast<std::size_t>(g) * gs;
+            for (int k = 0; k < words; k++) {
+                const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * k));
+                _mm256_store_si256(reinterpret_cast<__m256i*>(&wide[r][16 * k]), _mm256_cvtepi8_epi16(bytes));
+            }
+            row_scales[r] = scales[row * groups + g];
+        }
+        const __m256 ws = _mm256_load_ps(row_scales);
+        for (int p = 0; p < kBatchInputs; p++) {
+            const std::int8_t* xq = x[p]->q() + static_cast<std::size_t>(g) * gs;
+            __m256i s[kBlockRows];
+            for (__m256i& v : s) v = _mm256_setzero_si256();
+            for (int k = 0; k < words; k++) {
+                const __m256i xw = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + 16 * k)));
+                for (int r = 0; r < kBlockRows; r++)
+                    s[r] = _mm256_add_epi32(
+                        s[r], _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(&wide[r][16 * k])), xw));
+            }
+            const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum_each(s)), ws),
+                                              _mm256_set1_ps(x[p]->scales()[g]));
+            acc[p] = _mm256_add_ps(acc[p], term);
+        }
+    }
+    for (int p = 0; p < kBatchInputs; p++) _mm256_storeu_ps(out[p] + first, acc[p]);
+}
+#endif
+
+// Rows [first, last) of o for every input, kBatchInputs inputs and kBlockRows rows at a time through
+// block(out, x, row) where the format has a block (block_fits), the rest input by input through
+// single(out, x, first, last).
+template <typename Block, typename Single>
+void matmul_batch(const MatmulOutput& o, std::span<const MatmulInput> inputs, int first, int last, bool block_fits,
+                  Block block, Single single) {
+    std::size_t i = 0;
+    for (; block_fits && i + kBatchInputs <= inputs.size(); i += kBatchInputs) {
+        const MatmulInput* x[kBatchInputs];
+        float* out[kBatchInputs];
+        for (int p = 0; p < kBatchInputs; p++) {
+            x[p] = &inputs[i + p];
+            out[p] = o.out + (i + p) * o.stride;
+        }
+        int row = first;
+        for (; row + kBlockRows <= last; row += kBlockRows) block(out, x, row);
+        for (int p = 0; p < kBatchInputs; p++) single(out[p], *x[p], row, last);
+    }
+    for (; i < inputs.size(); i++) single(o.out + i * o.stride, inputs[i], first, last);
+}
+
+template <typename Weight>
+void matmul_batch_widened(const MatmulOutput& o, std::span<const MatmulInput> inputs, const Weight* w, int first,
+                          int last) {
+    const int n = inputs.front().size();
+    matmul_batch(
+        o, inputs, first, last, true,
+        [&](float* const* out, const MatmulInput* const* x, int row) {
+            const float* xs[kBatchInputs];
+            for (int p = 0; p < kBatchInputs; p++) xs[p] = x[p]->x();
+            vectorized<MatmulBatchBlock<Weight>>(out, xs, w, n, row);
+        },
+        [&](float* out, const MatmulInput& x, int from, int to) { matmul_widened(out, x.x(), w, n, from, to); });
+}
+
+void matmul_batch_q8(const MatmulOutput& o, std::span<const MatmulInput> inputs, int first, int last) {
+    const int n = inputs.front().size(), gs = o.w.format.group_size;
+    const std::int8_t* q8 = o.w.q8();
+    const float* scales = o.w.scales;
+    const auto single = [&](float* out, const MatmulInput& x, int from, int to) {
+        vectorized<MatmulQ8Rows>(out, x.q(), x.scales(), q8, scales, n, gs, from, to);
+    };
+#if defined(__x86_64__)
+    matmul_batch(
+        o, inputs, first, last, q8_block_fits(gs),
+        [&](float* const* out, const MatmulInput* const* x, int row) { matmul_q8_block(out, x, q8, scales, n, gs, row); },
+        single);
+#else
+    matmul_batch(o, inputs, first, last, false, [](float* const*, const MatmulInput* const*, int) {}, single);
+#endif
+}
+
 // Rows [first, last) of output o for every input (o.out + i * o.stride for input i), by the weights' format.
 void matmul_share(const MatmulOutput& o, std::span<const MatmulInput> inputs, int first, int last) {
     const WeightTensor& w = o.w;
     switch (w.format.type) {
         case ElementType::f32: matmul_batch_widened(o, inputs, w.f32(), first, last); return;
         case ElementType::f16: matmul_batch_widened(o, inputs, w.f16(), first, last); return;
-        case ElementType::q8_0:
-            for (std::size_t i = 0; i < inputs.size(); i++) {
-                const MatmulInput& x = inputs[i];
-                vectorized<MatmulQ8Rows>(o.out + i * o.stride, x.q(), x.scales(), w.q8(), w.scales, x.size(),
-                                         w.format.group_size, first, last);
-            }
-            return;
+        case ElementType::q8_0: matmul_batch_q8(o, inputs, first, last); return;
     }
 }
 
@@ -345,7 +429,7 @@ void matmuls(std::span<const MatmulInput> inputs, std::initializer_list<MatmulOu
     // takes its part of each. A batch's chunks hold about kChunkBytes of weights (the core's first-level
     // cache), whole blocks of rows, so that every input after the first reads them from the cache.
     constexpr std::uint64_t kChunkBytes = 32 << 10;
-    const int align = format.type == ElementType::q8_0 ? 1 : kBlockGroup;
+    const int align = format.type == ElementType::q8_0 ? kBlockRows : kBlockGroup;
     const int fitting = static_cast<int>(kChunkBytes / format.bytes(static_cast<std::uint64_t>(n)));
     const int chunk = inputs.size() == 1 ? rows : std::max(align, fitting / align * align);
     const std::uint64_t work = static_cast<std::uint64_t>(n) * rows * inputs.size();

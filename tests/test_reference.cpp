@@ -174,8 +174,9 @@ struct TestMatrices {
             w[m] = random_vector(static_cast<std::size_t>(rows[m]) * n, seed + static_cast<unsigned>(m));
             if (format.type == ElementType::q8_0) {
                 q8[m].resize(w[m].size());
-                scales[m].resize(w[m].size() / 16);
-                quantize(q8[m].data(), scales[m].data(), w[m].data(), static_cast<int>(w[m].size()), 16);
+                const int gs = format.group_size;
+                scales[m].resize(w[m].size() / static_cast<std::size_t>(gs));
+                quantize(q8[m].data(), scales[m].data(), w[m].data(), static_cast<int>(w[m].size()), gs);
                 tensors.push_back(WeightTensor{format, q8[m].data(), scales[m].data()});
             } else {
                 tensors.push_back(WeightTensor{format, w[m].data()});
@@ -223,7 +224,9 @@ TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
 TEST(Reference, MatmulsOfABatchAreEachInputsMatmul) {
     const int n = 64, batch = 11, rows[] = {1000, 37};
     const std::size_t stride[] = {1003, 40};  // room past each input's rows, which must stay untouched
-    for (const WeightFormat format : {WeightFormat{ElementType::f32}, WeightFormat{ElementType::q8_0, 16}}) {
+    // (Q8_0 groups of 16 and 64 take the eight-input block where the CPU has one; groups of 4 never do.)
+    for (const WeightFormat format : {WeightFormat{ElementType::f32}, WeightFormat{ElementType::q8_0, 4},
+                                      WeightFormat{ElementType::q8_0, 16}, WeightFormat{ElementType::q8_0, 64}}) {
         const TestMatrices matrices(format, rows, n, 40);
         const std::vector<WeightTensor>& tensors = matrices.tensors;
         std::vector<std::vector<float>> x;
@@ -310,6 +313,9 @@ TEST(ReferencePrefill, EveryPositionHasForwardsBitsAndCache) {
     const int b = ReferenceForward::kBatch;
     Config c = test::small_config(2, /*shared=*/false);
     c.seq_len = 2 * b + 8;
+    c.dim = 64;  // Q8_0 groups of 32 (the largest dividing dim and hidden_dim): the CPU's eight-input blocks
+    c.n_heads = 4;
+    c.hidden_dim = 96;
     const Checkpoint fp32 = Checkpoint::open(test::write_model(dir, c, 1).string());
     for (const ElementType type : {ElementType::f32, ElementType::f16, ElementType::q8_0}) {
         const Checkpoint ck = with_weights(Checkpoint::open(fp32.path()), type);

@@ -62,8 +62,8 @@ struct MatmulOutput {
 void matmuls(const MatmulInput& x, std::initializer_list<MatmulOutput> outputs);
 // The same for a batch of inputs (a prompt's positions), each output's rows for input i from out + i *
 // stride, the weights read from memory once for the batch: a thread takes its share of the rows in
-// chunks that stay in its core's caches, each chunk multiplied by every input in turn (float rows by
-// eight inputs at a time, each block of weights transposed once for the eight).
+// chunks that stay in its core's caches, each chunk multiplied by every input in turn, eight inputs at a
+// time (float rows: each block of weights transposed once for the eight; Q8_0 rows: widened once).
 void matmuls(std::span<const MatmulInput> inputs, std::initializer_list<MatmulOutput> outputs);
 
 void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size);
