@@ -530,6 +530,9 @@ int run_info(const std::string& path) {
     // A run allocates the cache for the positions it can reach (-n), this much each.
     std::printf("kv cache bytes per position: %s\n", bytes_str(ModelSize(within_positions(c, 1)).kv_cache_bytes).c_str());
     std::printf("cpu reference activation bytes: %s\n", bytes_str(size.reference_activation_bytes).c_str());
+    std::printf("cpu reference prompt batch bytes: %s, with every position's logits (perplexity, --compare-cpu) %s\n",
+                bytes_str(ReferenceForward::batch_bytes(c, false)).c_str(),
+                bytes_str(ReferenceForward::batch_bytes(c, true)).c_str());
     return 0;
 }
 

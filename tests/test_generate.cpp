@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "llamacl/device.hpp"
+#include "llamacl/reference.hpp"
 #include "models.hpp"
 #include "reference_cases.hpp"
 
@@ -104,7 +105,10 @@ TEST(Info, PrintsTheMemoryContract) {
           "bytes per layer: " + std::to_string(size.layer_bytes()),
         "kv cache bytes (full context): " + std::to_string(size.kv_cache_bytes),
         "kv cache bytes per position: " + std::to_string(size.kv_cache_bytes / c.seq_len),
-        "cpu reference activation bytes: " + std::to_string(size.reference_activation_bytes)};
+        "cpu reference activation bytes: " + std::to_string(size.reference_activation_bytes),
+        "cpu reference prompt batch bytes: " + std::to_string(llamacl::ReferenceForward::batch_bytes(c, false)),
+        "with every position's logits (perplexity, --compare-cpu) " +
+            std::to_string(llamacl::ReferenceForward::batch_bytes(c, true))};
     for (const std::string& expect : expected)
         EXPECT_NE(r.out.find(expect), std::string::npos) << expect << "\n" << r.out;
 }

@@ -2,6 +2,7 @@
 // The CPU reference forward pass: exactly run.c's operations in run.c's order (runq.c's for Q8_0 weights),
 // so that its logits match llama2.c bit for bit on x86-64. It is a backend of its own (--backend cpu) and the oracle the OpenCL
 // runtime is tested and --compare-cpu'd against. Its building blocks are model_math.hpp's.
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -22,6 +23,10 @@ public:
     // batch (model_math.hpp), every other step position by position; each position's bits are forward()'s.
     std::span<float> prefill(std::span<const int> tokens, int first, const LogitsObserver& each = {}) override;
     static constexpr int kBatch = 32;
+    // What a prompt's batch adds to one position's activations (ModelSize::reference_activation_bytes):
+    // kBatch - 1 more positions' rows and matmul inputs, and with every_logit (perplexity, --compare-cpu)
+    // the batch's logits.
+    static std::uint64_t batch_bytes(const Config& c, bool every_logit);
     // The keys (op k) or values (op v) of `layer` at positions [first, first + count), kv_dim each.
     std::span<const float> cache_rows(int layer, Op op, int first, int count) const;
 
