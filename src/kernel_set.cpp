@@ -260,12 +260,12 @@ bool KernelSet::prefill_possible(const Config& c) const {
 namespace {
 
 // attention_tiles' work-items (ATT_QUERIES x ATT_LANES), keys per tile and local floats for heads of
-// head_size: the queries and a tile of keys or values in rows of head_size rounded up to odd, the
-// scores, one float per work-item to exchange.
+// head_size: the queries and a tile of keys and one of values in rows of head_size rounded up to odd,
+// the scores, one float per work-item to exchange.
 constexpr int kAttentionTilesItems = 256, kAttentionTilesKeys = 32;
 std::array<std::size_t, 4> attention_tiles_floats(int head_size) {
     const std::size_t stride = static_cast<std::size_t>(head_size | 1);
-    return {KernelSet::kAttentionTilesQueries * stride, kAttentionTilesKeys * stride,
+    return {KernelSet::kAttentionTilesQueries * stride, 2 * kAttentionTilesKeys * stride,
             static_cast<std::size_t>(KernelSet::kAttentionTilesQueries) * (kAttentionTilesKeys + 1),
             kAttentionTilesItems};
 }
@@ -282,8 +282,10 @@ bool KernelSet::attention_tiles_possible(int head_size) const {
 }
 
 KernelSet::Range KernelSet::attention_tiles_range(int n_heads, int positions) const {
+    // A work-group takes two blocks (attention_tiles.cl), the middle one alone.
     const std::size_t blocks = static_cast<std::size_t>((positions + kAttentionTilesQueries - 1) / kAttentionTilesQueries);
-    return {cl::NDRange(blocks * kAttentionTilesItems, static_cast<std::size_t>(n_heads)), cl::NDRange(kAttentionTilesItems, 1)};
+    const std::size_t pairs = (blocks + 1) / 2;
+    return {cl::NDRange(pairs * kAttentionTilesItems, static_cast<std::size_t>(n_heads)), cl::NDRange(kAttentionTilesItems, 1)};
 }
 
 std::array<cl::LocalSpaceArg, 4> KernelSet::attention_tiles_local(int head_size) const {
