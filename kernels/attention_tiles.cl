@@ -5,11 +5,11 @@
 // blocks - 1 - b of one head: every work-group the same work, where one a block would leave the last
 // blocks' work-groups running alone at the launch's end.
 //
-// The block's queries and each tile of keys and of values are staged in local memory (rows of `stride`
-// floats: head_size rounded up to odd, so that a column's reads fall in distinct banks; the host sizes the
-// buffers: KernelSet::attention_tiles_local), a tile's keys and values together: one wait on memory a
-// tile. ATT_LANES work-items share a query: each scores keys lane, lane + ATT_LANES, ... of the tile and
-// accumulates output columns lane, lane + ATT_LANES, ...
+// The block's queries and each tile of keys, then of values, are staged in local memory (rows of
+// `stride` floats: head_size rounded up to odd, so that a column's reads fall in distinct banks; the host
+// sizes the buffers: KernelSet::attention_tiles_local; a tile of keys and one of values together would
+// not fit NVIDIA's 48 KiB for heads of 128). ATT_LANES work-items share a query: each scores keys lane,
+// lane + ATT_LANES, ... of the tile and accumulates output columns lane, lane + ATT_LANES, ...
 // The softmax is online (flash attention): the running maximum m of the query's scores, the running sum
 // l of exp(score - m) (each lane its own part) and the output, rescaled by exp(m_old - m) whenever m
 // grows, divided by l at the end. The scores never leave the work-group.
@@ -22,16 +22,12 @@
 #define ATT_COLUMNS (ATT_HEAD_MAX / ATT_LANES)       // output columns a work-item may own
 #define ATT_SCORE_STRIDE (ATT_KEYS + 1)
 
-// Rows t0.. of the caches (`rows` of them valid, zeros after) into the tiles, head_size floats from
-// `offset` each.
-inline void attention_stage(__local float* keys, __local float* values, __global const float* key_cache,
-                            __global const float* value_cache, int t0, int rows, int head_size, int stride,
-                            int kv_dim, size_t offset) {
+// Rows t0.. of a cache (`rows` of them valid, zeros after) into `tile`, head_size floats from `offset`.
+inline void attention_stage(__local float* tile, __global const float* cache, int t0, int rows, int head_size,
+                            int stride, int kv_dim, size_t offset) {
     for (int e = get_local_id(0); e < ATT_KEYS * head_size; e += ATT_QUERIES * ATT_LANES) {
         const int r = e / head_size, d = e % head_size;
-        const size_t at = (size_t)(t0 + r) * kv_dim + offset + d;
-        keys[r * stride + d] = r < rows ? key_cache[at] : 0.0f;
-        values[r * stride + d] = r < rows ? value_cache[at] : 0.0f;
+        tile[r * stride + d] = r < rows ? cache[(size_t)(t0 + r) * kv_dim + offset + d] : 0.0f;
     }
 }
 
@@ -39,8 +35,7 @@ inline void attention_stage(__local float* keys, __local float* values, __global
 inline void attention_block(int block, int h, __global const float* q, __global const float* key_cache,
                             __global const float* value_cache, __global float* out, int n_heads, int head_size,
                             int kv_dim, int kv_mul, int pos, int positions, __local float* queries,
-                            __local float* keys, __local float* values, __local float* scores,
-                            __local float* exchange) {
+                            __local float* keys, __local float* scores, __local float* exchange) {
     const int p0 = block * ATT_QUERIES;
     const int tid = get_local_id(0), row = tid / ATT_LANES, lane = tid % ATT_LANES;
     const int dim = n_heads * head_size, stride = head_size | 1;
@@ -60,7 +55,7 @@ inline void attention_block(int block, int h, __global const float* q, __global 
     for (int t0 = 0; t0 < keys_total; t0 += ATT_KEYS) {
         const int rows = min(ATT_KEYS, keys_total - t0);
         barrier(CLK_LOCAL_MEM_FENCE);  // the last tile's values are read (and, the first time, the queries written)
-        attention_stage(keys, values, key_cache, value_cache, t0, rows, head_size, stride, kv_dim, kv_off);
+        attention_stage(keys, key_cache, t0, rows, head_size, stride, kv_dim, kv_off);
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[ATT_KEYS_PER_LANE];
 #pragma unroll
@@ -94,10 +89,12 @@ inline void attention_block(int block, int h, __global const float* q, __global 
             l += e;
             scores[row * ATT_SCORE_STRIDE + lane + k * ATT_LANES] = e;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);  // every weight written
+        barrier(CLK_LOCAL_MEM_FENCE);  // the keys are read, every weight written
+        attention_stage(keys, value_cache, t0, rows, head_size, stride, kv_dim, kv_off);
+        barrier(CLK_LOCAL_MEM_FENCE);
         for (int j = 0; j < rows; j++) {
             const float w = scores[row * ATT_SCORE_STRIDE + j];
-            __local const float* v = values + j * stride;
+            __local const float* v = keys + j * stride;
 #pragma unroll
             for (int c = 0; c < ATT_COLUMNS; c++) {
                 const int d = lane + c * ATT_LANES;
@@ -123,17 +120,15 @@ inline void attention_block(int block, int h, __global const float* q, __global 
 __kernel void attention_tiles(__global const float* q, __global const float* key_cache,
                               __global const float* value_cache, __global float* out, int n_heads, int head_size,
                               int kv_dim, int kv_mul, int pos, int positions, __local float* queries,
-                              __local float* tiles, __local float* scores, __local float* exchange) {
-    __local float* keys = tiles;
-    __local float* values = tiles + ATT_KEYS * (head_size | 1);
+                              __local float* keys, __local float* scores, __local float* exchange) {
     const int blocks = (positions + ATT_QUERIES - 1) / ATT_QUERIES;
     const int first = get_group_id(0), second = blocks - 1 - first;
     attention_block(first, get_group_id(1), q, key_cache, value_cache, out, n_heads, head_size, kv_dim, kv_mul, pos,
-                    positions, queries, keys, values, scores, exchange);
+                    positions, queries, keys, scores, exchange);
     if (second == first) return;
     barrier(CLK_LOCAL_MEM_FENCE);  // the first block's queries, keys and sums are read
     attention_block(second, get_group_id(1), q, key_cache, value_cache, out, n_heads, head_size, kv_dim, kv_mul, pos,
-                    positions, queries, keys, values, scores, exchange);
+                    positions, queries, keys, scores, exchange);
 }
 
 #endif

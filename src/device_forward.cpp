@@ -214,7 +214,7 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
                  {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
                   {"out", work_.batch_xb}, {"n_heads", c_.n_heads}, {"head_size", c_.head_size()}, {"kv_dim", kv_dim},
                   {"kv_mul", c_.kv_mul()}, {"pos", pos}, {"positions", n}, {"queries", tiles_local[0]},
-                  {"tiles", tiles_local[1]}, {"scores", tiles_local[2]}, {"exchange", tiles_local[3]}});
+                  {"keys", tiles_local[1]}, {"scores", tiles_local[2]}, {"exchange", tiles_local[3]}});
             launch({&kernels_.attention_tiles, kernels_.attention_tiles_range(c_.n_heads, n)}, Command::attention_tiles);
         } else {
             bind_args(kernels_.attention_rows, signatures::attention_rows,

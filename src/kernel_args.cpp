@@ -32,7 +32,7 @@ constexpr Names kGemmGateUp[] = {"w1", "w3", "in", "hb", "dim", "hidden_dim", "p
 constexpr Names kAttentionRows[] = {"q",      "key_cache", "value_cache", "att", "out", "n_heads", "head_size",
                                     "kv_dim", "kv_mul",    "seq_len",     "pos", "positions"};
 constexpr Names kAttentionTiles[] = {"q",   "key_cache", "value_cache", "out",  "n_heads", "head_size", "kv_dim",
-                                     "kv_mul", "pos",     "positions",   "queries", "tiles", "scores",   "exchange"};
+                                     "kv_mul", "pos",     "positions",   "queries", "keys", "scores",   "exchange"};
 constexpr Names kQuantizeRows[] = {"x", "out", "n", "staged"};
 constexpr Names kRopeRows[] = {"q", "key_cache", "rope", "dim", "kv_dim", "head_size", "pos", "positions"};
 constexpr Names kSwiglu[] = {"gate", "up", "count"};

@@ -260,12 +260,12 @@ bool KernelSet::prefill_possible(const Config& c) const {
 namespace {
 
 // attention_tiles' work-items (ATT_QUERIES x ATT_LANES), keys per tile and local floats for heads of
-// head_size: the queries and a tile of keys and one of values in rows of head_size rounded up to odd,
-// the scores, one float per work-item to exchange.
+// head_size: the queries and a tile of keys or values in rows of head_size rounded up to odd, the
+// scores, one float per work-item to exchange.
 constexpr int kAttentionTilesItems = 256, kAttentionTilesKeys = 32;
 std::array<std::size_t, 4> attention_tiles_floats(int head_size) {
     const std::size_t stride = static_cast<std::size_t>(head_size | 1);
-    return {KernelSet::kAttentionTilesQueries * stride, 2 * kAttentionTilesKeys * stride,
+    return {KernelSet::kAttentionTilesQueries * stride, kAttentionTilesKeys * stride,
             static_cast<std::size_t>(KernelSet::kAttentionTilesQueries) * (kAttentionTilesKeys + 1),
             kAttentionTilesItems};
 }

@@ -142,10 +142,9 @@ TEST_P(KernelVsReference, AttentionChunks) {
 }
 
 
-// The bound the capacity plan counts: a chunk of at least kMinAttentionChunk keys' elements, at most
-// kMaxAttentionChunks chunks, unless a context needs more to keep each within kScoreCapacity positions
-// (Config: dim, hidden, layers, heads, kv heads, vocab, seq_len, shared).
-// attention_tiles takes every head size up to its bound, on GPU shapes only.
+// attention_tiles takes every head size up to its bound, on GPU shapes only; at the bound (7B's heads) its
+// local memory, with the 1 KiB attention_tiles_possible leaves the compiler, fits the 48 KiB NVIDIA's
+// OpenCL gives a work-group (this machine's device may give more).
 TEST(AttentionTiles, GpuShapesUpToTheHeadBound) {
     Device& device = test_device();
     const KernelSet gpu(device, parse_launch_shape("gpu", device.info()));
@@ -154,8 +153,14 @@ TEST(AttentionTiles, GpuShapesUpToTheHeadBound) {
     EXPECT_FALSE(gpu.attention_tiles_possible(KernelSet::kAttentionTilesHeadMax + 1));
     const KernelSet cpu(device, parse_launch_shape("cpu", device.info()));
     EXPECT_FALSE(cpu.attention_tiles_possible(64));
+    std::size_t bytes = 1024;
+    for (const cl::LocalSpaceArg& local : gpu.attention_tiles_local(KernelSet::kAttentionTilesHeadMax)) bytes += local.size_;
+    EXPECT_LE(bytes, std::size_t{48} << 10);
 }
 
+// The bound the capacity plan counts: a chunk of at least kMinAttentionChunk keys' elements, at most
+// kMaxAttentionChunks chunks, unless a context needs more to keep each within kScoreCapacity positions
+// (Config: dim, hidden, layers, heads, kv heads, vocab, seq_len, shared).
 TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {
     const int per_chunk = KernelSet::kMinAttentionChunk / 64;  // positions, with head_size 64 below
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, per_chunk - 1, true}), 1);

@@ -209,7 +209,7 @@ public:
     bool attention_tiles_possible(int head_size) const;
     static constexpr int kAttentionTilesHeadMax = 128, kAttentionTilesQueries = 32;
     // attention_tiles' range for `positions` queries of n_heads heads, and its four local buffers
-    // (queries, a tile of keys and one of values, scores, exchange) for heads of head_size.
+    // (queries, keys or values, scores, exchange) for heads of head_size.
     Range attention_tiles_range(int n_heads, int positions) const;
     std::array<cl::LocalSpaceArg, 4> attention_tiles_local(int head_size) const;
     // Prefill's products, by what becomes of their sums (prefill.cl's kernels of the same names).
