@@ -1,9 +1,9 @@
 // Prefill's causal attention on the GPU family (SHAPE_GPU): the batch's positions pos, pos + 1, ... over the
 // cache, which holds their keys and values already (position pos + p attends to cache positions
 // 0..pos + p), keys ATT_KEYS at a time, in blocks of ATT_QUERIES positions. Causality gives block b b + 1
-// tiles of keys (after the cache's before the batch), so a work-group takes block b and then block
-// blocks - 1 - b of one head: every work-group the same work, where one a block would leave the last
-// blocks' work-groups running alone at the launch's end.
+// tiles of the batch's keys (besides those cached before it), so a work-group takes block b and then
+// block blocks - 1 - b of one head: every work-group gets the same work, where a work-group per block
+// would leave the last blocks' running alone at the launch's end.
 //
 // The block's queries and each tile of keys, then of values, are staged in local memory (rows of
 // `stride` floats: head_size rounded up to odd, so that a column's reads fall in distinct banks; the host

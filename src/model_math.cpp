@@ -222,7 +222,6 @@ struct MatmulQ8Rows {
 // (integer sums: any order is exact); then each row's term is added in its lane, in runq.c's order
 // ((float)ival * w_scale * x_scale, group after group), so every input's bits are MatmulQ8Rows'.
 constexpr int kMaxBlockGroup = 256;
-bool q8_block_fits(int gs) { return gs % 16 == 0 && gs <= kMaxBlockGroup && cpu_has_avx2_f16c(); }
 
 // Lane r: the sum of s[r]'s eight lanes.
 __attribute__((target("avx2"))) LLAMACL_INLINE __m256i sum_each(const __m256i (&s)[8]) {
@@ -270,6 +269,14 @@ __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const Ma
 }
 #endif
 
+bool q8_block_fits(int gs) {
+#if defined(__x86_64__)
+    return gs % 16 == 0 && gs <= kMaxBlockGroup && cpu_has_avx2_f16c();
+#else
+    return false;
+#endif
+}
+
 // Rows [first, last) of o for every input, kBatchInputs inputs and kBlockRows rows at a time through
 // block(out, x, row) where the format has a block (block_fits), the rest input by input through
 // single(out, x, first, last).
@@ -312,14 +319,12 @@ void matmul_batch_q8(const MatmulOutput& o, std::span<const MatmulInput> inputs,
     const auto single = [&](float* out, const MatmulInput& x, int from, int to) {
         vectorized<MatmulQ8Rows>(out, x.q(), x.scales(), q8, scales, n, gs, from, to);
     };
+    const auto block = [&](float* const* out, const MatmulInput* const* x, int row) {
 #if defined(__x86_64__)
-    matmul_batch(
-        o, inputs, first, last, q8_block_fits(gs),
-        [&](float* const* out, const MatmulInput* const* x, int row) { matmul_q8_block(out, x, q8, scales, n, gs, row); },
-        single);
-#else
-    matmul_batch(o, inputs, first, last, false, [](float* const*, const MatmulInput* const*, int) {}, single);
+        matmul_q8_block(out, x, q8, scales, n, gs, row);
 #endif
+    };
+    matmul_batch(o, inputs, first, last, q8_block_fits(gs), block, single);
 }
 
 // Rows [first, last) of output o for every input (o.out + i * o.stride for input i), by the weights' format.
