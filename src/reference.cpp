@@ -16,12 +16,14 @@ namespace llamacl {
 namespace {
 
 // The positions the run reaches size the KV cache, and a v1 file's size does not bound seq_len: refuse a
-// context the machine cannot hold before allocating (and zero-filling) it, naming the file.
+// context the machine cannot hold before allocating (and zero-filling) it, naming the file. The
+// activations counted are a prompt batch's with every position's logits, the most any caller grows.
 Config checked_for_host_memory(const Checkpoint& ck, int positions) {
     const Config c = within_positions(ck.config(), positions);
     const ModelSize size(c);
     if (const std::uint64_t memory = host_memory_bytes(); memory > 0) {
-        const std::uint64_t needed = size.kv_cache_bytes + size.reference_activation_bytes;
+        const std::uint64_t needed =
+            size.kv_cache_bytes + size.reference_activation_bytes + ReferenceForward::batch_bytes(c, true);
         if (needed > memory)
             throw Error(ck.path() + ": the CPU reference needs " + std::to_string(needed) +
                         " bytes for its KV cache and activations (" + std::to_string(c.seq_len) +
