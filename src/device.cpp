@@ -367,7 +367,9 @@ cl::Program Device::build_program(const std::string& options, const std::string&
 
 cl::Program Device::build_program_from_source(const std::string& source, const std::string& options,
                                               const std::string& standard) const {
-    const std::string all_options = "-cl-std=" + standard + (options.empty() ? "" : " " + options);
+    // -w: a compiler's warnings go nowhere useful (PoCL's clang prints their count on the user's stderr, for
+    // its own builtins' float16 calling convention); a failed build's log still carries its errors.
+    const std::string all_options = "-cl-std=" + standard + " -w" + (options.empty() ? "" : " " + options);
     cl::Program program;
     const ProgressLine progress("compiling kernels for " + info_.name + " (the driver caches them for the next run)");
     const auto start = std::chrono::steady_clock::now();

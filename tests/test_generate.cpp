@@ -164,6 +164,23 @@ TEST(FirstRun, ProgressLinesAppearOnATerminalOnlyAndAreCleared) {
     EXPECT_EQ(quiet.out.find("\033[K"), std::string::npos) << quiet.out;
 }
 
+TEST(FirstRun, AnEmptyKernelCacheAddsNothingToStderr) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config(), 1);
+    for (const char* weights : {"f32", "q8_0"}) {
+        // A cache of its own (PoCL's; other drivers ignore it), so that every program is compiled anew.
+        const std::filesystem::path cache = dir / (std::string("cache-") + weights);
+        std::filesystem::create_directory(cache);
+        const CommandResult r = run_command("POCL_CACHE_DIR=" + quote(cache.string()) + " " + quote(LLAMACL_BINARY) +
+                                            " generate " + quote(model.string()) + " -z " +
+                                            quote((dir / "tok.bin").string()) + " -n 4 -t 0 --backend opencl --weights " +
+                                            weights);
+        ASSERT_EQ(r.exit_code, 0) << weights << ": " << r.err;
+        EXPECT_EQ(r.err.rfind("achieved tok/s: ", 0), 0u) << weights << ": " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << weights << ": " << r.err;
+    }
+}
+
 TEST(FirstRun, BenchSaysWhatItIsDoingOnATerminal) {
     if (!has_script()) GTEST_SKIP() << "util-linux's script is not installed: no pseudo-terminal to test with";
     TempDir dir;
