@@ -295,6 +295,7 @@ struct Backend {
         auto forward = std::make_unique<DeviceForward>(*device, ck, options);
         on_device = forward.get();
         const Clock::time_point loaded = Clock::now();
+        const Device::Builds built_at_load = device->builds();
         if (on_device->plan().resident()) first_launches(*on_device, device->info());
         const Clock::time_point ready = Clock::now();
         if (fault) {
@@ -311,23 +312,25 @@ struct Backend {
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
                          on_device->shape().describe().c_str(), ck.config().weight_format.describe().c_str(),
                          describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
-            describe_startup(device_open, loaded, ready);
+            describe_startup(device_open, loaded, built_at_load, ready);
         }
         before = on_device->counters();
     }
     Backend(const Backend&) = delete;
     Backend& operator=(const Backend&) = delete;
 
-    // -v: where the time before the first position went, from the process's start.
-    void describe_startup(Clock::time_point device_open, Clock::time_point loaded, Clock::time_point now) const {
+    // -v: where the time before the first position went, from the process's start. Programs build while
+    // the model loads and, for shapes built on first use, in the first launches: each phase less its own.
+    void describe_startup(Clock::time_point device_open, Clock::time_point loaded, Device::Builds built_at_load,
+                          Clock::time_point now) const {
         const Device::Builds builds = device->builds();
         std::fprintf(stderr,
                      "startup: %.3f s: checkpoint and tokenizer %.3f s, OpenCL platforms and device %.3f s, kernel "
                      "builds %.3f s (%d program%s), buffers and weights %.3f s, first launches %.3f s\n",
                      seconds_between(process_start, now), seconds_between(process_start, opened),
                      seconds_between(opened, device_open), builds.seconds, builds.programs,
-                     builds.programs == 1 ? "" : "s", seconds_between(device_open, loaded) - builds.seconds,
-                     seconds_between(loaded, now));
+                     builds.programs == 1 ? "" : "s", seconds_between(device_open, loaded) - built_at_load.seconds,
+                     seconds_between(loaded, now) - (builds.seconds - built_at_load.seconds));
     }
 
     Forward& driver() { return compare ? static_cast<Forward&>(*compare) : *model; }
