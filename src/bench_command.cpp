@@ -83,10 +83,12 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
                     "each --profile kernel, the whole token (and the whole prompt) as points")
         ->check(not_empty("a file name, e.g. --plot roofline.svg"))
         ->needs("--profile");
+    cmd->add_flag("-q,--quiet", a.quiet, "no progress lines on stderr (shown only on a terminal) while bench measures");
 }
 
 int run_bench(const BenchArgs& a, std::FILE* out) {
     check_bench_args(a);
+    set_progress_quiet(a.quiet);
     const Checkpoint ck = load_model(a);
     fault_from_environment(ck.config());  // bench injects nothing, but a malformed value is still an error
     Device device = Device::open(a.runtime.platform, a.runtime.device, a.profile);

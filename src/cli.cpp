@@ -92,9 +92,10 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
 // Where the forward pass runs, and what it reports.
 void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
-                    "where the forward pass runs: opencl, cpu (the reference), or auto (OpenCL when a device "
-                    "exists, else cpu; where the only devices are CPUs, the CPU reference where it is faster: "
-                    "f32 weights under 64 MiB per layer, f16 under 0.25 MiB, q8_0 always)")
+                    "where the forward pass runs: opencl, cpu (the reference), or auto (a run that reads under "
+                    "512 MiB of weights in all on the CPU reference, without starting OpenCL; else OpenCL when a "
+                    "device exists, else cpu; where the only devices are CPUs, the CPU reference where it is "
+                    "faster: f32 weights under 64 MiB per layer, f16 under 0.25 MiB, q8_0 always)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
     add_weights_option(*cmd, a.weights);

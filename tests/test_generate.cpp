@@ -192,6 +192,9 @@ TEST(FirstRun, BenchSaysWhatItIsDoingOnATerminal) {
                              "bench: running the context (", "bench: timed run 1 of 2", "bench: timed run 2 of 2"})
         EXPECT_NE(tty.out.find(step), std::string::npos) << step << "\n" << tty.out;
     EXPECT_EQ(read_file(dir / "out.txt").find("bench: "), std::string::npos);
+    const CommandResult quiet = on_terminal("bench --synthetic tiny -n 2 --runs 1 -q", dir / "quiet.txt");
+    ASSERT_EQ(quiet.exit_code, 0) << quiet.out;
+    EXPECT_EQ(quiet.out.find("bench: "), std::string::npos) << quiet.out;
     const CommandResult piped = run_llama_cl("bench --synthetic tiny -n 2 --runs 1");
     ASSERT_EQ(piped.exit_code, 0) << piped.err;
     EXPECT_EQ(piped.err, "");

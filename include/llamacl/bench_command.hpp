@@ -26,6 +26,7 @@ struct BenchArgs {
     bool profile = false;
     bool json = false;
     std::string plot;  // --plot: the roofline as an SVG file (needs --profile)
+    bool quiet = false;  // -q: no progress lines, even on a terminal
 };
 void add_bench_command(CLI::App& app, BenchArgs& args);
 // Runs the benchmark and writes the report (text or JSON) to `out`; returns the exit status. Throws
