@@ -6,6 +6,7 @@
 
 #include "llamacl/device.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/host_memory.hpp"
 #include "llamacl/kernel_set.hpp"
 #include "llamacl/working_buffers.hpp"
 
@@ -67,6 +68,10 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     // Drivers keep some memory for themselves and fragment the rest; plan within 90 %.
     std::uint64_t total = device.global_mem_bytes;
     if (memory_limit != 0) total = std::min(total, memory_limit);
+    // A CPU device's buffers are this process's memory, which PoCL reports as most of the machine's and
+    // backs only at a buffer's first use, where a shortfall aborts the process: plan within what the
+    // process can still map and the machine has free.
+    if (device.is_cpu) total = std::min({total, address_space_left_bytes(), available_host_memory_bytes()});
     p.usable_bytes = total / 10 * 9;
     p.kv_cache_bytes = size.kv_cache_bytes;
     p.context_kv_cache_bytes = ModelSize(model).kv_cache_bytes;
@@ -98,7 +103,8 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     const auto numbers = [&] {
         return p.kv_cache() + " + constants " + mib(p.constant_bytes) + " + working " +
                mib(p.working_bytes) + " + layer " + mib(p.layer_bytes) + " x K must fit in " + mib(p.usable_bytes) +
-               " usable on " + device.name;
+               " usable on " + device.name +
+               (device.is_cpu ? " (a CPU device's memory is this process's: free memory and ulimit -v bound it)" : "");
     };
     if (requested_k != 0) {
         if (requested_k < 1 || requested_k > c.n_layers)

@@ -32,6 +32,9 @@ constexpr int kForwardPositions = 8, kGeneratePositions = 24, kPromptTokens = 4;
 // A prefill of a CPU shape's batch and a few more positions (two batches there, more than a GEMM tile on
 // GPU shapes), within the context: the reference runs each position too, so not a GPU shape's batch.
 constexpr int kPrefillPositions = kCpuPrefillBatch + 6;
+// The most positions any rung runs: the runtime, its plan and the references hold these, not the whole
+// context, whose KV cache a header alone can make larger than the machine.
+constexpr int kLadderPositions = std::max({kForwardPositions, kGeneratePositions, kPrefillPositions});
 constexpr int kPlotPrompt = 32, kPlotTokens = 4;  // check --plot's benchmark: bench --prompt 32 -n 4
 // Buffer round trips and the copy probe stop here on a CPU (PoCL), where memory is the host's own and a
 // larger copy only costs time.
@@ -104,7 +107,9 @@ struct Outcome {
 class Ladder {
 public:
     Ladder(Device& device, const Checkpoint& ck, const Tokenizer& tokenizer, const CheckOptions& o)
-        : device_(device), base_(ck), tokenizer_(tokenizer), o_(o) {}
+        : device_(device), base_(ck), tokenizer_(tokenizer), o_(o), runtime_(o.device) {
+        runtime_.positions = kLadderPositions;
+    }
 
     CheckReport climb(const RungObserver& observer);
 
@@ -134,6 +139,7 @@ private:
     const Checkpoint& base_;
     const Tokenizer& tokenizer_;
     const CheckOptions& o_;
+    DeviceOptions runtime_;  // o_.device within kLadderPositions
     std::optional<ElementType> format_;
     std::optional<Checkpoint> ck_;             // base_ in format_
     std::unique_ptr<KernelHarness> harness_;  // the device rung's (f32), then the kernel rung's format's
@@ -247,7 +253,7 @@ void Ladder::enter(std::optional<ElementType> format) {
 
 DeviceForward& Ladder::model() {
     if (!model_) {
-        model_ = std::make_unique<DeviceForward>(device_, checkpoint(), o_.device);
+        model_ = std::make_unique<DeviceForward>(device_, checkpoint(), runtime_);
         token_groups_ = model_->token_groups();
     }
     return *model_;
@@ -291,8 +297,9 @@ Outcome Ladder::buffers() {
     // The largest buffer the plan allocates: one layer's weights, the KV cache or the classifier, in the
     // checkpoint's own format (the first climbed, and the largest: fp32 where it converts).
     const Config& c = base_.config();
-    const CapacityPlan plan = plan_capacity(c, device_.info(), o_.device.finalize, o_.device.layers_per_offload,
-                                            o_.device.memory_limit, prefill_batch_for(shape(o_.formats.front()), c));
+    const CapacityPlan plan = plan_capacity(c, device_.info(), runtime_.finalize, runtime_.layers_per_offload,
+                                            runtime_.memory_limit, prefill_batch_for(shape(o_.formats.front()), c),
+                                            runtime_.positions);
     const std::uint64_t largest = std::max({plan.layer_bytes, plan.kv_cache_bytes, plan.constant_bytes});
     const std::uint64_t cap = std::min({largest, device_.info().max_alloc_bytes,
                                         device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap});
@@ -442,7 +449,7 @@ Outcome Ladder::generation() {
     // A prompt, prefilled as `generate -i` does, then greedy decoding.
     const int steps = std::min(kGeneratePositions, config().seq_len);
     const std::vector<int> prompt = tokens(std::min(kPromptTokens, steps));
-    ReferenceForward reference(checkpoint());
+    ReferenceForward reference(checkpoint(), kLadderPositions);
     const std::string want = greedy_text(reference, tokenizer_, config(), prompt, steps);
     const std::string got = greedy_text(model(), tokenizer_, config(), prompt, steps);
     Outcome out;
@@ -474,7 +481,7 @@ Outcome Ladder::grid_barrier() {
                       "generate rung)";
         return out;
     }
-    ReferenceForward reference(checkpoint());
+    ReferenceForward reference(checkpoint(), kLadderPositions);
     const int positions = std::min(kForwardPositions, config().seq_len);
     const std::vector<int> t = tokens(positions);
     out.max_abs_err = 0;

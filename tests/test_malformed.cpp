@@ -303,6 +303,16 @@ TEST(MalformedCheckpoint, AContextTooLargeForMemoryIsRefusedBeforeAllocating) {
     const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " -n 0";
     expect_error(run(base + " --backend cpu", /*limit_memory=*/true), 1, {model.string(), "KV cache"}, "cpu");
     expect_error(run(base + " --backend opencl"), 1, {"KV cache", "MiB"}, "opencl");
+#ifndef LLAMACL_UNDER_ASAN
+    // 2 GiB of KV cache: within what PoCL reports a CPU device holds, not within the 1 GiB the process may
+    // map. PoCL backs a buffer at its first use and aborts there; the plan must refuse first.
+    const Config large{64, 64, 4, 8, 8, 260, 1 << 20, true};
+    const fs::path large_model = write_model(dir, large, 1, 7, "large.bin");
+    expect_error(run("generate " + quote(large_model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                         " -n 0 --backend opencl",
+                     /*limit_memory=*/true),
+                 1, {"KV cache", "ulimit -v", "--backend cpu"}, "opencl under an address-space limit");
+#endif
 }
 
 TEST(BenchUnderALimit, TheProbeFitsTheAddressSpaceOrSaysWhatItNeeds) {
@@ -353,7 +363,7 @@ TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
 
 TEST(MalformedCheckpoint, EveryCommandSizesTheCacheByThePositionsItReaches) {
     // The same 7.8 GiB context: chat reaches -n positions, perplexity its window (here the text's tokens),
-    // bench --prompt and --context + -n. Each runs under the 1 GiB cap, in a fraction of it.
+    // bench --prompt and --context + -n, check its rungs' positions. Each runs under the 1 GiB cap, in a fraction of it.
     TempDir dir;
     const Config huge{64, 64, 4, 8, 8, 260, 4000000, true};
     const fs::path model = write_model(dir, huge, 1);
@@ -377,6 +387,10 @@ TEST(MalformedCheckpoint, EveryCommandSizesTheCacheByThePositionsItReaches) {
     const CommandResult bench = run("bench " + m + " --prompt 8 --context 4 -n 2 --runs 1 --probe-mib 64", true);
     ASSERT_EQ(bench.exit_code, 0) << bench.err;
     EXPECT_LT(bench.peak_rss_kib, 512 * 1024);
+    // check's rungs run a few dozen positions: every rung passes, in a fraction of the cap.
+    const CommandResult check = run("check " + m + tok + " --weights f32", true);
+    ASSERT_EQ(check.exit_code, 0) << check.out << check.err;
+    EXPECT_LT(check.peak_rss_kib, 512 * 1024);
 }
 
 TEST(MalformedCheckpoint, TruncatedAtEveryByteIsRejectedNamingTheFile) {
