@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "llamacl/error.hpp"
 #include "llamacl/generate.hpp"
 
 namespace llamacl {
@@ -18,11 +19,18 @@ void write(std::string_view text, std::FILE* out) {
 }
 
 // run.c's read_stdin without its buffer: prints the guide, then reads a line and strips its newline;
-// nullopt at the end of the input.
-std::optional<std::string> read_line(const char* guide, std::FILE* in, std::FILE* out) {
+// nullopt at the end of the input. A line past `max_bytes` is refused as soon as it gets there, so that
+// an input without newlines (a device, a binary file) is not read whole.
+std::optional<std::string> read_line(const char* guide, std::FILE* in, std::FILE* out, std::size_t max_bytes,
+                                     const std::string& what) {
     write(guide, out);
     std::string line;
-    for (int c; (c = std::fgetc(in)) != EOF && c != '\n';) line += static_cast<char>(c);
+    for (int c; (c = std::fgetc(in)) != EOF && c != '\n';) {
+        if (line.size() == max_bytes)
+            throw Error(what + ": a line of stdin longer than " + std::to_string(max_bytes) +
+                        " bytes cannot fit the model's context in tokens; give a shorter prompt");
+        line += static_cast<char>(c);
+    }
     if (line.empty() && (std::feof(in) || std::ferror(in))) return std::nullopt;
     return line;
 }
@@ -40,16 +48,21 @@ ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, con
     ChatStats stats;
     int& pos = stats.positions;
     std::string system_prompt;
+    // No token is longer than the tokenizer's max_token_length, so a longer line needs more tokens than
+    // the context holds.
+    const std::size_t max_line = static_cast<std::size_t>(o.seq_len) * tokenizer.max_token_length();
     while (pos < o.steps) {
         const bool first = stats.turns == 0;
         if (first) {
             std::optional<std::string> text =
-                o.system_prompt ? o.system_prompt : read_line("Enter system prompt (optional): ", in, out);
+                o.system_prompt ? o.system_prompt
+                                : read_line("Enter system prompt (optional): ", in, out, max_line, "the system prompt");
             if (!text) break;
             system_prompt = *text;
         }
         const std::optional<std::string> user =
-            first && o.user_prompt ? o.user_prompt : read_line("User: ", in, out);
+            first && o.user_prompt ? o.user_prompt
+                                   : read_line("User: ", in, out, max_line, "chat turn " + std::to_string(stats.turns + 1));
         if (!user) break;
         ++stats.turns;
         // Before the first turn nothing is generated yet, and its prompt must fit -n as generate's does; a

@@ -432,13 +432,20 @@ void add_perplexity(CLI::App& app, PerplexityArgs& a) {
     add_backend_options(cmd, a.run);
 }
 
+// -f's text, whole. A pipe or device (-f /dev/stdin) is read as it comes, up to kMaxTextBytes, which a
+// text never reaches and an endless device does at once.
 std::string read_text(const std::string& path) {
+    constexpr std::size_t kMaxTextBytes = std::size_t{256} << 20;
     errno = 0;  // before fopen: its failure's reason is the one to report
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
     std::string text;
     char buffer[1 << 16];
     if (file)
-        for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0;) text.append(buffer, got);
+        for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0;) {
+            if (text.size() + got > kMaxTextBytes)
+                throw Error(path + ": the text is larger than 256 MiB; score a part of it (head -c) with -f");
+            text.append(buffer, got);
+        }
     if (!file || std::ferror(file.get()))
         throw Error(path + ": cannot read the text (" + (errno ? std::strerror(errno) : "I/O error") +
                     "); check the path given to -f");

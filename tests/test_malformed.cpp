@@ -542,6 +542,25 @@ TEST(MalformedTokenizer, PiecesThatAreNotUtf8AreJustBytes) {
 // ---------------------------------------------------------------------------------------------------
 // Prompts
 
+TEST(HostilePrompt, EndlessInputsAreRefusedWithoutBeingReadWhole) {
+    Corpus c;
+    const std::string model = quote(c.v0.string()) + " -z " + quote(c.tok.string()) + " --backend cpu";
+    expect_error(run("perplexity " + model + " -f /dev/zero", /*limit_memory=*/true), 1, {"/dev/zero", "256 MiB", "-f"},
+                 "perplexity -f /dev/zero");
+    // A chat line without a newline: refused once it is longer than any prompt the context holds. The
+    // guide is already on stdout by then.
+    std::string limit;
+#ifndef LLAMACL_UNDER_ASAN
+    limit = "ulimit -v 1048576; ";
+#endif
+    const CommandResult chat =
+        run_command("(" + limit + "timeout 60 " + bin() + " chat " + model + " -y '' < /dev/zero)");
+    EXPECT_EQ(chat.exit_code, 1) << chat.err;
+    EXPECT_EQ(chat.out, "User: ");
+    EXPECT_EQ(lines(chat.err), 1) << chat.err;
+    EXPECT_EQ(chat.err.rfind("llama-cl: chat turn 1: a line of stdin longer than ", 0), 0u) << chat.err;
+}
+
 TEST(HostilePrompt, EmptyAndInvalidUtf8PromptsBehaveLikeRunC) {
     Corpus c;
     // An empty prompt is no prompt: generation starts from BOS.

@@ -25,7 +25,8 @@ struct ChatStats {
 };
 
 // Writes exactly run.c's chat() output to `out`, reading the prompts that options leave out from `in` a
-// line at a time (newline stripped, no length limit). Differences from run.c: the end of `in` ends the
+// line at a time (newline stripped; a line longer than seq_len x the tokenizer's max_token_length bytes, which
+// no prompt within the context can be, is an Error). Differences from run.c: the end of `in` ends the
 // conversation (run.c repeats its last prompt); a turn's prompt longer than the context is an Error, and
 // the first turn's must fit -n too (as generate's prompt must).
 ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, const ChatOptions& options,
