@@ -1,5 +1,6 @@
 #include "llamacl/export.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -136,6 +137,14 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
     const Config& c = fp32.config();
     check_group_size_flag(c, group_size, fp32.path());
     const WeightFormat q80{ElementType::q8_0, group_size};
+    // The output replaces `path` by a rename: never the input itself, nor a device or directory.
+    struct stat target {}, input {};
+    if (::stat(path.c_str(), &target) == 0) {
+        if (!S_ISREG(target.st_mode))
+            throw Error(path + ": exists and is not a regular file; give quantize a file path to write");
+        if (::stat(fp32.path().c_str(), &input) == 0 && target.st_dev == input.st_dev && target.st_ino == input.st_ino)
+            throw Error(path + ": is the input checkpoint; give quantize another output path");
+    }
 
     const std::string partial = path + ".partial";
     std::FILE* out = std::fopen(partial.c_str(), "wb");

@@ -1,6 +1,7 @@
 // Quantized and half-precision weights: runq.c's Q8_0 math, export.py's quantizer and version-2 files,
 // f16 conversion, and generation that prints runq.c's text.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -230,6 +231,28 @@ TEST(Quantize, BadInputsAreOneLineErrors) {
     const CommandResult nowhere = run_llama_cl("quantize " + quote(model.string()) + " " + quote((dir / "no/q.bin").string()));
     EXPECT_EQ(nowhere.exit_code, 1);
     EXPECT_NE(nowhere.err.find("cannot create"), std::string::npos) << nowhere.err;
+
+    // The output is renamed into place: never over the input (by its name or a link's), nor over a
+    // directory or device; each left as it was.
+    const std::string before = read_file(model);
+    const auto link = dir / "link.bin";
+    std::filesystem::create_symlink(model, link);
+    for (const std::filesystem::path& target : {model, link}) {
+        const CommandResult self = run_llama_cl("quantize " + quote(model.string()) + " " + quote(target.string()));
+        EXPECT_EQ(self.exit_code, 1) << target;
+        EXPECT_NE(self.err.find("is the input checkpoint"), std::string::npos) << self.err;
+        EXPECT_EQ(std::count(self.err.begin(), self.err.end(), '\n'), 1) << self.err;
+    }
+    EXPECT_EQ(read_file(model), before);
+    EXPECT_TRUE(std::filesystem::is_symlink(link));
+    const auto fifo = dir / "fifo";  // (a device of its own: a regression must not replace /dev/null)
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    for (const std::filesystem::path& target : {fifo, fifo.parent_path()}) {
+        const CommandResult special = run_llama_cl("quantize " + quote(model.string()) + " " + quote(target.string()));
+        EXPECT_EQ(special.exit_code, 1) << target;
+        EXPECT_NE(special.err.find("is not a regular file"), std::string::npos) << special.err;
+    }
+    EXPECT_TRUE(std::filesystem::is_fifo(fifo));
 }
 
 TEST(Version2, MapsEachTensorsValuesAndScales) {
