@@ -35,6 +35,10 @@ constexpr int kPrefillPositions = kCpuPrefillBatch + 6;
 // The most positions any rung runs: the runtime, its plan and the references hold these, not the whole
 // context, whose KV cache a header alone can make larger than the machine.
 constexpr int kLadderPositions = std::max({kForwardPositions, kGeneratePositions, kPrefillPositions});
+DeviceOptions ladder_runtime(DeviceOptions options) {
+    options.positions = kLadderPositions;
+    return options;
+}
 constexpr int kPlotPrompt = 32, kPlotTokens = 4;  // check --plot's benchmark: bench --prompt 32 -n 4
 // Buffer round trips and the copy probe stop here on a CPU (PoCL), where memory is the host's own and a
 // larger copy only costs time.
@@ -107,9 +111,8 @@ struct Outcome {
 class Ladder {
 public:
     Ladder(Device& device, const Checkpoint& ck, const Tokenizer& tokenizer, const CheckOptions& o)
-        : device_(device), base_(ck), tokenizer_(tokenizer), o_(o), runtime_(o.device) {
-        runtime_.positions = kLadderPositions;
-    }
+        : device_(device), base_(ck), tokenizer_(tokenizer), o_(o), runtime_(ladder_runtime(o.device)),
+          plan_(first_plan()) {}
 
     CheckReport climb(const RungObserver& observer);
 
@@ -127,6 +130,7 @@ private:
     // The launch shape the runtime takes for weights of `format` here (--work-shape's, where given).
     LaunchShape shape(ElementType format) const;
     std::string describe_shapes() const;  // the first format's shape, and any other format's that differs
+    CapacityPlan first_plan() const;
 
     // The format the rungs now climb: the checkpoint converted to it, the previous format's runtime gone.
     void enter(std::optional<ElementType> format);
@@ -140,6 +144,9 @@ private:
     const Tokenizer& tokenizer_;
     const CheckOptions& o_;
     DeviceOptions runtime_;  // o_.device within kLadderPositions
+    // The runtime's plan for the first format. A model it refuses (too large for the device, or too many
+    // layers) is an error of the command, not a rung's failure: no port is at fault.
+    CapacityPlan plan_;
     std::optional<ElementType> format_;
     std::optional<Checkpoint> ck_;             // base_ in format_
     std::unique_ptr<KernelHarness> harness_;  // the device rung's (f32), then the kernel rung's format's
@@ -176,6 +183,8 @@ CheckReport Ladder::climb(const RungObserver& observer) {
             out = bodies[ref.stage]();
         } catch (const cl::Error& e) {
             out.failure = describe(e);
+        } catch (const std::bad_alloc&) {
+            throw;  // the host's shortage, not the device's fault: an error of the command (exit 1)
         } catch (const std::exception& e) {
             out.failure = e.what();
         }
@@ -293,13 +302,16 @@ Outcome Ladder::device_facts() {
     return out;
 }
 
+CapacityPlan Ladder::first_plan() const {
+    const Config& c = base_.config();
+    return plan_capacity(c, device_.info(), runtime_.finalize, runtime_.layers_per_offload, runtime_.memory_limit,
+                         prefill_batch_for(shape(o_.formats.front()), c), runtime_.positions);
+}
+
 Outcome Ladder::buffers() {
     // The largest buffer the plan allocates: one layer's weights, the KV cache or the classifier, in the
     // checkpoint's own format (the first climbed, and the largest: fp32 where it converts).
-    const Config& c = base_.config();
-    const CapacityPlan plan = plan_capacity(c, device_.info(), runtime_.finalize, runtime_.layers_per_offload,
-                                            runtime_.memory_limit, prefill_batch_for(shape(o_.formats.front()), c),
-                                            runtime_.positions);
+    const CapacityPlan& plan = plan_;
     const std::uint64_t largest = std::max({plan.layer_bytes, plan.kv_cache_bytes, plan.constant_bytes});
     const std::uint64_t cap = std::min({largest, device_.info().max_alloc_bytes,
                                         device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap});

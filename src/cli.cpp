@@ -585,6 +585,8 @@ public:
     int run();
 
 private:
+    std::string model_in_use() const;  // for a message with nothing more precise to name
+
     CLI::App app_{"llama-cl: run llama2.c checkpoints on any OpenCL device", "llama-cl"};
     GenerateArgs gen_;
     TokenizeArgs tok_;
@@ -676,6 +678,21 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
     return std::nullopt;
 }
 
+// The command and the file it runs on.
+std::string CommandLine::model_in_use() const {
+    const auto on = [](const char* command, const std::string& path) {
+        return std::string(command) + (path.empty() ? "" : " on " + path);
+    };
+    if (generate_->parsed()) return on("generate", gen_.checkpoint);
+    if (chat_.cmd->parsed()) return on("chat", chat_.run.checkpoint);
+    if (perplexity_.cmd->parsed()) return on("perplexity", perplexity_.run.checkpoint);
+    if (app_.got_subcommand("info")) return on("info", info_path_);
+    if (app_.got_subcommand("quantize")) return on("quantize", quant_.input);
+    if (app_.got_subcommand("bench")) return on("bench", bench_.synthetic.empty() ? bench_.checkpoint : "synthetic:" + bench_.synthetic);
+    if (app_.got_subcommand("check")) return on("check", check_.checkpoint);
+    return "the command";
+}
+
 int CommandLine::run() {
     try {
         if (generate_->parsed()) return with_output_checked(run_generate(gen_));
@@ -691,7 +708,9 @@ int CommandLine::run() {
         report(e.what());
         return e.exit_code();
     } catch (const std::bad_alloc&) {
-        report("out of host memory");
+        report("out of host memory: " + model_in_use() +
+               " needs more than this process may allocate (free memory, ulimit -v); use a machine with more, a "
+               "shorter run (-n), or for a device a smaller --layers-per-offload");
         return 1;
     } catch (const cl::Error& e) {
         // The runtime turns the errors it expects into Errors with the capacity plan; this is the net

@@ -250,6 +250,16 @@ TEST(Check, RuntimeThatCannotStartFailsTheLayerRungWithItsRemedy) {
     EXPECT_NE(r.out.find("check: next: change or drop the option the message names"), std::string::npos) << r.out;
 }
 
+// A model the runtime cannot hold on the device is no fault of the port: an error before any rung, not a
+// failed rung with a port's remedy.
+TEST(Check, AModelTooLargeForTheDeviceIsAnErrorBeforeAnyRung) {
+    const CommandResult r = run_llama_cl("check --max-device-memory 0.01");
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("does not fit on the device"), std::string::npos) << r.err;
+}
+
 TEST(Check, UnwritablePlotIsABadFileBeforeAnyRung) {
     const CommandResult r = run_llama_cl("check --plot /nonexistent/dir/r.svg");
     EXPECT_EQ(r.exit_code, 1);

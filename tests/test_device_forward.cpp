@@ -330,6 +330,17 @@ TEST(DeviceCapacity, AutomaticKFollowsTheMemoryContract) {
         EXPECT_NE(std::string(e.what()).find("even one layer"), std::string::npos) << e.what();
     }
     EXPECT_THROW(plan_capacity(c, device.info(), Finalize::device, 4), Error);  // K > n_layers
+    // A header's layer count past what the runtime holds buffers for, in any memory.
+    Config deep = c;
+    deep.n_layers = kMaxDeviceLayers;
+    EXPECT_EQ(plan_capacity(deep, device.info(), Finalize::device, 1).layers_per_offload, 1);
+    deep.n_layers = kMaxDeviceLayers + 1;
+    try {
+        plan_capacity(deep, device.info(), Finalize::device, 1);
+        FAIL() << "more layers than the runtime holds must be refused";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--backend cpu"), std::string::npos) << e.what();
+    }
 }
 
 // The bytes of every working buffer, as the device reports them.
