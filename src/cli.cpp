@@ -64,7 +64,9 @@ void add_model_options(CLI::App* cmd, GenerateArgs& a) {
 
 // run.c's sampling flags.
 void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
-    cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")->capture_default_str();
+    cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")
+        ->check(not_empty("a number, e.g. -t 0.8"))
+        ->capture_default_str();
     cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
         // llama.cpp's -p is the prompt: a text here is most likely one.
         ->check(CLI::Validator(
@@ -108,6 +110,7 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--tolerance", a.tolerance,
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
                     "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact)")
+        ->check(not_empty("a number, e.g. --tolerance 0.001"))
         ->capture_default_str();
     cmd->add_flag("-q,--quiet", a.quiet,
                   "no status lines on stderr: neither --backend auto's choice nor progress while kernels compile "
@@ -125,7 +128,8 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
 }
 
 void check_generate_args(const GenerateArgs& a) {
-    if (!(a.temperature >= 0.0 && std::isfinite(a.temperature)))
+    // (Finite as the float it is stored in, as run.c stores it.)
+    if (!(a.temperature >= 0.0 && std::isfinite(static_cast<float>(a.temperature))))
         throw usage_error("-t: temperature must be a finite number >= 0 (got " + std::to_string(a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");

@@ -33,7 +33,8 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                    "back the final hidden state)")
         ->check(CLI::IsMember({"cpu", "device"}));
     cmd.add_option("--work-shape", a.work_shape,
-                   "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)");
+                   "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)")
+        ->check(not_empty("cpu, gpu, exact or ROWxLOCAL (e.g. 32x256), or leave the flag out"));
     cmd.add_option("--schedule", a.schedule,
                    "how a token runs: token (the whole forward pass as one kernel launch: GPUs, resident weights), "
                    "per-op (one kernel launch per step) or auto (token where possible; the default)")
@@ -79,8 +80,8 @@ CLI::Validator not_empty(const std::string& expected) {
 }
 
 CLI::Validator decimal_int() {
-    return decimal_integer(std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), "a decimal integer",
-                           "INTEGER");
+    return decimal_integer(std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                           "a decimal integer from -2147483648 to 2147483647", "INTEGER");
 }
 
 CLI::Validator decimal_integer(long long lo, long long hi, const std::string& range_text, const std::string& name) {

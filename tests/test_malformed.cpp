@@ -772,6 +772,7 @@ TEST(HostileFlags, EveryIntegerFlagIsDecimal) {
     EXPECT_EQ(steps("010").out, ten.out);  // run.c's atoi: ten, where CLI11 alone reads octal eight
     EXPECT_EQ(steps("08").out, eight.out); // not an invalid octal number
     for (const char* n : {"0x10", "0b1", "1e3", "8.0"}) expect_error(steps(n), 2, {"-n: must be a decimal integer", n}, n);
+    expect_error(steps("2147483648"), 2, {"-n: must be a decimal integer from -2147483648 to 2147483647"}, "past int");
     // bench's counts too: --runs 010 is ten timed runs.
     const CommandResult bench = run("bench --synthetic tiny -n 1 --runs 010 --json");
     ASSERT_EQ(bench.exit_code, 0) << bench.err;
@@ -787,6 +788,16 @@ TEST(HostileFlags, EveryIntegerFlagIsDecimal) {
     const CommandResult info = run("info " + quote(made.string()));
     EXPECT_NE(info.out.find("\ndim: 20\n"), std::string::npos) << info.out;
     EXPECT_NE(info.out.find("\nseq_len: 8\n"), std::string::npos) << info.out;
+}
+
+TEST(HostileFlags, EmptyAndUnrepresentableValuesAreRefused) {
+    Corpus c;
+    // An empty value is no value: not 0, not the default.
+    for (const char* flag : {"-t ''", "--tolerance '' --compare-cpu", "--work-shape ''"})
+        expect_error(run(c.generate(c.v0, c.tok, flag)), 2,
+                     {std::string(flag).substr(0, std::string(flag).find(' ')), "is empty"}, flag);
+    // run.c stores the temperature as a float: 1e39 is infinite there.
+    expect_error(run(c.generate(c.v0, c.tok, "-t 1e39")), 2, {"-t:", "finite"}, "-t 1e39");
 }
 
 TEST(HostileFlags, MessagesSayWhatWasMeant) {
