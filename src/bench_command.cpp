@@ -52,7 +52,8 @@ std::string g_text(double v) {  // as printf's %g
 void add_bench_command(CLI::App& app, BenchArgs& a) {
     CLI::App* cmd = app.add_subcommand(
         "bench", "Measure decode tokens/s, bytes per token, device bandwidth and the roofline on an OpenCL device");
-    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (or --synthetic)");
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (or --synthetic)")
+        ->check(not_empty("a checkpoint file"));
     cmd->add_option("--synthetic", a.synthetic,
                     "benchmark a seeded random model of this shape, built in memory: " + joined(preset_names()));
     cmd->add_option("-n,--tokens", a.tokens, "decode tokens timed per run")

@@ -66,8 +66,11 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
         "check", "Bring-up ladder on an OpenCL device: buffers, each kernel, a layer, the forward pass, a prefill "
                  "and generation against the CPU reference in each weight format, the grid barrier, bandwidth; exit 4 "
                  "at the first failing rung");
-    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (default: a generated model)");
-    cmd->add_option("-z", a.tokenizer, "tokenizer file, with a CHECKPOINT")->capture_default_str();
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (default: a generated model)")
+        ->check(not_empty("a checkpoint file, or none for a generated model"));
+    cmd->add_option("-z", a.tokenizer, "tokenizer file, with a CHECKPOINT")
+        ->check(not_empty("a tokenizer file"))
+        ->capture_default_str();
     add_weights_option(*cmd, a.weights);
     cmd->get_option("--weights")
         ->description("climb the model's rungs in this format alone: f32, f16 or q8_0 (default: each format the "

@@ -58,8 +58,12 @@ struct GenerateArgs {
 
 // The checkpoint and -z, which every command that runs the model takes first.
 void add_model_options(CLI::App* cmd, GenerateArgs& a) {
-    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0, 1 or 2)")->required();
-    cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")->capture_default_str();
+    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0, 1 or 2)")
+        ->required()
+        ->check(not_empty("a checkpoint file"));
+    cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")
+        ->check(not_empty("a tokenizer file"))
+        ->capture_default_str();
 }
 
 // run.c's sampling flags.
@@ -421,7 +425,7 @@ struct PerplexityArgs {
 void add_perplexity(CLI::App& app, PerplexityArgs& a) {
     CLI::App* cmd = a.cmd = app.add_subcommand("perplexity", "Score a text file: mean negative log-likelihood and perplexity");
     add_model_options(cmd, a.run);
-    cmd->add_option("-f", a.text_file, "the text to score")->required();
+    cmd->add_option("-f", a.text_file, "the text to score")->required()->check(not_empty("a text file"));
     const CLI::Validator positive = decimal_integer(1, std::numeric_limits<int>::max(),
                                                     "a whole number from 1 to " +
                                                         std::to_string(std::numeric_limits<int>::max()),
@@ -614,14 +618,18 @@ CommandLine::CommandLine() {
     add_generate(app_, gen_);
     generate_ = app_.get_subcommand("generate");
     tokenize_ = app_.add_subcommand("tokenize", "Print run.c's encode(text, bos=1, eos=0) token ids");
-    tokenize_->add_option("tokenizer", tok_.tokenizer, "tokenizer file")->required();
+    tokenize_->add_option("tokenizer", tok_.tokenizer, "tokenizer file")->required()->check(not_empty("a tokenizer file"));
     tokenize_->add_option("text", tok_.text, "text to encode")->required();
     CLI::App* info = app_.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
-    info->add_option("checkpoint", info_path_, "llama2.c checkpoint")->required();
+    info->add_option("checkpoint", info_path_, "llama2.c checkpoint")->required()->check(not_empty("a checkpoint file"));
     CLI::App* quantize = app_.add_subcommand(
         "quantize", "Write a llama2.c version-2 (Q8_0) checkpoint from an fp32 one, as llama2.c's export.py --version 2 does");
-    quantize->add_option("input", quant_.input, "fp32 llama2.c checkpoint (version 0 or 1)")->required();
-    quantize->add_option("output", quant_.output, "version-2 checkpoint to write")->required();
+    quantize->add_option("input", quant_.input, "fp32 llama2.c checkpoint (version 0 or 1)")
+        ->required()
+        ->check(not_empty("a checkpoint file"));
+    quantize->add_option("output", quant_.output, "version-2 checkpoint to write")
+        ->required()
+        ->check(not_empty("a file to write"));
     quantize->add_option("--group-size", quant_.group_size,
                          "weights per fp32 scale, a divisor of dim and hidden_dim (default: the largest power of two up "
                          "to 64 that divides both)")

@@ -796,6 +796,8 @@ TEST(HostileFlags, EmptyAndUnrepresentableValuesAreRefused) {
     for (const char* flag : {"-t ''", "--tolerance '' --compare-cpu", "--work-shape ''"})
         expect_error(run(c.generate(c.v0, c.tok, flag)), 2,
                      {std::string(flag).substr(0, std::string(flag).find(' ')), "is empty"}, flag);
+    expect_error(run("generate '' -z " + quote(c.tok.string())), 2, {"checkpoint: is empty"}, "no checkpoint");
+    expect_error(run("generate " + quote(c.v0.string()) + " -z ''"), 2, {"-z: is empty"}, "no tokenizer");
     // run.c stores the temperature as a float: 1e39 is infinite there.
     expect_error(run(c.generate(c.v0, c.tok, "-t 1e39")), 2, {"-t:", "finite"}, "-t 1e39");
 }
