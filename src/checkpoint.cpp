@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -200,7 +201,9 @@ ModelSize::ModelSize(const Config& c) {
 struct Checkpoint::Storage {
     std::optional<MappedFile> file;  // the mapped file, or
     std::vector<std::byte> image;    // an in-memory file image
-    std::vector<float> token_embedding;  // the embedding table in fp32 when stored in another format
+    // The embedding table in fp32 when stored in another format, made at its first use.
+    std::once_flag widened;
+    std::vector<float> token_embedding;
     const std::byte* data() const { return file ? file->data() : image.data(); }
     std::uint64_t size() const { return file ? file->size() : image.size(); }
 };
@@ -375,13 +378,16 @@ void Checkpoint::map_weights(const std::byte* p, bool legacy) {
         each_layer(&LayerWeights::w3, matrix, hidden * dim);
     }
     classifier_ = c.shared_classifier ? embedding_ : take(matrix, vocab * dim);
-    if (matrix.type == ElementType::f32) {
-        token_embedding_ = embedding_.f32();
-    } else {
-        storage_->token_embedding.resize(vocab * dim);
-        dequantize(storage_->token_embedding.data(), embedding_, vocab * dim);
-        token_embedding_ = storage_->token_embedding.data();
-    }
+}
+
+const float* Checkpoint::token_embedding() const {
+    if (embedding_.format.type == ElementType::f32) return embedding_.f32();
+    std::call_once(storage_->widened, [this] {
+        const std::uint64_t n = static_cast<std::uint64_t>(config_.vocab_size) * static_cast<std::uint64_t>(config_.dim);
+        storage_->token_embedding.resize(n);
+        dequantize(storage_->token_embedding.data(), embedding_, n);
+    });
+    return storage_->token_embedding.data();
 }
 
 }  // namespace llamacl

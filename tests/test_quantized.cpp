@@ -300,6 +300,32 @@ TEST(Version2, InfoPrintsTheFormatGroupSizeAndRealBytes) {
         EXPECT_NE(r.out.find(expect), std::string::npos) << expect << "\n" << r.out;
 }
 
+TEST(Version2, InfoNeverWidensTheEmbeddingTable) {
+    // 2^22 rows of 4: 32 MiB of int8 values and scales, 64 MiB once dequantized (runq.c does at load).
+    // (Written by other processes: a child's peak memory counts what this process held when it started.)
+    TempDir dir;
+    const Config c{4, 4, 1, 1, 1, 1 << 22, 8, true};
+    const auto info_of_vocab = [&](int vocab) {
+        const std::string name = std::to_string(vocab), fp32 = quote((dir / (name + ".bin")).string()),
+                          q80 = quote((dir / (name + ".q80.bin")).string());
+        EXPECT_EQ(run_command(quote(LLAMACL_MAKE_CHECKPOINT) + " --dim 4 --hidden-dim 4 --layers 1 --heads 1 --vocab " +
+                              name + " --seq-len 8 --version 1 " + fp32)
+                      .exit_code,
+                  0);
+        EXPECT_EQ(run_llama_cl("quantize " + fp32 + " " + q80 + " --group-size 4").exit_code, 0);
+        const CommandResult r = run_llama_cl("info " + q80);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return r.peak_rss_kib;
+    };
+    const long small = info_of_vocab(260), large = info_of_vocab(c.vocab_size);
+    EXPECT_LT(large, small + 16 * 1024) << "info read or widened the table: " << large << " KiB against " << small;
+    // The first use widens it, exactly.
+    const Checkpoint q = Checkpoint::open((dir / "4194304.q80.bin").string());
+    std::vector<float> widened(static_cast<std::size_t>(c.vocab_size) * c.dim);
+    dequantize(widened.data(), q.embedding_weights(), widened.size());
+    EXPECT_EQ(0, std::memcmp(widened.data(), q.token_embedding(), widened.size() * 4));
+}
+
 TEST(GenerateQ80, WeightsQ80OnTheFp32FileIsTheQuantizedFile) {
     LLAMACL_REQUIRE_SHARED(shared);
     // --weights q8_0 quantizes as `quantize` does, with the default group size: the same weights as the

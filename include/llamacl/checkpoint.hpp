@@ -86,8 +86,9 @@ public:
     const std::string& path() const { return path_; }
 
     LayerWeights layer(int l) const { return layers_[static_cast<std::size_t>(l)]; }
-    // (vocab, dim) in fp32; runq.c dequantizes a Q8_0 table at load, and so do we (and widen halves).
-    const float* token_embedding() const { return token_embedding_; }
+    // (vocab, dim) in fp32. runq.c dequantizes a Q8_0 table at load; we do at the first call (and widen
+    // halves), so that what never reads it (info, quantize) never pays 4 bytes a weight for it.
+    const float* token_embedding() const;
     const float* rms_final() const { return rms_final_; }             // (dim)
     const WeightTensor& classifier() const { return classifier_; }    // (vocab, dim)
     // The token embedding table as stored: the classifier too, when shared.
@@ -106,7 +107,6 @@ private:
     int version_ = 0;
     std::vector<LayerWeights> layers_;
     WeightTensor embedding_, classifier_;
-    const float* token_embedding_ = nullptr;
     const float* rms_final_ = nullptr;
 };
 
