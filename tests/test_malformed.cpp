@@ -399,9 +399,9 @@ TEST(MalformedCheckpoint, TruncatedAtEveryByteIsRejectedNamingTheFile) {
     const Config shapes[] = {Config{8, 12, 2, 2, 1, 16, 6, true}, Config{8, 12, 1, 2, 2, 16, 6, false}};
     for (const Config& shape : shapes) {
         for (int version : {0, 1, 2}) {
-            const fs::path path = dir / "whole.bin";
-            write_synthetic_checkpoint(path.string(), shape, version == 2 ? 1 : version, 3, 1);
-            if (version == 2) write_version2(Checkpoint::open(path.string()), path.string(), 4);
+            const fs::path fp32 = dir / "whole.bin", path = version == 2 ? dir / "whole.q80.bin" : fp32;
+            write_synthetic_checkpoint(fp32.string(), shape, version == 2 ? 1 : version, 3, 1);
+            if (version == 2) write_version2(Checkpoint::open(fp32.string()), path.string(), 4);
             const std::string bytes = read_file(path);
             const fs::path cut = dir / "cut.bin";
             write_bytes(cut, bytes);
