@@ -61,7 +61,7 @@ std::uint64_t probe_bytes_for(const DeviceInfo& info, std::uint64_t requested) {
     std::uint64_t bytes = probe_size(requested ? requested : default_probe_bytes(info));
     if (!info.is_cpu) return bytes;  // a GPU's buffers are its own memory, which the default already bounds
     // A CPU device's buffers are this process's memory: the two may take half of what it can still map.
-    const std::uint64_t room = std::min(address_space_left_bytes(), available_host_memory_bytes()) / 2;
+    const std::uint64_t room = allocatable_host_bytes() / 2;
     // The default shrinks while it still exceeds the cache twice over; a size given stays as given.
     const std::uint64_t floor = requested ? bytes : std::max(kMiB, 2 * info.global_cache_bytes);
     while (2 * bytes > room && bytes / 2 >= floor) bytes = probe_size(bytes / 2);

@@ -77,7 +77,7 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     // A CPU device's buffers are this process's memory, which PoCL reports as most of the machine's and
     // backs only at a buffer's first use, where a shortfall aborts the process: plan within what the
     // process can still map and the machine has free.
-    if (device.is_cpu) total = std::min({total, address_space_left_bytes(), available_host_memory_bytes()});
+    if (device.is_cpu) total = std::min(total, allocatable_host_bytes());
     p.usable_bytes = total / 10 * 9;
     p.kv_cache_bytes = size.kv_cache_bytes;
     p.context_kv_cache_bytes = ModelSize(model).kv_cache_bytes;

@@ -51,4 +51,6 @@ std::uint64_t address_space_left_bytes() {
     return limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
 }
 
+std::uint64_t allocatable_host_bytes() { return std::min(address_space_left_bytes(), available_host_memory_bytes()); }
+
 }  // namespace llamacl

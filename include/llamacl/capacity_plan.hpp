@@ -36,6 +36,9 @@ struct CapacityPlan {
     std::string describe() const;
 };
 
+// The most layers the OpenCL runtime holds (plan_capacity refuses more).
+constexpr int kMaxDeviceLayers = 4096;
+
 // Chooses K (requested_k == 0: the largest that fits, else validates requested_k). `memory_limit`
 // (0: none) caps the device memory considered, to rehearse small devices. Throws Error with the
 // numbers when even K = 1 cannot fit, when one tensor exceeds the device's largest allocation, or past
@@ -43,9 +46,6 @@ struct CapacityPlan {
 // The prefill batch takes only memory the K layers leave: `max_prefill_batch` positions, halved until its
 // activations fit beside them (at least one position). Per-position terms count the `positions` the run
 // can reach (0: seq_len; see within_positions).
-// The most layers the OpenCL runtime holds (plan_capacity refuses more).
-constexpr int kMaxDeviceLayers = 4096;
-
 CapacityPlan plan_capacity(const Config& config, const DeviceInfo& device, Finalize finalize, int requested_k,
                            std::uint64_t memory_limit = 0, int max_prefill_batch = 1, int positions = 0);
 

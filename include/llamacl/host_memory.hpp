@@ -1,6 +1,7 @@
 #pragma once
-// What the host machine has to give: the CPU reference refuses a context it cannot hold, and weight
-// staging keeps a pinned mirror only where it fits.
+// What the host machine has to give: the CPU reference refuses a context it cannot hold, weight staging
+// keeps a pinned mirror only where it fits, and a CPU device's buffers (its plan, bench's probes) are
+// this process's memory.
 #include <cstdint>
 
 namespace llamacl {
@@ -11,5 +12,7 @@ std::uint64_t host_memory_bytes();
 std::uint64_t available_host_memory_bytes();
 // Address space this process could still map under its limit (ulimit -v), or UINT64_MAX with none.
 std::uint64_t address_space_left_bytes();
+// What this process can still allocate and touch: the smaller of the two above.
+std::uint64_t allocatable_host_bytes();
 
 }  // namespace llamacl
