@@ -62,8 +62,8 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     // Every layer has buffers of its own, and a driver spends host memory on each beyond its bytes (PoCL
     // about 8 KiB): a header's layer count, unbounded by a small file's size, must not multiply that.
     if (c.n_layers > kMaxDeviceLayers)
-        throw Error("the model has " + std::to_string(c.n_layers) + " layers; the OpenCL runtime keeps buffers for "
-                    "each and takes at most " + std::to_string(kMaxDeviceLayers) +
+        throw Error(device.name + ": the model has " + std::to_string(c.n_layers) +
+                    " layers; the OpenCL runtime keeps buffers for each and takes at most " + std::to_string(kMaxDeviceLayers) +
                     " (no released model has more than a few hundred): run generate with --backend cpu");
     const ModelSize size(c);
     const std::uint64_t f = sizeof(float);

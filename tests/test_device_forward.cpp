@@ -339,6 +339,7 @@ TEST(DeviceCapacity, AutomaticKFollowsTheMemoryContract) {
         plan_capacity(deep, device.info(), Finalize::device, 1);
         FAIL() << "more layers than the runtime holds must be refused";
     } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind(device.info().name + ": ", 0), 0u) << e.what();
         EXPECT_NE(std::string(e.what()).find("--backend cpu"), std::string::npos) << e.what();
     }
 }
