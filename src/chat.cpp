@@ -1,6 +1,9 @@
 #include "llamacl/chat.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -31,7 +34,8 @@ std::optional<std::string> read_line(const char* guide, std::FILE* in, std::FILE
                         " bytes cannot fit the model's context in tokens; give a shorter prompt");
         line += static_cast<char>(c);
     }
-    if (line.empty() && (std::feof(in) || std::ferror(in))) return std::nullopt;
+    if (std::ferror(in)) throw Error(what + ": cannot read stdin (" + std::strerror(errno) + ")");
+    if (line.empty() && std::feof(in)) return std::nullopt;
     return line;
 }
 

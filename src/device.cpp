@@ -194,9 +194,18 @@ bool can_create(std::filesystem::path path) {
 // PoCL compiles kernels into a cache directory ($POCL_CACHE_DIR if it exists, else $XDG_CACHE_HOME/pocl
 // or $HOME/.cache/pocl) and reports no devices at all when it cannot create it. Where the default is
 // unusable (no $HOME, a read-only one), POCL_CACHE_DIR is pointed at a directory of this user's under
-// $TMPDIR or /tmp instead. Runs before the first OpenCL call; a POCL_CACHE_DIR the user set is kept.
+// $TMPDIR or /tmp instead. Runs before the first OpenCL call; a POCL_CACHE_DIR the user set is kept, unless
+// empty (PoCL aborts on one: treated as unset) or not a directory (every kernel build would fail).
 void ensure_pocl_cache_dir() {
-    if (std::getenv("POCL_CACHE_DIR")) return;
+    if (const char* set = std::getenv("POCL_CACHE_DIR")) {
+        std::error_code ec;
+        if (*set && std::filesystem::exists(set, ec) && !std::filesystem::is_directory(set, ec))
+            throw Error(std::string("POCL_CACHE_DIR (") + set +
+                        ") is not a directory: PoCL keeps its compiled kernels there; point it at a writable "
+                        "directory or unset it");
+        if (*set) return;
+        ::unsetenv("POCL_CACHE_DIR");
+    }
     const char* xdg = std::getenv("XDG_CACHE_HOME");
     const char* home = std::getenv("HOME");
     const std::filesystem::path pocl_default = xdg && *xdg ? std::filesystem::path(xdg) / "pocl"

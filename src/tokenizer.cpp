@@ -23,6 +23,9 @@ namespace {
 // No real tokenizer has a piece anywhere near this long (Llama 2's longest is 48 bytes); a larger
 // header value means the file is not a tokenizer.bin.
 constexpr std::int32_t kMaxPlausibleTokenLength = 1 << 16;
+// Nor anywhere near this many entries (Llama 3 has 128,256): the most read beyond the model's vocabulary,
+// so that a large file of empty entries (8 bytes each, 16 bytes of tables each) is refused, not loaded.
+constexpr std::size_t kMaxPlausibleEntries = std::size_t{1} << 20;
 
 // run.c's byte_pieces: byte i as a one-character C string at [2*i], NUL-terminated at [2*i+1].
 constexpr std::array<char, 512> make_byte_pieces() {
@@ -140,8 +143,11 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
     std::string piece;
     while (remaining > 0) {
         const std::size_t entry = t.offsets_.size() - 1;
-        if (entry >= static_cast<std::size_t>(std::numeric_limits<int>::max()))
-            throw Error(path + ": too many tokenizer entries");
+        if (entry >= std::max(kMaxPlausibleEntries, static_cast<std::size_t>(std::max(min_vocab, 0))))
+            throw Error(path + ": more than " + std::to_string(entry) +
+                        " tokenizer entries (a llama2.c tokenizer.bin has one per token of the model's vocabulary" +
+                        (min_vocab > 0 ? ", here " + std::to_string(min_vocab) : std::string()) +
+                        "); use the tokenizer the model was trained with");
         float score = 0.0f;
         std::int32_t len = 0;
         if (!read_exact(&score, sizeof score) || !read_exact(&len, sizeof len))

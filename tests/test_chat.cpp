@@ -212,6 +212,10 @@ TEST(ChatCli, EndOfInputExitsZeroAndBadFlagsAreUsageErrors) {
         EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.err;
         EXPECT_EQ(r.out, "") << flags;
     }
+    // A stdin that cannot be read (a directory) is an error, not the end of the conversation.
+    const CommandResult unreadable = run_with_input(base + " -y ''", "/");
+    EXPECT_EQ(unreadable.exit_code, 1) << unreadable.err;
+    EXPECT_EQ(unreadable.err, "llama-cl: chat turn 1: cannot read stdin (Is a directory)\n");
     const CommandResult steps = run_llama_cl(base + " -n 3 -y '' -i 'a prompt of many tokens' < /dev/null");
     EXPECT_EQ(steps.exit_code, 2) << steps.err;
     EXPECT_NE(steps.err.find("chat turn 1: the prompt is"), std::string::npos) << steps.err;

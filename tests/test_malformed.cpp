@@ -453,6 +453,8 @@ TEST(MalformedTokenizer, EveryCaseIsOneLineNamingTheFile) {
         {"length-above-max.tok", with(tok, 8, 4096), {"entry 0", "length 4096"}},
         {"length-huge.tok", with(with(tok, 0, 1 << 16), 8, 1 << 16), {"truncated tokenizer entry 0"}},
         {"fewer-entries.tok", tokenizer_bytes(byte_vocabulary(), 8), {"259 entries", "vocabulary is 260"}},
+        // 2^20 + 1 empty entries (8 MiB): loading them all would take twice the file's size in tables.
+        {"too-many-entries.tok", with(std::string(4 + 8 * ((1 << 20) + 1), '\0'), 0, 8), {"more than 1048576"}},
     };
     for (const FileCase& k : cases) {
         const fs::path path = c.file(k.name, k.bytes);
@@ -738,6 +740,20 @@ TEST(HostileOutput, AFullDiskIsAnErrorNotASuccess) {
     }
 }
 
+TEST(HostileOutput, AReaderThatGoesAwayIsAWriteError) {
+    // More ids than the pipe and head's buffer hold, so that a write after head has exited must fail: with
+    // EPIPE reported as a write error, not a death by SIGPIPE.
+    Corpus c;
+    std::string text;
+    while (text.size() < 60000) text += "hello ";
+    const CommandResult r = run_command("({ timeout 60 " + bin() + " tokenize " + quote(c.tok.string()) + " " +
+                                        quote(text) + "; echo \"exit $?\" >&2; } | head -c 1 >/dev/null)");
+    // (The reason is EPIPE's, or "I/O error" where a buffered write failed before the final flush.)
+    EXPECT_EQ(r.err.rfind("llama-cl: cannot write the output: ", 0), 0u) << r.err;
+    EXPECT_EQ(lines(r.err), 2) << r.err;
+    EXPECT_NE(r.err.find("\nexit 1\n"), std::string::npos) << r.err;
+}
+
 TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
     Corpus c;
     for (const char* flags : {"--device no-such-device", "--device 99", "--device 7.3", "--platform no-such-platform"}) {
@@ -866,6 +882,16 @@ TEST(NoPoclCache, AnUnusableHomeStillFindsTheDevices) {
     const CommandResult devices = run("devices", false, unusable);
     EXPECT_EQ(devices.exit_code, 0) << devices.err;
     EXPECT_EQ(devices.out, normal.out);
+    // An empty POCL_CACHE_DIR names no directory (PoCL asserts on one): it counts as unset.
+    const CommandResult empty = run("devices", false, "env POCL_CACHE_DIR=");
+    EXPECT_EQ(empty.exit_code, 0) << empty.err;
+    EXPECT_EQ(empty.out, normal.out);
+    // A file where the directory should be would fail every kernel build: refused, naming it.
+    TempDir dir;
+    const fs::path file = dir / "not-a-directory";
+    write_bytes(file, "x");
+    expect_error(run("devices", false, "env POCL_CACHE_DIR=" + quote(file.string())), 1,
+                 {"POCL_CACHE_DIR (" + file.string() + ") is not a directory"}, "a file as the cache");
     // A POCL_CACHE_DIR of the user's is never overridden; when PoCL is the only driver and cannot use it,
     // the empty list says why.
     bool pocl_only = true;
