@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "llamacl/compare.hpp"
 #include "llamacl/export.hpp"
 #include "llamacl/model_math.hpp"
 #include "llamacl/sampler.hpp"
@@ -175,9 +176,9 @@ void KernelComparer::close(std::span<const float> got, std::span<const float> wa
     std::size_t worst = 0;
     for (std::size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
     for (std::size_t i = 0; i < want.size(); ++i) {
-        const double e = std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
-        if (!(e <= err)) {  // NaN counts as the worst
-            err = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+        const double e = value_error(got[i], want[i]);
+        if (e > err) {
+            err = e;
             worst = i;
         }
     }

@@ -47,6 +47,15 @@ TEST(Check, TheFormatStagesRepeatForEachFormat) {
     EXPECT_EQ(std::vector<ElementType>(std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes)), kDeviceFormats);
 }
 
+TEST(Check, AnFp32ModelClimbsQ8OnlyWhereItsGroupsAreWholeWords) {
+    TempDir dir;
+    // hidden_dim 6: the default group size is 2, which the device's Q8_0 kernels do not read.
+    const Checkpoint odd = Checkpoint::open(write_model(dir, Config{8, 6, 1, 2, 2, 260, 8, true}).string());
+    EXPECT_EQ(check_formats(odd), (std::vector<ElementType>{ElementType::f32, ElementType::f16}));
+    const Checkpoint even = Checkpoint::open(write_model(dir, Config{8, 16, 1, 2, 2, 260, 8, true}, 0, 7, "even.bin").string());
+    EXPECT_EQ(check_formats(even), kDeviceFormats);
+}
+
 TEST(Check, EveryRungPassesOnTheGeneratedModel) {
     const CommandResult r = run_llama_cl("check");
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

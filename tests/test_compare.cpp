@@ -37,6 +37,12 @@ TEST(CompareTensor, ToleranceIsRelativeToTheTensorsScale) {
     const BoundaryStats c = compare_tensor(nan, ref, 1e-4);
     EXPECT_TRUE(c.diverged) << "NaN must never pass";
     EXPECT_EQ(c.worst, 1u);
+    // The same NaN or infinity on both sides (a model whose weights hold them) is no divergence.
+    const std::vector<float> odd = {NAN, INFINITY, -INFINITY};
+    const BoundaryStats d = compare_tensor(odd, odd, 0);
+    EXPECT_FALSE(d.diverged);
+    EXPECT_EQ(d.max_abs, 0);
+    EXPECT_TRUE(compare_tensor(std::vector<float>{INFINITY}, std::vector<float>{-INFINITY}, 1e-4).diverged);
     // Small tensors are judged against a scale of at least 1, so 1e-7 noise on zeros is not flagged.
     const std::vector<float> zeros = {0.0f, 0.0f}, noise = {1e-7f, 0.0f};
     EXPECT_FALSE(compare_tensor(noise, zeros, 1e-3).diverged);

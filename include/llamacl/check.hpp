@@ -31,7 +31,8 @@ struct Rung {
 };
 
 // The weight formats the model's rungs run in: every one the device's kernels read (kDeviceElementTypes)
-// for an fp32 checkpoint, which converts to each as --weights does; any other checkpoint's own.
+// for an fp32 checkpoint, which converts to each as --weights does (Q8_0 where its default group size is
+// a multiple of 4); any other checkpoint's own.
 std::vector<ElementType> check_formats(const Checkpoint& checkpoint);
 
 // The rungs' names, in order: "device", "buffers", then "kernels:F", "layer:F", "forward:F",

@@ -70,6 +70,10 @@ private:
     double max_abs_ = 0;
 };
 
+// |device - reference| of one value: none where the two are the same value (a NaN and a NaN, an infinity and
+// itself: a model whose weights make them makes them on both sides), infinite where only one is NaN.
+double value_error(double device, double reference);
+
 // Compares one tensor (exposed for tests).
 BoundaryStats compare_tensor(std::span<const float> device, std::span<const float> reference, double tolerance);
 
