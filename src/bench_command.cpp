@@ -55,7 +55,8 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
     cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (or --synthetic)")
         ->check(not_empty("a checkpoint file"));
     cmd->add_option("--synthetic", a.synthetic,
-                    "benchmark a seeded random model of this shape, built in memory: " + joined(preset_names()));
+                    "benchmark a seeded random model of this shape, built in memory: " + joined(preset_names()))
+        ->check(not_empty("a preset: " + joined(preset_names())));
     cmd->add_option("-n,--tokens", a.tokens, "decode tokens timed per run")
         ->transform(decimal_int())
         ->capture_default_str();

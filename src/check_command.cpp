@@ -92,7 +92,8 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     o.plot_path = a.plot;
     fault_from_environment(ck.config());  // a malformed boundary fault is a usage error before anything runs
     const Tokenizer tokenizer =
-        generated ? generated_tokenizer(ck.config().vocab_size) : Tokenizer::load(a.tokenizer, ck.config().vocab_size);
+        generated ? generated_tokenizer(ck.config().vocab_size)
+                  : Tokenizer::load_flag(a.tokenizer, a.tokenizer_given, ck.config().vocab_size);
     // A path the picture cannot be written to is found before the ladder runs, not at its last rung.
     if (!a.plot.empty() && !std::ofstream(a.plot, std::ios::binary))
         throw Error("--plot: cannot write " + a.plot + "; give a path in a writable directory");

@@ -131,14 +131,22 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     add_backend_options(cmd, a);
 }
 
+// A flag's number as a message shows it: short at any magnitude (1e+308, not 309 digits).
+std::string shown(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
 void check_generate_args(const GenerateArgs& a) {
     // (Finite as the float it is stored in, as run.c stores it.)
     if (!(a.temperature >= 0.0 && std::isfinite(static_cast<float>(a.temperature))))
-        throw usage_error("-t: temperature must be a finite number >= 0 (got " + std::to_string(a.temperature) + ")");
-    if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + std::to_string(a.topp) + ")");
+        throw usage_error("-t: temperature must be a finite number >= 0, at most a float's 3.40282e+38 (got " +
+                          shown(a.temperature) + ")");
+    if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + shown(a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
     if (!(a.tolerance >= 0 && std::isfinite(a.tolerance)))
-        throw usage_error("--tolerance: must be a finite number >= 0 (got " + std::to_string(a.tolerance) + ")");
+        throw usage_error("--tolerance: must be a finite number >= 0 (got " + shown(a.tolerance) + ")");
     if (a.backend == "cpu") {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
@@ -242,17 +250,6 @@ void print_per_token(const RuntimeCounters& total, int positions) {
                  static_cast<double>(total.enqueues) / n, static_cast<double>(total.host_waits) / n,
                  static_cast<double>(total.weight_bytes_uploaded) / n,
                  static_cast<double>(total.input_bytes_uploaded) / n, static_cast<double>(total.bytes_read) / n);
-}
-
-// Without -z the tokenizer is ./tokenizer.bin, as in run.c; a user who did not know that learns it here.
-Tokenizer load_tokenizer(const GenerateArgs& a, int vocab_size) {
-    try {
-        return Tokenizer::load(a.tokenizer, vocab_size);
-    } catch (const Error& e) {
-        if (a.tokenizer_given) throw;
-        throw Error(std::string(e.what()) + " (the default tokenizer, as no -z was given: pass the model's tokenizer "
-                    "with -z PATH)", e.exit_code());
-    }
 }
 
 // run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
@@ -371,7 +368,7 @@ int run_generate(const GenerateArgs& a) {
     const Checkpoint ck = with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = load_tokenizer(a, c.vocab_size);
+    const Tokenizer tokenizer = Tokenizer::load_flag(a.tokenizer, a.tokenizer_given, c.vocab_size);
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
@@ -400,7 +397,7 @@ int run_chat(const ChatArgs& a) {
     const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = load_tokenizer(a.run, c.vocab_size);
+    const Tokenizer tokenizer = Tokenizer::load_flag(a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
     Sampler sampler = make_sampler(a.run, c.vocab_size);
     ChatOptions options;
     if (a.cmd->count("-y")) options.system_prompt = a.system_prompt;
@@ -464,7 +461,7 @@ int run_perplexity(const PerplexityArgs& a) {
     const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = load_tokenizer(a.run, c.vocab_size);
+    const Tokenizer tokenizer = Tokenizer::load_flag(a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
     PerplexityWindows windows;
     windows.context = a.context ? a.context : c.seq_len;
     if (windows.context > c.seq_len)
@@ -492,8 +489,6 @@ int run_perplexity(const PerplexityArgs& a) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = seconds > 0 ? static_cast<double>(r.positions) / seconds : 0.0;
     if (terminal) std::fputc('\n', stderr);
-    std::fprintf(stderr, "perplexity: %lld positions in %d window%s, %.3f s, %.1f tokens/s\n", r.positions,
-                 r.windows, r.windows == 1 ? "" : "s", seconds, tokens_per_s);
     if (a.json) {
         const nlohmann::ordered_json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
                                   {"perplexity", r.perplexity}, {"windows", r.windows},
@@ -503,6 +498,10 @@ int run_perplexity(const PerplexityArgs& a) {
     } else {
         std::printf("tokens: %lld\nmean nll: %.6f\nperplexity: %.6f\n", r.scored, r.mean_nll, r.perplexity);
     }
+    // The result first: a failed write is then the one line on stderr, not a second after the figures.
+    flush_or_throw(stdout);
+    std::fprintf(stderr, "perplexity: %lld positions in %d window%s, %.3f s, %.1f tokens/s\n", r.positions,
+                 r.windows, r.windows == 1 ? "" : "s", seconds, tokens_per_s);
     return backend.report(a.run, static_cast<int>(std::min<long long>(r.positions, std::numeric_limits<int>::max())));
 }
 
@@ -667,6 +666,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         gen_.tokenizer_given = generate_->count("-z") > 0;
         chat_.run.tokenizer_given = chat_.cmd->count("-z") > 0;
         perplexity_.run.tokenizer_given = perplexity_.cmd->count("-z") > 0;
+        check_.tokenizer_given = app_.get_subcommand("check")->count("-z") > 0;
         if (generate_->parsed()) check_generate_args(gen_);
         if (chat_.cmd->parsed()) check_generate_args(chat_.run);
         if (perplexity_.cmd->parsed()) check_generate_args(perplexity_.run);

@@ -185,6 +185,16 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
     return t;
 }
 
+Tokenizer Tokenizer::load_flag(const std::string& path, bool given, int min_vocab) {
+    try {
+        return load(path, min_vocab);
+    } catch (const Error& e) {
+        if (given) throw;
+        throw Error(std::string(e.what()) + " (the default tokenizer, as no -z was given: pass the model's tokenizer "
+                    "with -z PATH)", e.exit_code());
+    }
+}
+
 void Tokenizer::check_id(int id) const {
     if (id < 0 || id >= size())
         throw Error(path_ + ": token id " + std::to_string(id) + " is out of range (tokenizer has " +

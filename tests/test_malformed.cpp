@@ -728,7 +728,9 @@ TEST(HostileFlags, SeedsAreDecimalSixtyFourBitIntegers) {
 TEST(HostileOutput, AFullDiskIsAnErrorNotASuccess) {
     // run.c ignores failed writes; we stop at the first and say so (stdout itself goes to /dev/full).
     Corpus c;
-    for (const std::string& args : {c.generate(c.v0, c.tok, "--backend cpu"), "info " + quote(c.v0.string()),
+    const std::string perplexity = "perplexity " + quote(c.v0.string()) + " -z " + quote(c.tok.string()) +
+                                   " --backend cpu -f " + quote(c.file("text.txt", "hello world").string());
+    for (const std::string& args : {c.generate(c.v0, c.tok, "--backend cpu"), "info " + quote(c.v0.string()), perplexity,
                                     "tokenize " + quote(c.tok.string()) + " hello", std::string("--help"),
                                     std::string("generate --help"), std::string("--version")}) {
         const CommandResult r = run_command("{ timeout 60 " + bin() + " " + args + " >/dev/full; }");
@@ -832,10 +834,15 @@ TEST(HostileFlags, MessagesSayWhatWasMeant) {
     for (const char* t : {"inf", "nan", "-inf"})
         expect_error(run(c.generate(c.v0, c.tok, std::string("--backend cpu -t ") + t)), 2,
                      {"-t: temperature must be a finite number >= 0"}, t);
+    // A double past a float's range is shown as a number, not its 309 digits.
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu -t 1e308")), 2, {"(got 1e+308)"}, "-t 1e308");
     // Without -z the tokenizer is ./tokenizer.bin, which this directory does not have.
     expect_error(run_command("cd " + quote(c.dir.path().string()) + " && timeout 60 " + bin() + " generate " +
                              quote(c.v0.string()) + " --backend cpu"),
                  1, {"tokenizer.bin", "no -z was given", "-z PATH"}, "default tokenizer");
+    expect_error(run_command("cd " + quote(c.dir.path().string()) + " && timeout 60 " + bin() + " check " +
+                             quote(c.v0.string())),
+                 1, {"tokenizer.bin", "no -z was given", "-z PATH"}, "check's default tokenizer");
     expect_error(run(c.generate(c.v0, c.tok, "--backend cpu --device 0")), 2,
                  {"--platform and --device apply to an OpenCL device, not to --backend cpu"}, "--device 0");
     expect_error(run(c.generate(c.v0, c.tok, "--backend cpu --platform 0")), 2, {"--platform and --device"},
@@ -843,6 +850,8 @@ TEST(HostileFlags, MessagesSayWhatWasMeant) {
     expect_error(run(c.generate(c.v0, c.tok, "--device ''")), 2, {"--device: is empty; give an index"}, "--device ''");
     expect_error(run(c.generate(c.v0, c.tok, "--platform ''")), 2, {"--platform: is empty"}, "--platform ''");
     expect_error(run("bench --synthetic tiny --device ''"), 2, {"--device: is empty"}, "bench --device ''");
+    expect_error(run("bench " + quote(c.v0.string()) + " --synthetic ''"), 2, {"--synthetic: is empty; give a preset"},
+                 "bench --synthetic ''");
     // No command: the usage on stderr, a usage error (--help prints it on stdout, status 0).
     const CommandResult bare = run("");
     EXPECT_EQ(bare.exit_code, 2);

@@ -19,6 +19,9 @@ public:
     // unreadable, a directory, truncated, has a bad length field, holds no entries, or holds fewer
     // than `min_vocab` entries (the model's vocabulary: every id the model can emit needs a piece).
     static Tokenizer load(const std::string& path, int min_vocab);
+    // load, for a command's -z: where -z was not `given`, `path` is run.c's default (./tokenizer.bin), and
+    // an error says so, which a user who did not know the default learns from.
+    static Tokenizer load_flag(const std::string& path, bool given, int min_vocab);
 
     // Number of entries in the file (may exceed the model's vocabulary).
     int size() const { return static_cast<int>(offsets_.size()) - 1; }
