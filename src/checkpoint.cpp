@@ -20,6 +20,9 @@ namespace llamacl {
 
 namespace {
 
+// What to do about a header that no llama2.c model has: the file is corrupt, or not a checkpoint.
+constexpr const char* kReexport = "; export the model again (llama2.c's export.py) or download it again";
+
 constexpr std::uint32_t kMagicAk42 = 0x616b3432;  // "ak42" read as a little-endian uint32
 constexpr std::uint64_t kV1HeaderBytes = 256;
 constexpr std::uint64_t kV0HeaderBytes = 7 * sizeof(std::int32_t);
@@ -141,7 +144,8 @@ Config parse_config(const std::string& path, const std::int32_t h[7], bool legac
         c.vocab_size = vocab;
     }
     const auto bad = [&](const std::string& why) {
-        return Error(path + ": not a valid llama2.c checkpoint: " + why + " (header: " + describe(c) + ")");
+        return Error(path + ": not a valid llama2.c checkpoint: " + why + " (header: " + describe(c) + ")" +
+                     kReexport);
     };
     if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
         c.vocab_size <= 0 || c.seq_len <= 0)
@@ -293,7 +297,7 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
             const std::uint8_t shared = static_cast<std::uint8_t>(base[8 + sizeof header]);
             if (shared > 1)
                 throw Error(path + ": not a valid llama2.c checkpoint: shared-classifier flag is " +
-                            std::to_string(shared) + ", expected 0 or 1");
+                            std::to_string(shared) + ", expected 0 or 1" + kReexport);
             config_.shared_classifier = shared == 1;
         }
         if (version_ == 2) {
@@ -309,7 +313,7 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
             add(legacy ? kV0HeaderBytes : kV1HeaderBytes, tensor_bytes(config_, legacy, overflow), overflow);
         if (overflow || memory_sizes_overflow(config_))
             throw Error(path + ": not a valid llama2.c checkpoint: the header's dimensions overflow 64-bit sizes (" +
-                        describe(config_) + ")");
+                        describe(config_) + ")" + kReexport);
         if (expected != size)
             throw Error(path + ": checkpoint size mismatch: the header (" + describe(config_) + ", version " +
                         std::to_string(version_) + ") needs " + std::to_string(expected) +

@@ -26,6 +26,10 @@ constexpr std::int32_t kMaxPlausibleTokenLength = 1 << 16;
 // Nor anywhere near this many entries (Llama 3 has 128,256): the most read beyond the model's vocabulary,
 // so that a large file of empty entries (8 bytes each, 16 bytes of tables each) is refused, not loaded.
 constexpr std::size_t kMaxPlausibleEntries = std::size_t{1} << 20;
+// The remedies of a file cut short, and of one that is no tokenizer.bin or a corrupt one.
+constexpr const char* kCutShort = "; the file is cut short: download or export it again";
+constexpr const char* kNotTheTokenizer =
+    "; use the model's own tokenizer.bin (llama2.c's, or its tokenizer.py's export)";
 
 // run.c's byte_pieces: byte i as a one-character C string at [2*i], NUL-terminated at [2*i+1].
 constexpr std::array<char, 512> make_byte_pieces() {
@@ -151,17 +155,17 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
         float score = 0.0f;
         std::int32_t len = 0;
         if (!read_exact(&score, sizeof score) || !read_exact(&len, sizeof len))
-            throw Error(path + ": truncated tokenizer entry " + std::to_string(entry));
+            throw Error(path + ": truncated tokenizer entry " + std::to_string(entry) + kCutShort);
         if (len < 0 || len > max_len)
             throw Error(path + ": tokenizer entry " + std::to_string(entry) + " has length " +
-                        std::to_string(len) + " (must be 0.." + std::to_string(max_len) + ")");
+                        std::to_string(len) + " (must be 0.." + std::to_string(max_len) + ")" + kNotTheTokenizer);
         if (static_cast<std::uintmax_t>(len) > remaining)
             throw Error(path + ": truncated tokenizer entry " + std::to_string(entry) + " (length " +
                         std::to_string(len) + " but only " + std::to_string(remaining) +
-                        " bytes left)");
+                        " bytes left)" + kCutShort);
         piece.resize(static_cast<std::size_t>(len));
         if (!read_exact(piece.data(), piece.size()))
-            throw Error(path + ": truncated tokenizer entry " + std::to_string(entry));
+            throw Error(path + ": truncated tokenizer entry " + std::to_string(entry) + kCutShort);
         // run.c stores pieces as C strings: everything from the first NUL on is invisible to it.
         t.bytes_.append(piece.data(), std::strlen(piece.c_str()));
         t.offsets_.push_back(t.bytes_.size());
@@ -169,7 +173,7 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
     }
 
     const int n = t.size();
-    if (n == 0) throw Error(path + ": tokenizer file has no entries");
+    if (n == 0) throw Error(path + ": tokenizer file has no entries" + kNotTheTokenizer);
     if (n < min_vocab)
         throw Error(path + ": tokenizer has " + std::to_string(n) +
                     " entries but the model's vocabulary is " + std::to_string(min_vocab) +
@@ -252,7 +256,8 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     if (!text.empty()) {
         const int dummy_prefix = lookup(" ");
         if (dummy_prefix == -1)
-            throw Error(path_ + ": tokenizer has no \" \" piece, which encoding needs as the dummy prefix");
+            throw Error(path_ + ": tokenizer has no \" \" piece, which encoding needs as the dummy prefix" +
+                        kNotTheTokenizer);
         tokens.push_back(dummy_prefix);
     }
 
