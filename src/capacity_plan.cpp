@@ -15,6 +15,7 @@ namespace llamacl {
 namespace {
 
 std::string mib(std::uint64_t bytes) {
+    if (bytes < 1024 * 1024 / 10) return std::to_string(bytes) + " bytes";  // (not "0.0 MiB")
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
     return buf;
@@ -72,12 +73,20 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     p.positions = c.seq_len;
     p.seq_len = model.seq_len;
     // Drivers keep some memory for themselves and fragment the rest; plan within 90 %.
+    // `bound`: what set the total where the device's own memory did not, for the refusals below.
     std::uint64_t total = device.global_mem_bytes;
-    if (memory_limit != 0) total = std::min(total, memory_limit);
+    std::string bound;
+    if (memory_limit != 0 && memory_limit < total) {
+        total = memory_limit;
+        bound = " (as --max-device-memory caps it)";
+    }
     // A CPU device's buffers are this process's memory, which PoCL reports as most of the machine's and
     // backs only at a buffer's first use, where a shortfall aborts the process: plan within what the
     // process can still map and the machine has free.
-    if (device.is_cpu) total = std::min(total, allocatable_host_bytes());
+    if (device.is_cpu && allocatable_host_bytes() < total) {
+        total = allocatable_host_bytes();
+        bound = " (a CPU device's memory is this process's: free memory and ulimit -v bound it)";
+    }
     p.usable_bytes = total / 10 * 9;
     p.kv_cache_bytes = size.kv_cache_bytes;
     p.context_kv_cache_bytes = ModelSize(model).kv_cache_bytes;
@@ -109,8 +118,7 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     const auto numbers = [&] {
         return p.kv_cache() + " + constants " + mib(p.constant_bytes) + " + working " +
                mib(p.working_bytes) + " + layer " + mib(p.layer_bytes) + " x K must fit in " + mib(p.usable_bytes) +
-               " usable on " + device.name +
-               (device.is_cpu ? " (a CPU device's memory is this process's: free memory and ulimit -v bound it)" : "");
+               " usable on " + device.name + bound;
     };
     if (requested_k != 0) {
         if (requested_k < 1 || requested_k > c.n_layers)

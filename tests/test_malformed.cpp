@@ -354,7 +354,7 @@ TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
         EXPECT_LT(r.peak_rss_kib, baseline.peak_rss_kib + 8 * 1024)
             << backend << ": " << r.peak_rss_kib << " KiB against " << baseline.peak_rss_kib << " KiB with seq_len 4";
         if (std::string(backend) == "opencl") {
-            EXPECT_NE(r.err.find("KV cache 0.0 MiB (4 positions; the whole context of 4000000 would need 7812.5 MiB)"),
+            EXPECT_NE(r.err.find("KV cache 8192 bytes (4 positions; the whole context of 4000000 would need 7812.5 MiB)"),
                       std::string::npos)
                 << r.err;
         }
@@ -379,7 +379,7 @@ TEST(MalformedCheckpoint, EveryCommandSizesTheCacheByThePositionsItReaches) {
             EXPECT_LT(r->peak_rss_kib, 256 * 1024) << backend;
         }
         if (std::string(backend) == "opencl") {
-            EXPECT_NE(chat.err.find("KV cache 0.0 MiB (24 positions; the whole context of 4000000"), std::string::npos)
+            EXPECT_NE(chat.err.find("KV cache 49152 bytes (24 positions; the whole context of 4000000"), std::string::npos)
                 << chat.err;
             EXPECT_NE(ppl.err.find("positions; the whole context of 4000000"), std::string::npos) << ppl.err;
         }
@@ -973,7 +973,9 @@ TEST(SmallDevice, OutOfMemoryNamesTheNumbersAndSuggestsLayersPerOffload) {
 
     const std::string small = base + " --backend opencl --max-device-memory " + mib;
     expect_error(run(small + " --layers-per-offload 2"), 1,
-                 {"--layers-per-offload 2 does not fit", "KV cache", "MiB", "use --layers-per-offload 1"}, "K=2");
+                 {"--layers-per-offload 2 does not fit", "KV cache", "MiB", "(as --max-device-memory caps it)",
+                  "use --layers-per-offload 1"},
+                 "K=2");
     // Left to choose, it streams one layer at a time and prints what the CPU prints.
     const CommandResult streamed = run(small);
     EXPECT_EQ(streamed.exit_code, 0) << streamed.err;
@@ -981,8 +983,8 @@ TEST(SmallDevice, OutOfMemoryNamesTheNumbersAndSuggestsLayersPerOffload) {
     // Not even one layer fits.
     // Below a byte is still a limit (the 0 it truncates to would mean none).
     for (const char* tiny : {"0.01", "1e-9"})
-        expect_error(run(base + " --backend opencl --max-device-memory " + tiny), 1, {"does not fit", "MiB", "--backend cpu"},
-                     tiny);
+        expect_error(run(base + " --backend opencl --max-device-memory " + tiny), 1,
+                     {"does not fit", " bytes usable on ", "(as --max-device-memory caps it)", "--backend cpu"}, tiny);
 }
 
 // ---------------------------------------------------------------------------------------------------
