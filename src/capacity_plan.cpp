@@ -64,7 +64,8 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     // about 8 KiB): a header's layer count, unbounded by a small file's size, must not multiply that.
     if (c.n_layers > kMaxDeviceLayers)
         throw Error(device.name + ": the model has " + std::to_string(c.n_layers) +
-                    " layers; the OpenCL runtime keeps buffers for each and takes at most " + std::to_string(kMaxDeviceLayers) +
+                    " layers; the OpenCL runtime keeps buffers for each and takes at most " +
+                    std::to_string(kMaxDeviceLayers) +
                     " (no released model has more than a few hundred): run generate with --backend cpu");
     const ModelSize size(c);
     const std::uint64_t f = sizeof(float);
@@ -83,8 +84,8 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     // A CPU device's buffers are this process's memory, which PoCL reports as most of the machine's and
     // backs only at a buffer's first use, where a shortfall aborts the process: plan within what the
     // process can still map and the machine has free.
-    if (device.is_cpu && allocatable_host_bytes() < total) {
-        total = allocatable_host_bytes();
+    if (const std::uint64_t host = device.is_cpu ? allocatable_host_bytes() : total; host < total) {
+        total = host;
         bound = " (a CPU device's memory is this process's: free memory and ulimit -v bound it)";
     }
     p.usable_bytes = total / 10 * 9;
