@@ -569,11 +569,12 @@ const char* rung_status_name(RungStatus status) {
 std::vector<ElementType> check_formats(const Checkpoint& checkpoint) {
     const ElementType own = checkpoint.weight_format().type;
     if (own != ElementType::f32) return {own};
-    // Q8_0 only where its default groups are whole words (a multiple of 4: device_weights): a shape whose
-    // dims allow no such group converts to Q8_0 for the CPU reference alone.
+    // Q8_0 only where the device reads its default groups: a shape whose dims allow none converts to Q8_0
+    // for the CPU reference alone.
     std::vector<ElementType> formats;
     for (ElementType type : kDeviceElementTypes)
-        if (type != ElementType::q8_0 || default_group_size(checkpoint.config()) % 4 == 0) formats.push_back(type);
+        if (type != ElementType::q8_0 || device_reads_q8_groups(default_group_size(checkpoint.config())))
+            formats.push_back(type);
     return formats;
 }
 

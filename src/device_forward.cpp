@@ -27,7 +27,7 @@ const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, con
     const Config& c = ck.config();
     const WeightFormat& format = c.weight_format;
     if (format.type != ElementType::q8_0) return c;
-    if (format.group_size % 4 != 0)
+    if (!device_reads_q8_groups(format.group_size))
         throw Error(ck.path() + ": the OpenCL backend runs q8_0 weights in groups of a multiple of 4, and these are " +
                     format.describe() + "; quantize the fp32 model with a --group-size that is one "
                     "(llama-cl quantize), or run generate with --backend cpu");

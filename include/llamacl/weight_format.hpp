@@ -30,6 +30,9 @@ struct WeightFormat {
 // `llama-cl check` climbs them.
 inline constexpr ElementType kDeviceElementTypes[] = {ElementType::f32, ElementType::f16, ElementType::q8_0};
 
+// Whether the device's Q8_0 kernels read groups of this size: whole 4-byte words of int8 values (weights.cl).
+constexpr bool device_reads_q8_groups(int group_size) { return group_size > 0 && group_size % 4 == 0; }
+
 // A weight tensor (or rows of one) in memory, elements in row-major order.
 struct WeightTensor {
     WeightFormat format;
