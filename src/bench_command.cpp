@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "llamacl/bandwidth_probes.hpp"
+#include "llamacl/number_text.hpp"
 #include "llamacl/progress.hpp"
 #include "llamacl/bench.hpp"
 #include "llamacl/bench_report.hpp"
@@ -39,12 +40,6 @@ Checkpoint load_model(const BenchArgs& a) {
     return with_weights(Checkpoint::from_image(synthetic_checkpoint_image(*preset_config(a.synthetic), 0, kSyntheticSeed),
                                                "synthetic:" + a.synthetic),
                         weights_format(a.weights));
-}
-
-std::string g_text(double v) {  // as printf's %g
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
 }
 
 }  // namespace
@@ -103,8 +98,9 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     if (a.probe_mib > 0) {  // left out (0): the default size
         const double probe_bytes = a.probe_mib * static_cast<double>(kMiB);
         if (probe_bytes > static_cast<double>(device.info().max_alloc_bytes))
-            throw usage_error("--probe-mib: " + g_text(a.probe_mib) + " MiB is more than " + device.info().name +
-                              " allows in one buffer (" + std::to_string(device.info().max_alloc_bytes / kMiB) + " MiB)");
+            throw usage_error("--probe-mib: " + number_text("%g", a.probe_mib) + " MiB is more than " +
+                              device.info().name + " allows in one buffer (" +
+                              std::to_string(device.info().max_alloc_bytes / kMiB) + " MiB)");
         o.probe_bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(probe_bytes));  // 0 would mean the default
     }
     o.profile = a.profile;

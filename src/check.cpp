@@ -19,6 +19,7 @@
 #include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
 #include "llamacl/kernel_checks.hpp"
+#include "llamacl/number_text.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/roofline_svg.hpp"
 #include "llamacl/sampler.hpp"
@@ -83,11 +84,8 @@ std::vector<RungRef> ladder(std::span<const ElementType> formats) {
     return rungs;
 }
 
-std::string g_text(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", v);
-    return buf;
-}
+// The report's figures: three significant digits.
+std::string g_text(double v) { return number_text("%.3g", v); }
 
 std::string mib_text(std::uint64_t bytes) {
     return bytes >= kMiB ? g_text(static_cast<double>(bytes) / kMiB) + " MiB" : std::to_string(bytes) + " B";

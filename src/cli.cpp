@@ -27,6 +27,7 @@
 #include "llamacl/error.hpp"
 #include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
+#include "llamacl/number_text.hpp"
 #include "llamacl/perplexity.hpp"
 #include "llamacl/progress.hpp"
 #include "llamacl/reference.hpp"
@@ -131,22 +132,16 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     add_backend_options(cmd, a);
 }
 
-// A flag's number as a message shows it: short at any magnitude (1e+308, not 309 digits).
-std::string shown(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
 void check_generate_args(const GenerateArgs& a) {
     // (Finite as the float it is stored in, as run.c stores it.)
     if (!(a.temperature >= 0.0 && std::isfinite(static_cast<float>(a.temperature))))
         throw usage_error("-t: temperature must be a finite number >= 0, at most a float's 3.40282e+38 (got " +
-                          shown(a.temperature) + ")");
-    if (!(a.topp >= 0.0 && a.topp <= 1.0)) throw usage_error("-p: top-p must be in [0, 1] (got " + shown(a.topp) + ")");
+                          number_text("%g", a.temperature) + ")");
+    if (!(a.topp >= 0.0 && a.topp <= 1.0))
+        throw usage_error("-p: top-p must be in [0, 1] (got " + number_text("%g", a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
     if (!(a.tolerance >= 0 && std::isfinite(a.tolerance)))
-        throw usage_error("--tolerance: must be a finite number >= 0 (got " + shown(a.tolerance) + ")");
+        throw usage_error("--tolerance: must be a finite number >= 0 (got " + number_text("%g", a.tolerance) + ")");
     if (a.backend == "cpu") {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");

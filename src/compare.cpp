@@ -5,16 +5,11 @@
 #include <cstdlib>
 
 #include "llamacl/error.hpp"
+#include "llamacl/number_text.hpp"
 
 namespace llamacl {
 
 namespace {
-
-std::string format_number(const char* fmt, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, fmt, v);
-    return buf;
-}
 
 std::string where(const BoundaryStats& s) {
     return s.layer >= 0 ? "layer " + std::to_string(s.layer) + ", " + op_name(s.op) : std::string(op_name(s.op));
@@ -107,11 +102,11 @@ std::string LockstepCompare::summary() const {
     if (first_) {
         const BoundaryStats& s = first_->stats;
         return "compare-cpu: first divergence at token " + std::to_string(first_->pos) + ", " + where(s) +
-               ": max abs err " + format_number("%.6g", s.max_abs) + " at index " + std::to_string(s.worst) +
-               " (tolerance " + format_number("%g", tolerance_) + ")";
+               ": max abs err " + number_text("%.6g", s.max_abs) + " at index " + std::to_string(s.worst) +
+               " (tolerance " + number_text("%g", tolerance_) + ")";
     }
     return "compare-cpu: no divergence over " + std::to_string(tokens_) + " tokens (max abs err " +
-           format_number("%.6g", max_abs_) + ")";
+           number_text("%.6g", max_abs_) + ")";
 }
 
 std::string format_boundary_table(const std::vector<BoundaryStats>& rows) {

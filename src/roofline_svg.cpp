@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 
 #include "llamacl/error.hpp"
+#include "llamacl/number_text.hpp"
 
 namespace llamacl {
 
@@ -16,11 +16,8 @@ constexpr double kWidth = 1120, kHeight = 560, kLeft = 80, kRight = 640, kTop = 
 const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
-std::string number(const char* fmt, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, fmt, v);
-    return buf;
-}
+// number_text, under a name short enough for the markup below.
+constexpr auto& number = number_text;
 
 std::string escaped(const std::string& text) {
     std::string out;

@@ -1,0 +1,13 @@
+#include "llamacl/number_text.hpp"
+
+#include <cstdio>
+
+namespace llamacl {
+
+std::string number_text(const char* fmt, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return buf;
+}
+
+}  // namespace llamacl
