@@ -145,10 +145,11 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
 
     t.offsets_.push_back(0);
     std::string piece;
+    const std::size_t max_entries = std::max(kMaxPlausibleEntries, static_cast<std::size_t>(std::max(min_vocab, 0)));
     while (remaining > 0) {
         const std::size_t entry = t.offsets_.size() - 1;
-        if (entry >= std::max(kMaxPlausibleEntries, static_cast<std::size_t>(std::max(min_vocab, 0))))
-            throw Error(path + ": more than " + std::to_string(entry) +
+        if (entry == max_entries)
+            throw Error(path + ": more than " + std::to_string(max_entries) +
                         " tokenizer entries (a llama2.c tokenizer.bin has one per token of the model's vocabulary" +
                         (min_vocab > 0 ? ", here " + std::to_string(min_vocab) : std::string()) +
                         "); use the tokenizer the model was trained with");
