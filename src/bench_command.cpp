@@ -73,7 +73,7 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
     cmd->add_option("--probe-mib", a.probe_mib,
                     "bandwidth probe buffer size in MiB (default: 8 x the device's last-level cache, 64 to 1024, within "
                     "the largest allocation and global memory / 4; on a CPU device halved to fit the address space)")
-        ->check(positive_number());
+        ->transform(positive_number());
     cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
     cmd->add_option("--plot", a.plot, "write the roofline as an SVG file: copy bandwidth (and with --prompt FMA throughput) as the roof, "

@@ -70,19 +70,14 @@ void add_model_options(CLI::App* cmd, GenerateArgs& a) {
 // run.c's sampling flags.
 void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")
-        ->check(not_empty("a number, e.g. -t 0.8"))
+        ->transform(number([](const std::string& text) { return "must be a number, e.g. -t 0.8 (got '" + text + "')"; }))
         ->capture_default_str();
     cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
         // llama.cpp's -p is the prompt: a text here is most likely one.
-        ->check(CLI::Validator(
-            [](std::string& text) -> std::string {
-                char* end = nullptr;
-                std::strtod(text.c_str(), &end);
-                if (end != text.c_str() && *end == '\0') return {};
-                return "top-p must be a number in [0, 1] (got '" + text + "'); the prompt is -i, as in run.c: -i '" +
-                       text + "'";
-            },
-            "NUMBER"))
+        ->transform(number([](const std::string& text) {
+            return "top-p must be a number in [0, 1] (got '" + text + "'); the prompt is -i, as in run.c: -i '" + text +
+                   "'";
+        }))
         ->capture_default_str();
     cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")
         // Decimal, as run.c's atoi reads it, and in range (the conversion would saturate silently, every
@@ -115,7 +110,9 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--tolerance", a.tolerance,
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
                     "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact)")
-        ->check(not_empty("a number, e.g. --tolerance 0.001"))
+        ->transform(number([](const std::string& text) {
+            return "must be a number, e.g. --tolerance 0.001 (got '" + text + "')";
+        }))
         ->capture_default_str();
     cmd->add_flag("-q,--quiet", a.quiet,
                   "no status lines on stderr: neither --backend auto's choice nor progress while kernels compile "

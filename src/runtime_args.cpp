@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -41,7 +42,7 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
         ->check(CLI::IsMember({"auto", "per-op", "token"}));
     cmd.add_option("--max-device-memory", a.max_device_memory_mib,
                    "plan as if the device had only this many MiB (rehearse a smaller device)")
-        ->check(positive_number());
+        ->transform(positive_number());
     cmd.add_flag("--no-host-mirror", a.no_host_mirror,
                  "when layers stream, refill one pinned buffer per chunk instead of keeping a pinned copy of "
                  "the streamed layers in host memory (kept by default when they take at most half of the "
@@ -61,13 +62,43 @@ void add_weights_option(CLI::App& cmd, std::string& weights) {
 
 std::optional<ElementType> weights_format(const std::string& weights) { return parse_element_type(weights); }
 
+namespace {
+
+// Blanks around a number are not part of it: "-n ' 8'" and "-n '8 '" both read 8 (run.c's atoi and atof
+// skip the leading ones); anything else after the digits is a mistake.
+void trim_blanks(std::string& text) {
+    const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
+    while (!text.empty() && blank(static_cast<unsigned char>(text.back()))) text.pop_back();
+    std::size_t first = 0;
+    while (first < text.size() && blank(static_cast<unsigned char>(text[first]))) first++;
+    text.erase(0, first);
+}
+
+// The whole text as a number (strtod's forms: 0.8, 1e-3, inf, nan), or nullopt.
+std::optional<double> whole_number(const std::string& text) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0') return std::nullopt;
+    return v;
+}
+
+}  // namespace
+
+CLI::Validator number(const std::function<std::string(const std::string&)>& complaint) {
+    return CLI::Validator(
+        [=](std::string& text) -> std::string {
+            trim_blanks(text);
+            return whole_number(text) ? std::string() : complaint(text);
+        },
+        "NUMBER");
+}
+
 CLI::Validator positive_number() {
     return CLI::Validator(
         [](std::string& text) -> std::string {
-            char* end = nullptr;
-            const double v = std::strtod(text.c_str(), &end);
-            if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
-                return "must be positive (got " + text + ")";
+            trim_blanks(text);
+            const std::optional<double> v = whole_number(text);
+            if (!v || !std::isfinite(*v) || *v <= 0) return "must be positive (got " + text + ")";
             return {};
         },
         "POSITIVE");
@@ -87,6 +118,7 @@ CLI::Validator decimal_int() {
 CLI::Validator decimal_integer(long long lo, long long hi, const std::string& range_text, const std::string& name) {
     return CLI::Validator(
         [=](std::string& text) -> std::string {
+            trim_blanks(text);
             char* end = nullptr;
             errno = 0;
             const long long v = std::strtoll(text.c_str(), &end, 10);

@@ -808,12 +808,40 @@ TEST(HostileFlags, EveryIntegerFlagIsDecimal) {
     EXPECT_NE(info.out.find("\nseq_len: 8\n"), std::string::npos) << info.out;
 }
 
+TEST(HostileFlags, BlanksAroundANumberAreDroppedAndNothingElseFollowsIt) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    const auto with = [&](const std::string& flags) {
+        return run("generate " + quote((shared / "models/stories260K.bin").string()) + " -z " +
+                   quote((shared / "models/tok512.bin").string()) + " --backend cpu -n 12 " + flags);
+    };
+    const CommandResult plain = with("-t 0.9 -p 0.8 -s 5");
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    // run.c's atoi and atof skip leading blanks; a trailing one (a quoted "$N ") is as harmless.
+    for (const char* blanks : {" 0.9", "0.9 ", "\t0.9\n"}) {
+        SCOPED_TRACE(std::string("-t '") + blanks + "'");
+        const CommandResult r =
+            with(std::string("-t ") + quote(blanks) + " -p ' 0.8 ' -s '5 '");
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(r.out, plain.out);
+    }
+    const CommandResult compared = with("--backend opencl -t 0 --compare-cpu --tolerance ' 0.01 '");
+    EXPECT_EQ(compared.exit_code, 0) << compared.err;
+    expect_error(with("-t '0.9x'"), 2, {"-t: must be a number, e.g. -t 0.8 (got '0.9x')"}, "-t 0.9x");
+    expect_error(with("-t ' '"), 2, {"-t: must be a number", "(got '')"}, "-t blank");
+    expect_error(with("--tolerance '1 e'"), 2, {"--tolerance: must be a number", "(got '1 e')"}, "--tolerance 1 e");
+    expect_error(with("-p '0.8 8'"), 2, {"-p: top-p must be a number in [0, 1] (got '0.8 8')"}, "-p 0.8 8");
+    expect_error(with("-n '1 2'"), 2, {"-n: must be a decimal integer", "(got 1 2)"}, "-n 1 2");
+    expect_error(with("--backend opencl --max-device-memory '64 MiB'"), 2, {"--max-device-memory: must be positive"},
+                 "--max-device-memory 64 MiB");
+}
+
 TEST(HostileFlags, EmptyAndUnrepresentableValuesAreRefused) {
     Corpus c;
     // An empty value is no value: not 0, not the default.
-    for (const char* flag : {"-t ''", "--tolerance '' --compare-cpu", "--work-shape ''"})
+    for (const char* flag : {"-t ''", "--tolerance '' --compare-cpu"})
         expect_error(run(c.generate(c.v0, c.tok, flag)), 2,
-                     {std::string(flag).substr(0, std::string(flag).find(' ')), "is empty"}, flag);
+                     {std::string(flag).substr(0, std::string(flag).find(' ')) + ": must be a number", "(got '')"}, flag);
+    expect_error(run(c.generate(c.v0, c.tok, "--work-shape ''")), 2, {"--work-shape: is empty"}, "--work-shape ''");
     expect_error(run("generate '' -z " + quote(c.tok.string())), 2, {"checkpoint: is empty"}, "no checkpoint");
     expect_error(run("generate " + quote(c.v0.string()) + " -z ''"), 2, {"-z: is empty"}, "no tokenizer");
     // run.c stores the temperature as a float: 1e39 is infinite there.

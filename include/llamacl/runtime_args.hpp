@@ -2,6 +2,7 @@
 // The command-line options that choose the OpenCL device and shape the runtime on it, shared by
 // `generate` and `bench` so both spell, check and apply them the same way.
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -31,10 +32,13 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
 // --weights f32|f16|q8_0, which every backend honours (the CPU reference computes on the converted weights).
 void add_weights_option(CLI::App& cmd, std::string& weights);
 std::optional<ElementType> weights_format(const std::string& weights);  // nullopt: the file's own
-// A check for options that take a size: a finite number above zero (0, nan and inf are mistakes, not
+// A transform for options that take a number: blanks around it are dropped, and anything strtod does not
+// read whole is refused with complaint(text).
+CLI::Validator number(const std::function<std::string(const std::string&)>& complaint);
+// A transform for options that take a size: a finite number above zero (0, nan and inf are mistakes, not
 // ways to say "default"; leaving the option out is).
 CLI::Validator positive_number();
-// A transform for integer options: decimal (010 is ten; CLI11 alone reads it as octal 8) within [lo, hi],
+// A transform for integer options (blanks around them dropped): decimal (010 is ten; CLI11 alone reads it as octal 8) within [lo, hi],
 // else "must be RANGE_TEXT (got X)". The text is rewritten in decimal for CLI11's own conversion.
 CLI::Validator decimal_integer(long long lo, long long hi, const std::string& range_text, const std::string& name);
 // decimal_integer over the whole int range, for counts whose range is checked where they are used.
