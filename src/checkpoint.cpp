@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -116,7 +117,15 @@ std::string foreign_format(const std::byte* base, std::uint64_t size) {
         if (static_cast<char>(base[8]) == '{' && static_cast<char>(base[9]) == '"' && json > 1 && json <= size - 8)
             return "a safetensors file (Hugging Face)";
     }
-    return "";
+    // Text: a web page or an error message saved in place of the model (no header starts with 16 such bytes).
+    const std::string_view head(reinterpret_cast<const char*>(base), std::min<std::uint64_t>(size, 16));
+    std::string shown;
+    for (char ch : head) {
+        if (ch == '\t' || ch == '\n' || ch == '\r') ch = ' ';
+        if (ch < ' ' || ch > '~') return "";
+        shown += ch;
+    }
+    return "text (\"" + shown + "...\": a web page or an error message saved in place of the model?)";
 }
 
 std::string describe(const Config& c) {
@@ -324,7 +333,7 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
         // ever be mistaken for one.
         if (const std::string what = foreign_format(base, size); !what.empty())
             throw Error(path + ": this is " + what + ", not a llama2.c checkpoint; export the model with "
-                        "llama2.c's export.py");
+                        "llama2.c's export.py, or download it again");
         throw;
     }
     map_weights(base + (legacy ? kV0HeaderBytes : kV1HeaderBytes), legacy);

@@ -122,6 +122,11 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
         throw Error(path + ": cannot open tokenizer file for reading" +
                     (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string()));
 
+    // /proc and /sys files call themselves regular with a size of 0 and still have content to read.
+    if (file_size == 0 && in.peek() != std::ifstream::traits_type::eof())
+        throw Error(path + ": a file that reports no size (a /proc or /sys file?), not a llama2.c tokenizer; pass a "
+                           "tokenizer.bin");
+
     // Every length field is checked against the bytes still unread before anything is allocated
     // from it, so a corrupt or hostile file cannot make us allocate more than its own size.
     std::uintmax_t remaining = file_size;

@@ -251,7 +251,9 @@ TEST(MalformedCheckpoint, EveryCaseIsOneLineNamingTheFile) {
         {"model.gguf", gguf, {"GGUF", "not a llama2.c checkpoint"}},
         {"model.pth", zip, {"zip", "not a llama2.c checkpoint"}},
         {"model.safetensors", safetensors, {"safetensors", "not a llama2.c checkpoint"}},
-        {"README.md", text, {"not a valid llama2.c checkpoint"}},
+        {"README.md", text, {"this is text (\"This is not a ch...\"", "not a llama2.c checkpoint", "download it again"}},
+        {"page.html", "<!DOCTYPE html>\r\n<html><body>404: Not Found</body></html>\n",
+         {"this is text (\"<!DOCTYPE html> ...\"", "web page"}},
     };
     for (const FileCase& k : cases) {
         const fs::path path = c.file(k.name, k.bytes);
@@ -282,6 +284,8 @@ TEST(MalformedCheckpoint, PathsThatAreNotReadableFiles) {
     // /proc files call themselves regular with a size of 0, yet have content: say what they are.
     expect_error(run("info /proc/cpuinfo"), 1, {"/proc/cpuinfo", "reports no size", "not a llama2.c checkpoint"},
                  "/proc/cpuinfo");
+    expect_error(run(c.generate(c.v0, "/proc/cpuinfo")), 1, {"/proc/cpuinfo", "reports no size", "not a llama2.c tokenizer"},
+                 "-z /proc/cpuinfo");
     // A file without read permission; root reads it anyway, so there the case cannot be made.
     const fs::path locked = c.file("locked.bin", c.v0_bytes);
     fs::permissions(locked, fs::perms::none);
