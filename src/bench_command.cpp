@@ -108,7 +108,7 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     if (!a.plot.empty()) write_roofline_svg(a.plot, roofline_from_bench(result));
     const std::string report = a.json ? format_bench_json(result) : format_bench_text(result);
     std::fputs(report.c_str(), out);
-    std::fflush(out);
+    flush_or_throw(out);
     return 0;
 }
 

@@ -103,11 +103,11 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     const RungObserver print_rung = [out](const CheckReport& so_far) {
         if (so_far.rungs.size() == 1) std::fputs(format_check_header(so_far).c_str(), out);
         std::fputs(format_rung_line(so_far.rungs.back()).c_str(), out);
-        std::fflush(out);
+        flush_or_throw(out);
     };
     const CheckReport report = run_check(device, ck, tokenizer, o, a.json ? RungObserver{} : print_rung);
     std::fputs((a.json ? format_check_json(report) : format_check_summary(report)).c_str(), out);
-    std::fflush(out);
+    flush_or_throw(out);
     return report.first_failure() ? kCheckFailed : 0;
 }
 

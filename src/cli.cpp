@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <unistd.h>
 #include <utility>
 
@@ -566,6 +567,15 @@ int run_quantize(const QuantizeArgs& a) {
     return 0;
 }
 
+// CLI11's own output (help, version) through stdout's buffer: its std::endl would flush a failed write
+// early and lose the reason.
+int print_exit(const CLI::App& app, const CLI::Error& e) {
+    std::ostringstream text;
+    const int code = app.exit(e, text);
+    std::fputs(text.str().c_str(), stdout);
+    return code;
+}
+
 // Output that did not arrive must not pass for success.
 int with_output_checked(int code) {
     const std::string failure = output_failure(stdout);
@@ -663,11 +673,11 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         if (chat_.cmd->parsed()) check_generate_args(chat_.run);
         if (perplexity_.cmd->parsed()) check_generate_args(perplexity_.run);
     } catch (const CLI::CallForHelp& e) {
-        return with_output_checked(app_.exit(e));
+        return with_output_checked(print_exit(app_, e));
     } catch (const CLI::CallForAllHelp& e) {
-        return with_output_checked(app_.exit(e));
+        return with_output_checked(print_exit(app_, e));
     } catch (const CLI::CallForVersion& e) {
-        return with_output_checked(app_.exit(e));
+        return with_output_checked(print_exit(app_, e));
     } catch (const CLI::ParseError& e) {
         // CLI11 takes a text such as "-x" for an option and then misses the text itself.
         const bool dashed_text = tokenize_->parsed() && !tok_.tokenizer.empty() && tok_.text.empty();

@@ -1,6 +1,8 @@
 #include "llamacl/error.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace llamacl {
 
@@ -29,5 +31,17 @@ std::string printable(std::string_view text) {
 }
 
 void report(std::string_view message) { std::fprintf(stderr, "llama-cl: %s\n", printable(message).c_str()); }
+
+std::string output_failure(std::FILE* out) {
+    errno = 0;
+    if (std::fflush(out) == 0 && !std::ferror(out)) return {};
+    // errno is the failed call's when the flush failed; an earlier failed write may have left none.
+    return std::string("cannot write the output: ") + (errno ? std::strerror(errno) : "I/O error");
+}
+
+// Generating into the void after a failed write would only waste the device's time.
+void flush_or_throw(std::FILE* out) {
+    if (std::string failure = output_failure(out); !failure.empty()) throw Error(std::move(failure));
+}
 
 }  // namespace llamacl

@@ -19,18 +19,6 @@ void write_piece(std::string_view piece, std::FILE* out) {
 }
 }  // namespace
 
-// Generating into the void after a failed write would only waste the device's time.
-void flush_or_throw(std::FILE* out) {
-    if (std::string failure = output_failure(out); !failure.empty()) throw Error(std::move(failure));
-}
-
-std::string output_failure(std::FILE* out) {
-    errno = 0;
-    if (std::fflush(out) == 0 && !std::ferror(out)) return {};
-    // errno is the failed call's when the flush failed; an earlier failed write may have left none.
-    return std::string("cannot write the output: ") + (errno ? std::strerror(errno) : "I/O error");
-}
-
 int effective_steps(int steps, int seq_len) { return steps == 0 || steps > seq_len ? seq_len : steps; }
 
 std::vector<int> encode_text(const Tokenizer& tokenizer, const std::string& text, int vocab_size,

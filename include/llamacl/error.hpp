@@ -1,6 +1,7 @@
 #pragma once
 // One exception type for everything a user can get wrong. main() prints what() as a single line
 // on stderr and exits with exit_code(): 1 for bad files and devices, 2 for bad command-line usage.
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,5 +26,11 @@ inline Error usage_error(const std::string& message) { return Error(message, 2);
 std::string printable(std::string_view text);
 // Prints "llama-cl: MESSAGE" as one line on stderr, control characters escaped: every message goes out here.
 void report(std::string_view message);
+
+// Flushes `out`; empty when everything written to it arrived, else "cannot write the output: REASON" (a
+// full disk, an I/O error: run.c ignores them, we do not).
+std::string output_failure(std::FILE* out);
+// Throws an Error with output_failure()'s text when it is not empty.
+void flush_or_throw(std::FILE* out);
 
 }  // namespace llamacl

@@ -53,12 +53,6 @@ struct GenerateStats {
     std::string describe_rates() const;
 };
 
-// Flushes `out`; empty when everything written to it arrived, else "cannot write the output: REASON" (a
-// full disk, an I/O error: run.c ignores them, we do not).
-std::string output_failure(std::FILE* out);
-// Throws an Error with output_failure()'s text when it is not empty.
-void flush_or_throw(std::FILE* out);
-
 // Writes exactly the bytes run.c prints to `out` (pieces, then a newline), and stops with an Error at
 // the first write that fails.
 GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& sampler,
