@@ -136,6 +136,7 @@ Fault parse_fault(const std::string& text, const Config& config) {
         const std::size_t colon = item.find(':');
         if (colon == std::string::npos) throw bad("'" + item + "' is not key:value");
         const std::string key = item.substr(0, colon), value = item.substr(colon + 1);
+        if ((key == "layer" && has_layer) || (key == "op" && has_op)) throw bad(key + " given twice");
         if (key == "layer") {
             std::size_t used = 0;
             try {

@@ -55,7 +55,8 @@ TEST(CompareFault, ParsesLayerAndOpAndRejectsNonsense) {
     EXPECT_EQ(f.op, Op::ffn_hidden);
     EXPECT_EQ(parse_fault("op:logits", c).layer, -1);
     for (const char* bad : {"layer:3,op:q", "layer:-1,op:q", "op:q", "layer:1", "layer:x,op:q", "layer:1,op:attn",
-                            "layer:0,op:logits", "nonsense", ""}) {
+                            "layer:0,op:logits", "nonsense", "", "layer:1,op:q,layer:2",
+                            "op:q,layer:1,op:k"}) {
         try {
             parse_fault(bad, c);
             ADD_FAILURE() << bad << " was accepted";
