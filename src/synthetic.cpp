@@ -1,6 +1,7 @@
 #include "llamacl/synthetic.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,14 @@
 namespace llamacl {
 
 namespace {
+
+// A file cut short by a failed write must not pass for a model: it is removed, when it is a regular file
+// (the path may name a device such as /dev/full).
+Error write_failed(const std::string& path, int error) {
+    struct stat st {};
+    const bool removed = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(path.c_str()) == 0;
+    return Error(path + ": write failed: " + std::strerror(error) + (removed ? " (the partial file is removed)" : ""));
+}
 
 // splitmix64: a fast, well-mixed generator; one independent stream per (seed, tensor, block).
 std::uint64_t splitmix64(std::uint64_t& state) {
@@ -195,8 +204,7 @@ void write_synthetic_checkpoint(const std::string& path, const Config& c, int ve
         }
     });
     const int close_result = ::close(fd);
-    if (write_error != 0 || close_result != 0)
-        throw Error(path + ": write failed: " + std::strerror(write_error != 0 ? write_error.load() : errno));
+    if (write_error != 0 || close_result != 0) throw write_failed(path, write_error != 0 ? write_error.load() : errno);
 }
 
 void write_synthetic_tokenizer(const std::string& path, int vocab_size) {
@@ -229,7 +237,8 @@ void write_synthetic_tokenizer(const std::string& path, int vocab_size) {
         out.write(reinterpret_cast<const char*>(&len), sizeof len);
         out.write(pieces[i].data(), len);
     }
-    if (!out) throw Error(path + ": write failed");
+    out.close();
+    if (!out) throw write_failed(path, errno ? errno : EIO);
 }
 
 }  // namespace llamacl

@@ -761,6 +761,39 @@ TEST(HostileOutput, AReaderThatGoesAwayIsAWriteError) {
     EXPECT_NE(r.err.find("\nexit 1\n"), std::string::npos) << r.err;
 }
 
+TEST(HostileOutput, MakeCheckpointRemovesWhatItCouldNotFinish) {
+    // A file size limit (SIGXFSZ ignored, so the write fails with EFBIG) stands in for a full disk.
+    TempDir dir;
+    const fs::path model = dir / "model.bin", tokenizer = dir / "tok.bin";
+    const std::string make = quote(LLAMACL_MAKE_CHECKPOINT) + " " + quote(model.string()) +
+                             " --dim 2 --hidden-dim 2 --layers 1 --heads 1 --seq-len 2 --tokenizer " +
+                             quote(tokenizer.string());
+    const auto limited = [&](const std::string& kib, const std::string& vocab) {
+        // bash's ulimit -f counts KiB (dash's, 512-byte blocks).
+        return run_command("bash -c " + quote("ulimit -f " + kib + "; trap '' XFSZ; " + make + " --vocab " + vocab));
+    };
+    // The checkpoint (4000 x 2 floats of embeddings) outgrows 8 KiB.
+    const CommandResult model_cut = limited("8", "4000");
+    EXPECT_EQ(model_cut.exit_code, 1) << model_cut.err;
+    EXPECT_NE(model_cut.err.find(model.string() + ": write failed: " + std::strerror(EFBIG) +
+                                 " (the partial file is removed)"),
+              std::string::npos)
+        << model_cut.err;
+    EXPECT_FALSE(fs::exists(model));
+    // The checkpoint fits in 40 KiB, its tokenizer of 4000 pieces does not.
+    const CommandResult tokenizer_cut = limited("40", "4000");
+    EXPECT_EQ(tokenizer_cut.exit_code, 1) << tokenizer_cut.err;
+    EXPECT_NE(tokenizer_cut.err.find(tokenizer.string() + ": write failed: "), std::string::npos) << tokenizer_cut.err;
+    EXPECT_TRUE(fs::exists(model));
+    EXPECT_FALSE(fs::exists(tokenizer));
+    // A device is written to, never removed.
+    const CommandResult device = run_command(quote(LLAMACL_MAKE_CHECKPOINT) + " /dev/full --preset tiny");
+    EXPECT_EQ(device.exit_code, 1);
+    EXPECT_NE(device.err.find("/dev/full: write failed: " + std::string(std::strerror(ENOSPC)) + "\n"), std::string::npos)
+        << device.err;
+    EXPECT_TRUE(fs::exists("/dev/full"));
+}
+
 TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
     Corpus c;
     for (const char* flags : {"--device no-such-device", "--device 99", "--device 7.3", "--platform no-such-platform"}) {
