@@ -1,6 +1,5 @@
 #include "support.hpp"
 
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -49,11 +48,15 @@ CommandResult run_command(const std::string& command) {
     const fs::path out = dir / "stdout", err = dir / "stderr";
     const std::string full = command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
     // As std::system, but waited for with wait4: its rusage is the shell's and that of every process the
-    // shell waited for, so ru_maxrss is the command's peak memory.
+    // shell waited for, so ru_maxrss is the command's peak memory. fork, not posix_spawn: a child that
+    // shares our memory until exec (vfork's way) inherits this process's peak as its own.
     const char* argv[] = {"sh", "-c", full.c_str(), nullptr};
-    pid_t pid = 0;
-    if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0)
-        throw std::runtime_error("cannot start /bin/sh for: " + command);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("cannot start /bin/sh for: " + command);
+    if (pid == 0) {  // only async-signal-safe calls between fork and exec
+        ::execv("/bin/sh", const_cast<char* const*>(argv));
+        ::_exit(127);
+    }
     int status = 0;
     rusage usage{};
     while (wait4(pid, &status, 0, &usage) < 0)
