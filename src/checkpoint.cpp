@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -214,6 +215,9 @@ ModelSize::ModelSize(const Config& c) {
 struct Checkpoint::Storage {
     std::optional<MappedFile> file;  // the mapped file, or
     std::vector<std::byte> image;    // an in-memory file image
+    // Q8_0 scales that follow a count of int8 values not a multiple of 4 (group sizes 1 and 2), copied to
+    // aligned floats at load. A list: its elements never move.
+    std::list<std::vector<float>> aligned_scales;
     // The embedding table in fp32 when stored in another format, made at its first use.
     std::once_flag widened;
     std::vector<float> token_embedding;
@@ -352,12 +356,15 @@ void Checkpoint::map_weights(const std::byte* p, bool legacy) {
             return w;
         }
         p += n;
-        if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) != 0)
-            throw Error(path_ + ": a tensor of " + std::to_string(n) +
-                        " int8 values leaves its scales unaligned, which llama-cl cannot map (a group size of 4 or "
-                        "more avoids it: llama-cl quantize --group-size N)");
-        w.scales = reinterpret_cast<const float*>(p);
-        p += n / static_cast<std::uint64_t>(t.group_size) * sizeof(float);
+        const std::uint64_t groups = n / static_cast<std::uint64_t>(t.group_size);
+        if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0) {
+            w.scales = reinterpret_cast<const float*>(p);
+        } else {
+            std::vector<float>& copy = storage_->aligned_scales.emplace_back(groups);
+            std::memcpy(copy.data(), p, groups * sizeof(float));
+            w.scales = copy.data();
+        }
+        p += groups * sizeof(float);
         return w;
     };
     layers_.assign(static_cast<std::size_t>(c.n_layers), {});

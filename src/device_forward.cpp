@@ -1,6 +1,7 @@
 #include "llamacl/device_forward.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -27,10 +28,17 @@ const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, con
     const Config& c = ck.config();
     const WeightFormat& format = c.weight_format;
     if (format.type != ElementType::q8_0) return c;
-    if (!device_reads_q8_groups(format.group_size))
+    if (!device_reads_q8_groups(format.group_size)) {
+        // Groups divide both widths: a multiple of 4 does so only where their greatest common divisor is one.
+        const bool some_group_runs = std::gcd(c.dim, c.hidden_dim) % 4 == 0;
         throw Error(ck.path() + ": the OpenCL backend runs q8_0 weights in groups of a multiple of 4, and these are " +
-                    format.describe() + "; quantize the fp32 model with a --group-size that is one "
-                    "(llama-cl quantize), or run generate with --backend cpu");
+                    format.describe() +
+                    (some_group_runs ? "; quantize the fp32 model with a --group-size that is one (llama-cl quantize), "
+                                       "or run generate with --backend cpu"
+                                     : "; no multiple of 4 divides both dim (" + std::to_string(c.dim) +
+                                           ") and hidden_dim (" + std::to_string(c.hidden_dim) +
+                                           "), so run generate with --backend cpu"));
+    }
     const int longest = std::max(c.dim, c.hidden_dim);
     if (!staged_input_fits(device, shape, format, longest))
         throw Error(device.name + ": a work-group's " + std::to_string(device.local_mem_bytes) +

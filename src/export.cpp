@@ -146,43 +146,57 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
             throw Error(path + ": is the input checkpoint; give quantize another output path");
     }
 
-    const std::string partial = path + ".partial";
-    std::FILE* out = std::fopen(partial.c_str(), "wb");
-    if (!out) throw Error(partial + ": cannot create the quantized checkpoint: " + std::strerror(errno));
-    const auto fail = [&](const std::string& why) {
-        std::fclose(out);
+    // A new file of its own (O_EXCL): never the input, an existing file, nor what a link there points to.
+    std::string partial = path + ".partial.XXXXXX";
+    const int fd = ::mkstemp(partial.data());
+    if (fd < 0) throw Error(path + ": cannot create the quantized checkpoint: " + std::strerror(errno));
+    const mode_t mask = ::umask(0);  // mkstemp's 0600 becomes what creat(2) would have given
+    ::umask(mask);
+    std::FILE* out = ::fchmod(fd, 0666 & ~mask) == 0 ? ::fdopen(fd, "wb") : nullptr;
+    if (!out) {
+        const int err = errno;
+        ::close(fd);
         std::remove(partial.c_str());
-        return Error(partial + ": cannot write the quantized checkpoint: " + why);
+        throw Error(path + ": cannot create the quantized checkpoint: " + std::strerror(err));
+    }
+    const auto write_failed = [&] {
+        return Error(path + ": cannot write the quantized checkpoint: " + std::strerror(errno));
     };
     const auto write = [&](const void* data, std::size_t bytes) {
-        if (std::fwrite(data, 1, bytes, out) != bytes) throw fail(std::strerror(errno));
+        if (std::fwrite(data, 1, bytes, out) != bytes) throw write_failed();
     };
+    try {
+        // The header: magic, version, the seven dimensions (vocab_size positive), the shared-classifier
+        // byte, the group size (unaligned, packed after the byte), zeros up to 256 bytes.
+        std::vector<std::byte> header(kHeaderBytes);
+        const std::int32_t fields[8] = {2, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len};
+        std::memcpy(header.data(), &kMagicAk42, 4);
+        std::memcpy(header.data() + 4, fields, 8 * sizeof(std::int32_t));
+        header[36] = std::byte{c.shared_classifier ? std::uint8_t{1} : std::uint8_t{0}};
+        std::memcpy(header.data() + 37, &group_size, sizeof group_size);
+        write(header.data(), header.size());
 
-    // The header: magic, version, the seven dimensions (vocab_size positive), the shared-classifier
-    // byte, the group size (unaligned, packed after the byte), zeros up to 256 bytes.
-    std::vector<std::byte> header(kHeaderBytes);
-    const std::int32_t fields[8] = {2, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len};
-    std::memcpy(header.data(), &kMagicAk42, 4);
-    std::memcpy(header.data() + 4, fields, 8 * sizeof(std::int32_t));
-    header[36] = std::byte{c.shared_classifier ? std::uint8_t{1} : std::uint8_t{0}};
-    std::memcpy(header.data() + 37, &group_size, sizeof group_size);
-    write(header.data(), header.size());
-
-    const std::uint64_t total = fp32_bytes(fp32);
-    std::uint64_t done = 0;
-    std::vector<std::byte> encoded;
-    for_each_export_tensor(fp32, [&](const float* w, std::uint64_t n, bool quantized) {
-        const WeightFormat as = quantized ? q80 : WeightFormat{};
-        encoded.resize(as.bytes(n));
-        encode_weights(encoded.data(), w, n, as);
-        write(encoded.data(), encoded.size());
-        done += n * sizeof(float);
-        if (progress) progress(done, total);
-    });
-    if (std::fflush(out) != 0 || ::fsync(::fileno(out)) != 0) throw fail(std::strerror(errno));
-    if (std::fclose(out) != 0) {
+        const std::uint64_t total = fp32_bytes(fp32);
+        std::uint64_t done = 0;
+        std::vector<std::byte> encoded;
+        for_each_export_tensor(fp32, [&](const float* w, std::uint64_t n, bool quantized) {
+            const WeightFormat as = quantized ? q80 : WeightFormat{};
+            encoded.resize(as.bytes(n));
+            encode_weights(encoded.data(), w, n, as);
+            write(encoded.data(), encoded.size());
+            done += n * sizeof(float);
+            if (progress) progress(done, total);
+        });
+        if (std::fflush(out) != 0 || ::fsync(::fileno(out)) != 0) throw write_failed();
+    } catch (...) {  // what could not be finished is removed, whatever stopped it
+        std::fclose(out);
         std::remove(partial.c_str());
-        throw Error(partial + ": cannot write the quantized checkpoint: " + std::strerror(errno));
+        throw;
+    }
+    if (std::fclose(out) != 0) {
+        const int err = errno;
+        std::remove(partial.c_str());
+        throw Error(path + ": cannot write the quantized checkpoint: " + std::strerror(err));
     }
     if (std::rename(partial.c_str(), path.c_str()) != 0) {
         const int err = errno;

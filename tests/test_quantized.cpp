@@ -253,6 +253,23 @@ TEST(Quantize, BadInputsAreOneLineErrors) {
         EXPECT_NE(special.err.find("is not a regular file"), std::string::npos) << special.err;
     }
     EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+
+    // Its working file is a new one: neither an input named OUT.partial nor a file a link there names.
+    const auto partial_input = dir / "w.partial";
+    std::filesystem::copy_file(model, partial_input);
+    const CommandResult from_partial =
+        run_llama_cl("quantize " + quote(partial_input.string()) + " " + quote((dir / "w").string()));
+    EXPECT_EQ(from_partial.exit_code, 0) << from_partial.err;
+    EXPECT_EQ(read_file(partial_input), before);
+    const auto victim = dir / "victim.txt";
+    std::ofstream(victim) << "precious";
+    std::filesystem::create_symlink(victim, dir / "z.partial");
+    const CommandResult linked = run_llama_cl("quantize " + quote(model.string()) + " " + quote((dir / "z").string()));
+    EXPECT_EQ(linked.exit_code, 0) << linked.err;
+    EXPECT_EQ(read_file(victim), "precious");
+    EXPECT_EQ(read_file(dir / "z"), read_file(dir / "w"));
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+        EXPECT_EQ(entry.path().filename().string().find(".partial."), std::string::npos) << entry.path();
 }
 
 TEST(Version2, MapsEachTensorsValuesAndScales) {
@@ -404,9 +421,38 @@ TEST(GenerateQ80, TheOpenclBackendRefusesGroupsItCannotRead) {
                   std::string::npos)
             << r.err;
         EXPECT_NE(r.err.find("run generate with --backend cpu"), std::string::npos) << r.err;
+        // Quantizing again helps only where a multiple of 4 divides both widths: 48 and 100, not 36 and 98.
+        EXPECT_EQ(r.err.find("--group-size that is one") != std::string::npos, flags.empty()) << r.err;
+        EXPECT_EQ(r.err.find("no multiple of 4 divides both dim (36) and hidden_dim (98)") != std::string::npos,
+                  !flags.empty())
+            << r.err;
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
         EXPECT_EQ(run_llama_cl(model_args(path, tok, "--backend cpu -n 4 " + flags)).exit_code, 0) << flags;
     }
+}
+
+TEST(GenerateQ80, GroupsOfOneLeaveScalesUnalignedAndStillRunOnTheCpu) {
+    // dim 6 and hidden_dim 7: only groups of 1 divide both, so a tensor's int8 values (42 of them) leave
+    // the scales after them off a float's alignment. runq.c reads them in place; the loader copies them.
+    TempDir dir;
+    const auto model = write_model(dir, {6, 7, 1, 3, 3, 300, 16, true}, 1);
+    const auto q80 = dir / "q.bin";
+    const CommandResult quantized = run_llama_cl("quantize " + quote(model.string()) + " " + quote(q80.string()));
+    ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+    EXPECT_NE(quantized.err.find("q8_0 (group size 1)"), std::string::npos) << quantized.err;
+    const Checkpoint ck = Checkpoint::open(q80.string());
+    ASSERT_EQ(ck.weight_format().group_size, 1);
+    const WeightTensor& w1 = ck.layer(0).w1;
+    for (std::uint64_t i = 0; i < 42; ++i) {
+        float scale = 0.0f;  // the file's scales follow its 42 int8 values
+        std::memcpy(&scale, w1.q8() + 42 + i * sizeof(float), sizeof scale);
+        EXPECT_EQ(w1.scales[i], scale) << i;
+    }
+    const CommandResult from_file = run_llama_cl(model_args(q80, dir / "tok.bin", "--backend cpu -n 12 -s 3"));
+    const CommandResult converted = run_llama_cl(model_args(model, dir / "tok.bin", "--backend cpu -n 12 -s 3 --weights q8_0"));
+    ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+    EXPECT_FALSE(from_file.out.empty());
+    EXPECT_EQ(from_file.out, converted.out);
 }
 
 
