@@ -1,7 +1,10 @@
 #include "llamacl/row_shares.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -18,25 +21,37 @@ inline void spin_pause() {
 }
 
 // How long a thread spins on a flag before it sleeps on it (a futex): a token's matmuls follow each
-// other within microseconds, and a wake-up from sleep costs more than that; an idle process sleeps.
-constexpr int kSpins = 1 << 15;
+// other within microseconds, and a wake-up from sleep costs more than that; an idle process sleeps. A
+// time, not a count of pauses (from 10 to 140 cycles each by CPU): a partner that a busy machine has
+// descheduled must not cost its waiter milliseconds of spinning.
+constexpr std::chrono::microseconds kSpinTime{100};
 
 template <typename T>
 void wait_while_equal(const std::atomic<T>& flag, T value) {
-    for (int i = 0; i < kSpins; i++) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+    for (int i = 1;; i++) {
         if (flag.load(std::memory_order_acquire) != value) return;
         spin_pause();
+        if (i % 32 == 0 && std::chrono::steady_clock::now() > deadline) break;
     }
     while (flag.load(std::memory_order_acquire) == value) flag.wait(value, std::memory_order_acquire);
 }
 
-// One worker per hardware thread but the caller's, started on first use and joined at exit. A round is
+// The CPUs this process may run on (taskset, a container's cpuset), as OpenMP counts them: more
+// workers than that only wait for each other.
+int usable_cpus() {
+    cpu_set_t set;
+    if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// One worker per usable CPU but the caller's, started on first use and joined at exit. A round is
 // a generation: the caller publishes the task and bumps `generation_`; every worker runs its part (the
 // caller takes part 0) and counts down `remaining_`.
 class Workers {
 public:
     static Workers& get() {
-        static Workers workers(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 1);
+        static Workers workers(usable_cpus() - 1);
         return workers;
     }
     int parts() const { return static_cast<int>(threads_.size()) + 1; }

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU reference's threads. run.c's matmul is an OpenMP loop over output rows; so is the reference's:
-// a matmul's rows are dealt out in contiguous shares, one per hardware thread, and each row is still
+// a matmul's rows are dealt out in contiguous shares, one per CPU the process may use, and each row is still
 // summed by one thread in run.c's order, so the split changes no bit.
 #include <cstdint>
 #include <type_traits>
