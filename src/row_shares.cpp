@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -45,9 +46,12 @@ int usable_cpus() {
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// One worker per usable CPU but the caller's, started on first use and joined at exit. A round is
-// a generation: the caller publishes the task and bumps `generation_`; every worker runs its part (the
-// caller takes part 0) and counts down `remaining_`.
+// One worker per usable CPU but the caller's, started on first use and joined at exit. A round is a
+// generation: the caller publishes the task, opens `state_` and bumps `generation_`. Part p (the caller
+// is part 0, worker i part i) owns an even share of the blocks and claims it in chunks from its counter,
+// front to back, then claims what is left of the other parts' shares: a worker the machine has not
+// scheduled leaves its share to the others instead of holding the round up. The caller then closes the
+// round and waits for the workers that joined it to leave: only then may the task go out of scope.
 class Workers {
 public:
     static Workers& get() {
@@ -56,19 +60,20 @@ public:
     }
     int parts() const { return static_cast<int>(threads_.size()) + 1; }
 
-    // Part p of `rows` rows in `blocks` blocks of `align` takes blocks [p * blocks / parts, (p + 1) *
-    // blocks / parts): shares within a block of each other.
     void run(ShareRef share, int rows, int align, int blocks) {
         const std::lock_guard<std::mutex> turn(run_mutex_);
-        const Task task{share, rows, align, blocks, parts()};
+        const int parts = this->parts();
+        // Chunks of half a share: a straggler's second half can be taken over.
+        const Task task{share, rows, align, blocks, parts, std::max(1, blocks / (2 * parts)), next_.get()};
+        for (int p = 0; p < parts; p++) next_[p].value.store(task.share_begin(p), std::memory_order_relaxed);
         task_ = &task;
-        remaining_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
+        state_.store(0, std::memory_order_release);  // open, nobody in it
         generation_.fetch_add(1, std::memory_order_release);
         generation_.notify_all();
-        task.part(0);
-        for (int left = remaining_.load(std::memory_order_acquire); left != 0;
-             left = remaining_.load(std::memory_order_acquire))
-            wait_while_equal(remaining_, left);
+        task.claim(0);
+        for (std::uint32_t s = state_.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed; s != kClosed;
+             s = state_.load(std::memory_order_acquire))
+            wait_while_equal(state_, s);
     }
 
     ~Workers() {
@@ -79,35 +84,56 @@ public:
     }
 
 private:
-    explicit Workers(int count) {
+    static constexpr std::uint32_t kClosed = 1u << 31;  // state_: this bit, and the count of workers in the round
+
+    // Each counter on a cache line of its own: one part's claims must not evict another's.
+    struct alignas(64) Counter {
+        std::atomic<int> value{0};
+    };
+
+    explicit Workers(int count) : next_(std::make_unique<Counter[]>(static_cast<std::size_t>(count) + 1)) {
         for (int i = 0; i < count; i++) threads_.emplace_back([this, i] { loop(i + 1); });
     }
 
-    void loop(int index) {
+    void loop(int part) {
         for (std::uint32_t seen = 0;;) {
             wait_while_equal(generation_, seen);
             seen = generation_.load(std::memory_order_acquire);
             if (stop_) return;
-            task_->part(index);
-            if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_one();
+            if (!join()) continue;  // the round is over already
+            task_->claim(part);
+            if (state_.fetch_sub(1, std::memory_order_acq_rel) == (kClosed | 1)) state_.notify_one();
         }
+    }
+
+    // Enters the open round, whichever it is by now (its task is published before it opens).
+    bool join() {
+        for (std::uint32_t s = state_.load(std::memory_order_acquire); (s & kClosed) == 0;)
+            if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) return true;
+        return false;
     }
 
     struct Task {
         ShareRef share;
-        int rows, align, blocks, parts;
-        void part(int p) const {
-            const auto bound = [&](int q) {
-                return std::min(rows, static_cast<int>(static_cast<std::int64_t>(q) * blocks / parts) * align);
-            };
-            if (bound(p) < bound(p + 1)) share(bound(p), bound(p + 1));
+        int rows, align, blocks, parts, chunk;
+        Counter* next;
+        int share_begin(int p) const { return static_cast<int>(static_cast<std::int64_t>(p) * blocks / parts); }
+        // Part `own`'s share first, then the others'.
+        void claim(int own) const {
+            for (int i = 0; i < parts; i++) {
+                const int p = (own + i) % parts, end = share_begin(p + 1);
+                for (int b = next[p].value.fetch_add(chunk, std::memory_order_relaxed); b < end;
+                     b = next[p].value.fetch_add(chunk, std::memory_order_relaxed))
+                    share(b * align, std::min({rows, (b + chunk) * align, end * align}));
+            }
         }
     };
 
     std::vector<std::thread> threads_;
+    std::unique_ptr<Counter[]> next_;  // part p's next block to claim
     std::mutex run_mutex_;
-    std::atomic<std::uint32_t> generation_{0};
-    std::atomic<int> remaining_{0};
+    alignas(64) std::atomic<std::uint32_t> generation_{0};
+    alignas(64) std::atomic<std::uint32_t> state_{kClosed};
     const Task* task_ = nullptr;
     std::atomic<bool> stop_{false};
 };

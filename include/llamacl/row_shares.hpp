@@ -1,7 +1,8 @@
 #pragma once
 // The CPU reference's threads. run.c's matmul is an OpenMP loop over output rows; so is the reference's:
-// a matmul's rows are dealt out in contiguous shares, one per CPU the process may use, and each row is still
-// summed by one thread in run.c's order, so the split changes no bit.
+// a matmul's rows are dealt out in contiguous shares, one per CPU the process may use (a thread that
+// finishes its own takes over what another has not begun), and each row is still summed by one thread
+// in run.c's order, so the split changes no bit.
 #include <cstdint>
 #include <type_traits>
 
