@@ -21,21 +21,38 @@ void write(std::string_view text, std::FILE* out) {
     flush_or_throw(out);
 }
 
+// The longest line read, whatever the context: its encoding takes memory in proportion.
+constexpr std::size_t kMaxLineBytes = std::size_t{4} << 20;
+
+// A line's limit in bytes: no token is longer than the tokenizer's max_token_length, so a longer line
+// needs more tokens than the conversation has positions.
+struct LineLimit {
+    std::size_t bytes;
+    std::string why;
+};
+LineLimit line_limit(int steps, int max_token_length) {
+    const std::size_t fits = static_cast<std::size_t>(steps) * static_cast<std::size_t>(max_token_length);
+    if (fits > kMaxLineBytes) return {kMaxLineBytes, "is more than llama-cl reads as one line"};
+    return {fits, "cannot fit the conversation's " + std::to_string(steps) + " positions (-n, at most seq_len) in tokens"};
+}
+
 // run.c's read_stdin without its buffer: prints the guide, then reads a line and strips its newline;
-// nullopt at the end of the input. A line past `max_bytes` is refused as soon as it gets there, so that
-// an input without newlines (a device, a binary file) is not read whole.
-std::optional<std::string> read_line(const char* guide, std::FILE* in, std::FILE* out, std::size_t max_bytes,
+// nullopt at the end of the input. run.c's line is a C string: it ends at a NUL byte. A line past the
+// limit is refused as soon as it gets there, so that an input without newlines (a device, a binary
+// file) is not read whole.
+std::optional<std::string> read_line(const char* guide, std::FILE* in, std::FILE* out, const LineLimit& limit,
                                      const std::string& what) {
     write(guide, out);
     std::string line;
     for (int c; (c = std::fgetc(in)) != EOF && c != '\n';) {
-        if (line.size() == max_bytes)
-            throw Error(what + ": a line of stdin longer than " + std::to_string(max_bytes) +
-                        " bytes cannot fit the model's context in tokens; give a shorter prompt");
+        if (line.size() == limit.bytes)
+            throw Error(what + ": a line of stdin longer than " + std::to_string(limit.bytes) + " bytes " + limit.why +
+                        "; give a shorter prompt");
         line += static_cast<char>(c);
     }
     if (std::ferror(in)) throw Error(what + ": cannot read stdin (" + std::strerror(errno) + ")");
     if (line.empty() && std::feof(in)) return std::nullopt;
+    line.resize(std::strlen(line.c_str()));
     return line;
 }
 
@@ -52,17 +69,17 @@ ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, con
     ChatStats stats;
     int& pos = stats.positions;
     std::string system_prompt;
-    // No token is longer than the tokenizer's max_token_length, so a longer line needs more tokens than
-    // the context holds.
-    const std::size_t max_line = static_cast<std::size_t>(o.seq_len) * tokenizer.max_token_length();
+    const LineLimit max_line = line_limit(o.steps, tokenizer.max_token_length());
     while (pos < o.steps) {
         const bool first = stats.turns == 0;
         if (first) {
             std::optional<std::string> text =
                 o.system_prompt ? o.system_prompt
                                 : read_line("Enter system prompt (optional): ", in, out, max_line, "the system prompt");
-            if (!text) break;
-            system_prompt = *text;
+            // The input's end ends the conversation, but -i's turn is already given: it is answered
+            // without a system prompt.
+            if (!text && !o.user_prompt) break;
+            system_prompt = text.value_or("");
         }
         const std::optional<std::string> user =
             first && o.user_prompt ? o.user_prompt

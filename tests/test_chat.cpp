@@ -175,6 +175,43 @@ TEST_F(ScriptedChat, EndOfInputEndsTheConversation) {
     EXPECT_EQ(c.stats.turns, 1);
 }
 
+TEST_F(ScriptedChat, TheInputsEndStillAnswersTheTurnOfDashI) {
+    // -i's turn is given: an input that ends before the system prompt is no system prompt, not the end.
+    options.user_prompt = "hello";
+    const Conversation c = converse(model, tokenizer, options, "");
+    EXPECT_EQ(c.out, "Enter system prompt (optional): Assistant: Z\nZUser: \n");
+    EXPECT_EQ(c.stats.turns, 1);
+    ASSERT_FALSE(model.calls.empty());
+    EXPECT_EQ(model.calls.front().first, turn("[INST] hello [/INST]").front());
+}
+
+TEST_F(ScriptedChat, ALineEndsAtANulByteAsRunCsCString) {
+    options.system_prompt = "";
+    static constexpr char kInput[] = "Hel\0lo world\nbye\n";
+    const Conversation cut = converse(model, tokenizer, options, std::string(kInput, sizeof kInput - 1));
+    const std::vector<std::pair<int, int>> cut_calls = model.calls;
+    model.calls.clear();
+    const Conversation plain = converse(model, tokenizer, options, "Hel\nbye\n");
+    EXPECT_EQ(cut.out, plain.out);
+    EXPECT_EQ(cut_calls, model.calls);
+    EXPECT_EQ(cut.stats.turns, 2);
+}
+
+TEST_F(ScriptedChat, ALineLongerThanMinusNCanHoldIsRefusedAsItArrives) {
+    options.system_prompt = "";
+    options.steps = 10;  // of a context of 1000
+    const std::size_t limit = 10 * static_cast<std::size_t>(tokenizer.max_token_length());
+    try {
+        converse(model, tokenizer, options, std::string(limit + 1, 'u'));
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), "chat turn 1: a line of stdin longer than " + std::to_string(limit) +
+                                             " bytes cannot fit the conversation's 10 positions (-n, at most "
+                                             "seq_len) in tokens; give a shorter prompt");
+    }
+    EXPECT_TRUE(model.calls.empty());
+}
+
 TEST_F(ScriptedChat, PromptsPast512BytesArriveWhole) {
     options.seq_len = options.steps = 4000;
     options.system_prompt = std::string(700, 'y');
