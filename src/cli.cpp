@@ -430,10 +430,10 @@ void add_perplexity(CLI::App& app, PerplexityArgs& a) {
     add_backend_options(cmd, a.run);
 }
 
-// -f's text, whole. A pipe or device (-f /dev/stdin) is read as it comes, up to kMaxTextBytes, which a
-// text never reaches and an endless device does at once.
+// -f's text, whole. A pipe or device (-f /dev/stdin) is read as it comes, up to kMaxTextBytes, which an
+// endless device reaches at once: encoding takes about 40 bytes of memory a byte of text.
 std::string read_text(const std::string& path) {
-    constexpr std::size_t kMaxTextBytes = std::size_t{256} << 20;
+    constexpr std::size_t kMaxTextBytes = std::size_t{32} << 20;
     errno = 0;  // before fopen: its failure's reason is the one to report
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
     std::string text;
@@ -441,12 +441,16 @@ std::string read_text(const std::string& path) {
     if (file)
         for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0;) {
             if (text.size() + got > kMaxTextBytes)
-                throw Error(path + ": the text is larger than 256 MiB; score a part of it (head -c) with -f");
+                throw Error(path + ": the text is larger than 32 MiB; score a part of it (head -c) with -f");
             text.append(buffer, got);
         }
     if (!file || std::ferror(file.get()))
         throw Error(path + ": cannot read the text (" + (errno ? std::strerror(errno) : "I/O error") +
                     "); check the path given to -f");
+    // The tokenizer reads C strings, as run.c's encode does: a NUL would end the text there, silently.
+    if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+        throw Error(path + ": a NUL byte at offset " + std::to_string(nul) +
+                    ": not UTF-8 text (UTF-16?); convert it (iconv -t UTF-8) or remove the NUL bytes");
     return text;
 }
 

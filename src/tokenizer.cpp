@@ -303,16 +303,20 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     // the candidate pairs in a heap instead, ordered by (score, position), and makes the same merges
     // in the same order in O(n log n). A merge keeps the left token's node, so node indices stay in
     // text order and "leftmost" is "smallest left node index".
+    // Node indices are 32-bit (every caller's text is far below 2^32 bytes): a long text's nodes and
+    // heap are most of the memory its encoding takes.
     constexpr float kRunCStartScore = -1e10f;
+    using Index = std::uint32_t;
     struct Node {
         int token;
-        std::size_t prev, next;  // neighbours in the current token list; kNone at the ends
+        Index prev, next;  // neighbours in the current token list; kNone at the ends
         bool alive;
     };
-    constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    constexpr Index kNone = std::numeric_limits<Index>::max();
+    if (tokens.size() >= kNone) throw Error(path_ + ": a text of more than 2^32 bytes cannot be encoded at once");
     struct Candidate {
         float score;
-        std::size_t left, right;   // the pair's nodes
+        Index left, right;  // the pair's nodes
         int left_token, right_token, merged;
     };
     // The heap's top is the best candidate: highest score, then smallest left index.
@@ -320,14 +324,14 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
         if (a.score != b.score) return a.score < b.score;
         return a.left > b.left;
     };
-    std::vector<Node> nodes(tokens.size());
-    for (std::size_t i = 0; i < nodes.size(); i++)
-        nodes[i] = {tokens[i], i == 0 ? kNone : i - 1, i + 1 < nodes.size() ? i + 1 : kNone, true};
+    const Index n = static_cast<Index>(tokens.size());
+    std::vector<Node> nodes(n);
+    for (Index i = 0; i < n; i++) nodes[i] = {tokens[i], i == 0 ? kNone : i - 1, i + 1 < n ? i + 1 : kNone, true};
     std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> heap(worse);
     std::string merged;
-    const auto consider = [&](std::size_t left) {
+    const auto consider = [&](Index left) {
         if (left == kNone || nodes[left].next == kNone) return;
-        const std::size_t right = nodes[left].next;
+        const Index right = nodes[left].next;
         // Check whether we can merge the pair (tokens[left], tokens[right]).
         merged.assign(piece_unchecked(nodes[left].token));
         merged.append(piece_unchecked(nodes[right].token));
@@ -337,7 +341,7 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
         if (!(score > kRunCStartScore)) return;
         heap.push({score, left, right, nodes[left].token, nodes[right].token, id});
     };
-    for (std::size_t i = 0; i + 1 < nodes.size(); i++) consider(i);
+    for (Index i = 0; i + 1 < n; i++) consider(i);
     while (!heap.empty()) {
         const Candidate c = heap.top();
         heap.pop();
@@ -358,7 +362,7 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     }
     std::vector<int> result;
     result.reserve(tokens.size() + 1);
-    for (std::size_t i = nodes.empty() ? kNone : 0; i != kNone; i = nodes[i].next) result.push_back(nodes[i].token);
+    for (Index i = n == 0 ? kNone : 0; i != kNone; i = nodes[i].next) result.push_back(nodes[i].token);
     tokens.swap(result);
 
     // Optional EOS (=2) token.

@@ -551,7 +551,7 @@ TEST(MalformedTokenizer, PiecesThatAreNotUtf8AreJustBytes) {
 TEST(HostilePrompt, EndlessInputsAreRefusedWithoutBeingReadWhole) {
     Corpus c;
     const std::string model = quote(c.v0.string()) + " -z " + quote(c.tok.string()) + " --backend cpu";
-    expect_error(run("perplexity " + model + " -f /dev/zero", /*limit_memory=*/true), 1, {"/dev/zero", "256 MiB", "-f"},
+    expect_error(run("perplexity " + model + " -f /dev/zero", /*limit_memory=*/true), 1, {"/dev/zero", "32 MiB", "-f"},
                  "perplexity -f /dev/zero");
     // A chat line without a newline: refused once it is longer than any prompt the context holds. The
     // guide is already on stdout by then.

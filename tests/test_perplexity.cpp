@@ -111,6 +111,12 @@ TEST_F(PerplexityModel, EmptyTextsMissingFilesAndBadWindowsAreOneLineErrors) {
     EXPECT_EQ(empty.exit_code, 1);
     EXPECT_NE(empty.err.find("the text is empty"), std::string::npos) << empty.err;
     EXPECT_EQ(empty.out, "");
+    // A NUL would end the tokenizer's C string: the rest would go unscored (UTF-16 has one in every other byte).
+    const CommandResult utf16 = run(std::string("h\0e\0l\0l\0o\0", 10), "--backend cpu");
+    EXPECT_EQ(utf16.exit_code, 1);
+    EXPECT_NE(utf16.err.find("a NUL byte at offset 1: not UTF-8 text (UTF-16?)"), std::string::npos) << utf16.err;
+    EXPECT_EQ(std::count(utf16.err.begin(), utf16.err.end(), '\n'), 1) << utf16.err;
+    EXPECT_EQ(utf16.out, "");
     const CommandResult missing = run_llama_cl("perplexity " + quote(model.string()) + " -z " + quote(tokenizer) +
                                                " -f " + quote((dir / "none.txt").string()));
     EXPECT_EQ(missing.exit_code, 1);
