@@ -164,9 +164,11 @@ int Sampler::sample(std::span<float> logits) {
     }
     // A temperature so small that the largest logit divided by it is no longer finite would leave run.c's
     // softmax computing inf - inf (NaN probabilities, a garbage token); the distribution's limit there is
-    // the argmax, so that is the token (the coin is still drawn, as for any temperature above 0).
+    // the argmax, so that is the token (the coin is still drawn, as for any temperature above 0). Logits
+    // that are NaN or infinite themselves (a broken model) take run.c's path, and its token.
     const int best = sample_argmax(logits);
-    if (!std::isfinite(logits[static_cast<std::size_t>(best)] / temperature_)) {
+    const float largest = logits[static_cast<std::size_t>(best)];
+    if (std::isfinite(largest) && !std::isfinite(largest / temperature_)) {
         random_f32(rng_state_);
         return best;
     }

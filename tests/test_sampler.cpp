@@ -2,6 +2,8 @@
 // against a computation written out independently here.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -154,6 +156,19 @@ TEST(SamplerTinyTemperature, WhenTheScaledLogitsOverflowTheTokenIsTheArgmax) {
         rng.u32();
         EXPECT_EQ(s.rng_state(), rng.s);
     }
+}
+
+TEST(SamplerMultinomial, NanOrInfiniteLogitsTakeRunCsPathToTheLastToken) {
+    // A broken model's logits: run.c's softmax makes every probability NaN (inf - inf, or NaN itself), no
+    // cdf comparison holds, and sample_mult falls through to the last token.
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (const float topp : {0.0f, 1.0f})
+        for (const std::vector<float>& broken : {std::vector<float>(5, nan), std::vector<float>(5, inf),
+                                                 std::vector<float>{0.5f, nan, 1.0f, 2.0f, 0.0f}}) {
+            Sampler s(5, 1.0f, topp, 3);
+            std::vector<float> logits = broken;
+            EXPECT_EQ(s.sample(logits), 4) << "top-p " << topp << ", first logit " << broken[0];
+        }
 }
 
 TEST(SamplerMultinomial, MatchesADirectComputation) {
