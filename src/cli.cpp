@@ -46,7 +46,7 @@ struct GenerateArgs {
     bool tokenizer_given = false;  // -z on the command line, not the default
     double temperature = 1.0;  // run.c parses with atof and stores a float; so do we
     double topp = 0.9;
-    long long seed = 0;        // 0: seed from the clock
+    int seed = 0;              // 0: seed from the clock
     int steps = 256;
     std::string prompt;
     std::string backend = "auto";
@@ -81,10 +81,10 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
         }))
         ->capture_default_str();
     cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")
-        // Decimal, as run.c's atoi reads it, and in range (the conversion would saturate silently, every
-        // huge seed the same).
-        ->transform(decimal_integer(std::numeric_limits<long long>::min(), std::numeric_limits<long long>::max(),
-                                    "an integer from -2^63 to 2^63-1", "INTEGER"))
+        // Decimal and an int, as run.c's atoi reads it: atoi keeps a larger number's low 32 bits (4294967301
+        // seeds as 5), which a seed accepted here would not reproduce.
+        ->transform(decimal_integer(std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                                    "an integer from -2147483648 to 2147483647 (run.c reads it as an int)", "INTEGER"))
         ->capture_default_str();
     cmd->add_option("-n", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
         ->transform(decimal_int())
