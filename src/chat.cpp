@@ -62,7 +62,19 @@ std::string render(const std::string& system_prompt, const std::string& user_pro
         return "[INST] <<SYS>>\n" + system_prompt + "\n<</SYS>>\n\n" + user_prompt + " [/INST]";
     return "[INST] " + user_prompt + " [/INST]";
 }
+// Turn `turn`'s tokens. Before the first turn nothing is generated yet, and its prompt must fit -n as
+// generate's does; a later one may run into -n's end, where the conversation ends as it does anywhere else.
+std::vector<int> encode_turn(const Tokenizer& tokenizer, const ChatOptions& o, const std::string& system_prompt,
+                             const std::string& user, int turn) {
+    const bool first = turn == 1;
+    return encode_prompt(tokenizer, render(system_prompt, user, first), first ? o.steps : o.seq_len, o.seq_len,
+                         o.vocab_size, "chat turn " + std::to_string(turn));
+}
 }  // namespace
+
+void check_given_first_turn(const Tokenizer& tokenizer, const ChatOptions& o) {
+    if (o.system_prompt && o.user_prompt) encode_turn(tokenizer, o, *o.system_prompt, *o.user_prompt, 1);
+}
 
 ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, const ChatOptions& o, std::FILE* in,
                std::FILE* out) {
@@ -86,11 +98,7 @@ ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, con
                                    : read_line("User: ", in, out, max_line, "chat turn " + std::to_string(stats.turns + 1));
         if (!user) break;
         ++stats.turns;
-        // Before the first turn nothing is generated yet, and its prompt must fit -n as generate's does; a
-        // later one may run into -n's end, where the conversation ends as it does anywhere else.
-        const std::vector<int> prompt =
-            encode_prompt(tokenizer, render(system_prompt, *user, first), first ? o.steps : o.seq_len, o.seq_len,
-                          o.vocab_size, "chat turn " + std::to_string(stats.turns));
+        const std::vector<int> prompt = encode_turn(tokenizer, o, system_prompt, *user, stats.turns);
         write("Assistant: ", out);
 
         // run.c samples at every position, the prompt's too (the draws advance the RNG), and prints a

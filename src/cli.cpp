@@ -175,8 +175,9 @@ bool auto_may_choose_reference(const GenerateArgs& a) {
 // --backend auto runs a run that reads under 512 MiB of weights in all (a position's weights times the
 // run's positions) on the CPU reference without starting OpenCL. The reference reads that in about the
 // time an OpenCL platform takes just to start (PoCL loads LLVM: 35 ms on a 2-core machine that reads 10-20
-// GB/s; a GPU driver takes longer), so no device could finish first. Says so on stderr unless -q.
-bool run_is_shorter_than_opencl_start(const GenerateArgs& a, const Checkpoint& ck, long long run_positions) {
+// GB/s; a GPU driver takes longer), so no device could finish first. Says so in `notice`.
+bool run_is_shorter_than_opencl_start(const GenerateArgs& a, const Checkpoint& ck, long long run_positions,
+                                      std::string& notice) {
     constexpr double kShortRunBytes = double(std::uint64_t{512} << 20);
     const double bytes = static_cast<double>(ModelSize(ck.config()).weight_bytes()) * static_cast<double>(run_positions);
     if (!auto_may_choose_reference(a) || bytes >= kShortRunBytes) return false;
@@ -185,13 +186,14 @@ bool run_is_shorter_than_opencl_start(const GenerateArgs& a, const Checkpoint& c
                   "--backend auto: the CPU reference, without starting OpenCL: this run reads %.2f MiB of weights, "
                   "less than an OpenCL start costs (--backend opencl to use a device)",
                   bytes / (1 << 20));
-    if (!a.quiet) report(line);
+    notice = line;
     return true;
 }
 
 // Whether --backend auto leaves `device`, a CPU and the best device there is, for the CPU reference; says
-// which it chose on stderr unless -q.
-bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, const Checkpoint& ck) {
+// which it chose in `notice`.
+bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, const Checkpoint& ck,
+                            std::string& notice) {
     if (!auto_may_choose_reference(a) || !device.is_cpu) return false;
     const WeightFormat& format = ck.weight_format();
     const std::uint64_t per_layer = ModelSize(ck.config()).weight_bytes() / ck.config().n_layers;
@@ -199,22 +201,22 @@ bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, con
     char size[64];
     std::snprintf(size, sizeof size, "%.2f MiB of %s weights per layer", static_cast<double>(per_layer) / (1 << 20),
                   element_name(format.type));
-    if (!a.quiet)
-        report("--backend auto: " +
-               (reference ? "the CPU reference, faster than " + device.name + " for " + size + " (--backend opencl to use it)"
-                          : "OpenCL on " + device.name + ", faster than the CPU reference for " + size +
-                                " (--backend cpu for the reference)"));
+    notice = "--backend auto: " +
+             (reference ? "the CPU reference, faster than " + device.name + " for " + size + " (--backend opencl to use it)"
+                        : "OpenCL on " + device.name + ", faster than the CPU reference for " + size +
+                              " (--backend cpu for the reference)");
     return reference;
 }
 
 // Opens the OpenCL device for --backend opencl/auto, for a run of `run_positions` forward passes; nullopt
 // when auto finds no OpenCL at all, or chooses the CPU reference for a run too short to start OpenCL for,
-// or for a small model on a machine whose devices are CPUs.
-std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck, long long run_positions) {
-    if (a.backend == "cpu" || run_is_shorter_than_opencl_start(a, ck, run_positions)) return std::nullopt;
+// or for a small model on a machine whose devices are CPUs. What auto chose, and why, goes in `notice`.
+std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck, long long run_positions,
+                                  std::string& notice) {
+    if (a.backend == "cpu" || run_is_shorter_than_opencl_start(a, ck, run_positions, notice)) return std::nullopt;
     try {
         Device device = Device::open(a.runtime.platform, a.runtime.device);
-        if (auto_prefers_reference(a, device.info(), ck)) return std::nullopt;
+        if (auto_prefers_reference(a, device.info(), ck, notice)) return std::nullopt;
         return device;
     } catch (const Error& e) {
         // auto falls back to the reference only when there is no OpenCL at all; a selector that
@@ -227,7 +229,7 @@ std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck, l
             if (a.runtime.shapes_the_runtime())
                 throw Error(std::string(e.what()) + "; " + RuntimeArgs::device_only_options +
                             " need one: drop them to run on the CPU reference");
-            report(std::string("no OpenCL device (") + e.what() + "); using the CPU reference");
+            notice = std::string("no OpenCL device (") + e.what() + "); using the CPU reference";
             return std::nullopt;
         }
         throw;
@@ -277,14 +279,16 @@ void first_launches(DeviceForward& model, const DeviceInfo& device) {
 
 // The forward pass the flags ask for: the OpenCL device (with --compare-cpu, in lockstep with the CPU
 // reference) or the CPU reference, sized for positions 0 .. positions - 1, for a run of about run_positions
-// forward passes in all. Not movable: the model holds on to the device.
+// forward passes in all. --backend auto's choice is reported (unless -q) once the backend is ready, so that
+// a run refused on the way has one line on stderr, the refusal. Not movable: the model holds on to the device.
 struct Backend {
     Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions,
             long long run_positions)
-        : opened(Clock::now()), device(open_device(a, ck, run_positions)) {
+        : opened(Clock::now()), device(open_device(a, ck, run_positions, auto_notice)) {
         set_progress_quiet(a.quiet);
         if (!device) {
             model = std::make_unique<ReferenceForward>(ck, positions);
+            report_choice(a);
             if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
             return;
         }
@@ -304,6 +308,7 @@ struct Backend {
         }
         model = std::move(forward);
         if (a.compare_cpu) compare = std::make_unique<LockstepCompare>(*on_device, ck, a.tolerance);
+        report_choice(a);
         if (a.verbose) {
             std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s; %s weights\nschedule: %s\n",
                          device->info().name.c_str(), device->info().platform_name.c_str(),
@@ -317,6 +322,10 @@ struct Backend {
     }
     Backend(const Backend&) = delete;
     Backend& operator=(const Backend&) = delete;
+
+    void report_choice(const GenerateArgs& a) const {
+        if (!auto_notice.empty() && !a.quiet) llamacl::report(auto_notice);
+    }
 
     // -v: where the time before the first position went, from the process's start. Programs build while
     // the model loads and, for shapes built on first use, in the first launches: each phase less its own.
@@ -350,6 +359,7 @@ struct Backend {
     }
 
     Clock::time_point opened;  // when the backend began to open
+    std::string auto_notice;   // --backend auto's choice; before `device`, which open_device fills it with
     std::optional<Device> device;
     std::unique_ptr<Forward> model;
     DeviceForward* on_device = nullptr;
@@ -398,6 +408,7 @@ int run_chat(const ChatArgs& a) {
     options.steps = effective_steps(a.run.steps, c.seq_len);
     options.seq_len = c.seq_len;
     options.vocab_size = c.vocab_size;
+    check_given_first_turn(tokenizer, options);  // before the backend's choice is printed
     Backend backend(a.run, ck, fault, options.steps, options.steps);  // run.c's chat stops at -n positions in all
     const ChatStats stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
     return backend.report(a.run, stats.positions);

@@ -253,8 +253,14 @@ TEST(ChatCli, EndOfInputExitsZeroAndBadFlagsAreUsageErrors) {
     const CommandResult unreadable = run_with_input(base + " -y ''", "/");
     EXPECT_EQ(unreadable.exit_code, 1) << unreadable.err;
     EXPECT_EQ(unreadable.err, "llama-cl: chat turn 1: cannot read stdin (Is a directory)\n");
-    const CommandResult steps = run_llama_cl(base + " -n 3 -y '' -i 'a prompt of many tokens' < /dev/null");
-    EXPECT_EQ(steps.exit_code, 2) << steps.err;
-    EXPECT_NE(steps.err.find("chat turn 1: the prompt is"), std::string::npos) << steps.err;
-    EXPECT_NE(steps.err.find("-n"), std::string::npos) << steps.err;
+    // Refused before --backend auto's choice is printed: one line on stderr, nothing on stdout.
+    const std::string auto_base = "chat " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string());
+    for (const std::string& b : {base, auto_base}) {
+        const CommandResult steps = run_llama_cl(b + " -n 3 -y '' -i 'a prompt of many tokens' < /dev/null");
+        EXPECT_EQ(steps.exit_code, 2) << steps.err;
+        EXPECT_EQ(steps.err.rfind("llama-cl: chat turn 1: the prompt is", 0), 0u) << steps.err;
+        EXPECT_NE(steps.err.find("-n"), std::string::npos) << steps.err;
+        EXPECT_EQ(std::count(steps.err.begin(), steps.err.end(), '\n'), 1) << steps.err;
+        EXPECT_EQ(steps.out, "");
+    }
 }

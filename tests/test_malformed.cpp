@@ -1011,6 +1011,11 @@ TEST(NoOpenclPlatform, OpenclFailsAutoFallsBackToTheCpu) {
     EXPECT_EQ(fallback.out, cpu.out);
     EXPECT_EQ(fallback.err.rfind("llama-cl: no OpenCL device (no OpenCL platform found", 0), 0u) << fallback.err;
     EXPECT_NE(fallback.err.find("using the CPU reference\n"), std::string::npos) << fallback.err;
+    // The notice is a status line: -q leaves it out.
+    const CommandResult quiet = run(c.generate(long_model, long_tok, "--backend auto -t 1 -n 200 -q"), false, env);
+    EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+    EXPECT_EQ(quiet.out, cpu.out);
+    EXPECT_EQ(quiet.err.find("no OpenCL device"), std::string::npos) << quiet.err;
     // Flags only a device can honour make the fallback an error rather than a notice before one, or
     // than flags silently ignored.
     expect_error(run(c.generate(c.v0, c.tok, "--compare-cpu"), false, env), 1,

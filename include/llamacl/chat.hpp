@@ -25,11 +25,16 @@ struct ChatStats {
 };
 
 // Writes exactly run.c's chat() output to `out`, reading the prompts that options leave out from `in` a
-// line at a time (newline stripped; a line longer than seq_len x the tokenizer's max_token_length bytes, which
-// no prompt within the context can be, is an Error). Differences from run.c: the end of `in` ends the
-// conversation (run.c repeats its last prompt); a turn's prompt longer than the context is an Error, and
-// the first turn's must fit -n too (as generate's prompt must).
+// line at a time (newline stripped, ended at a NUL; a line longer than the conversation's positions x the
+// tokenizer's max_token_length bytes, which no prompt it can hold is, or than 4 MiB, is an Error).
+// Differences from run.c: the end of `in` ends the conversation (run.c repeats its last prompt) once -i's
+// turn is answered; a turn's prompt longer than the context is an Error, and the first turn's must fit -n
+// too (as generate's prompt must).
 ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, const ChatOptions& options,
                std::FILE* in, std::FILE* out);
+
+// chat()'s check of the first turn, where -y and -i give it whole: so that a caller can refuse it before
+// anything is printed. Nothing to check otherwise (the turn is read from `in`).
+void check_given_first_turn(const Tokenizer& tokenizer, const ChatOptions& options);
 
 }  // namespace llamacl
