@@ -208,7 +208,8 @@ void write_synthetic_checkpoint(const std::string& path, const Config& c, int ve
 }
 
 void write_synthetic_tokenizer(const std::string& path, int vocab_size) {
-    if (vocab_size < 260) throw usage_error("a synthetic tokenizer needs at least 260 entries");
+    if (vocab_size < kMinSyntheticVocab)
+        throw usage_error("a synthetic tokenizer needs at least " + std::to_string(kMinSyntheticVocab) + " entries");
     std::vector<std::string> pieces = {"<unk>", "\n<s>\n", "\n</s>\n"};
     char hex[8];
     for (int b = 0; b < 256; ++b) {

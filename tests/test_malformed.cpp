@@ -798,6 +798,20 @@ TEST(HostileOutput, MakeCheckpointRemovesWhatItCouldNotFinish) {
     EXPECT_TRUE(fs::exists("/dev/full"));
 }
 
+TEST(HostileFlags, MakeCheckpointRefusesInOneLineBeforeWriting) {
+    TempDir dir;
+    const fs::path model = dir / "model.bin";
+    for (const char* flags : {"--threads -1", "--seed abc", "--version 2", "--dim 0x10", "--vocab 100 --tokenizer t.bin"}) {
+        const CommandResult r = run_command(quote(LLAMACL_MAKE_CHECKPOINT) + " " + quote(model.string()) +
+                                            " --preset tiny " + flags);
+        SCOPED_TRACE(flags);
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_EQ(r.err.rfind("make-checkpoint: ", 0), 0u) << r.err;
+        EXPECT_EQ(lines(r.err), 1) << r.err;
+        EXPECT_FALSE(fs::exists(model));
+    }
+}
+
 TEST(HostileFlags, UnknownDevicesAndPlatformsListWhatExists) {
     Corpus c;
     for (const char* flags : {"--device no-such-device", "--device 99", "--device 7.3", "--platform no-such-platform"}) {

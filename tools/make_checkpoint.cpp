@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include "llamacl/error.hpp"
 #include "llamacl/runtime_args.hpp"
@@ -31,9 +32,18 @@ int main(int argc, char** argv) {
     app.add_flag("--unshared", unshared, "store a separate classifier matrix (v0: negative vocab_size)");
     app.add_option("--version", version, "file format: 0 (legacy) or 1 (ak42 export)")->check(CLI::IsMember({0, 1}));
     app.add_option("--seed", seed, "random seed");
-    app.add_option("--threads", threads, "writer threads (default: all cores)")->transform(decimal);
+    app.add_option("--threads", threads, "writer threads (default: all cores)")
+        ->transform(llamacl::decimal_integer(0, std::numeric_limits<int>::max(),
+                                             "a whole number from 0 to 2147483647", "COUNT"));
     app.add_option("--tokenizer", tokenizer, "also write a byte-level tokenizer with --vocab entries here");
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {  // one line, as llama-cl's own
+        std::fprintf(stderr, "make-checkpoint: %s (see make-checkpoint --help)\n", e.what());
+        return 2;
+    }
 
     try {
         llamacl::Config shape = c;
@@ -50,6 +60,11 @@ int main(int argc, char** argv) {
         }
         if (shape.n_kv_heads == 0) shape.n_kv_heads = shape.n_heads;
         if (unshared) shape.shared_classifier = false;
+        // Refused before the checkpoint is written, not after.
+        if (!tokenizer.empty() && shape.vocab_size < llamacl::kMinSyntheticVocab)
+            throw llamacl::usage_error("--tokenizer: a synthetic tokenizer needs at least " +
+                                       std::to_string(llamacl::kMinSyntheticVocab) + " entries (--vocab " +
+                                       std::to_string(shape.vocab_size) + ")");
         const auto start = std::chrono::steady_clock::now();
         llamacl::write_synthetic_checkpoint(out, shape, version, seed, threads);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

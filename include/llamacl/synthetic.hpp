@@ -25,7 +25,10 @@ void write_synthetic_checkpoint(const std::string& path, const Config& config, i
 
 // A llama2.c tokenizer.bin with exactly `vocab_size` entries: <unk>, <s>, </s>, the 256 byte pieces
 // <0x00>..<0xFF>, " ", printable ASCII characters, then letter pairs as merges with falling scores.
-// Needs vocab_size >= 260 (the specials, the bytes and the " " that encode's dummy prefix looks up).
+// The fewest entries a synthetic tokenizer has: the specials, the bytes and the " " that encode's dummy
+// prefix looks up.
+inline constexpr int kMinSyntheticVocab = 260;
+// Needs vocab_size >= kMinSyntheticVocab.
 void write_synthetic_tokenizer(const std::string& path, int vocab_size);
 
 }  // namespace llamacl
