@@ -1,6 +1,7 @@
 #include "llamacl/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
@@ -695,7 +696,8 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         return with_output_checked(print_exit(app_, e));
     } catch (const CLI::ParseError& e) {
         // CLI11 takes a text such as "-x" for an option and then misses the text itself.
-        const bool dashed_text = tokenize_->parsed() && !tok_.tokenizer.empty() && tok_.text.empty();
+        const bool dashed_text = tokenize_->parsed() && !tok_.tokenizer.empty() && tok_.text.empty() &&
+                                 std::any_of(argv + 2, argv + argc, [](const char* arg) { return arg[0] == '-'; });
         report(std::string(e.what()) +
                (dashed_text ? "; a text that starts with '-' goes after --, as in: tokenize TOKENIZER -- -x" : "") +
                " (see llama-cl --help)");

@@ -694,6 +694,10 @@ TEST(HostileFlags, LayersPerOffloadOutsideOneToNLayersIsAUsageError) {
 TEST(HostileFlags, TokenizeSaysWhereADashedTextGoes) {
     Corpus c;
     expect_error(run("tokenize " + quote(c.tok.string()) + " -x"), 2, {"text is required", "goes after --"}, "-x");
+    // No text at all is just that: no hint about dashes.
+    const CommandResult none = run("tokenize " + quote(c.tok.string()));
+    expect_error(none, 2, {"text is required"}, "no text");
+    EXPECT_EQ(none.err.find("goes after --"), std::string::npos) << none.err;
     const CommandResult after = run("tokenize " + quote(c.tok.string()) + " -- -x");
     EXPECT_EQ(after.exit_code, 0) << after.err;
     EXPECT_EQ(after.out.rfind("1 ", 0), 0u) << "BOS first: " << after.out;
