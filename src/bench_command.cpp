@@ -87,7 +87,7 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     check_bench_args(a);
     set_progress_quiet(a.quiet);
     const Checkpoint ck = load_model(a);
-    fault_from_environment(ck.config());  // bench injects nothing, but a malformed value is still an error
+    fault_from_environment(ck.config(), "bench");  // bench injects nothing, but a malformed value is still an error
     Device device = Device::open(a.runtime.platform, a.runtime.device, a.profile);
     BenchOptions o;
     o.prompt = a.prompt;

@@ -371,7 +371,7 @@ struct Backend {
 int run_generate(const GenerateArgs& a) {
     const Checkpoint ck = with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
     const Config& c = ck.config();
-    const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
+    const std::optional<Fault> fault = fault_from_environment(c, "generate");  // a malformed one is an error on every backend
     const Tokenizer tokenizer = Tokenizer::load_flag(a.tokenizer, a.tokenizer_given, c.vocab_size);
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
@@ -400,7 +400,7 @@ void add_chat(CLI::App& app, ChatArgs& a) {
 int run_chat(const ChatArgs& a) {
     const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
     const Config& c = ck.config();
-    const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
+    const std::optional<Fault> fault = fault_from_environment(c, "chat");  // a malformed one is an error on every backend
     const Tokenizer tokenizer = Tokenizer::load_flag(a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
     Sampler sampler = make_sampler(a.run, c.vocab_size);
     ChatOptions options;
@@ -469,7 +469,7 @@ std::string read_text(const std::string& path) {
 int run_perplexity(const PerplexityArgs& a) {
     const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
     const Config& c = ck.config();
-    const std::optional<Fault> fault = fault_from_environment(c);  // a malformed one is an error on every backend
+    const std::optional<Fault> fault = fault_from_environment(c, "perplexity");  // a malformed one is an error on every backend
     const Tokenizer tokenizer = Tokenizer::load_flag(a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
     PerplexityWindows windows;
     windows.context = a.context ? a.context : c.seq_len;

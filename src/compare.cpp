@@ -170,9 +170,15 @@ namespace {
 constexpr std::string_view kRungPrefix = "rung:";
 }
 
-std::optional<Fault> fault_from_environment(const Config& config) {
+std::optional<Fault> fault_from_environment(const Config& config, const char* command) {
     const char* text = std::getenv("LLAMACL_INJECT_FAULT");
-    if (!text || !*text || std::string_view(text).starts_with(kRungPrefix)) return std::nullopt;
+    if (!text || !*text) return std::nullopt;
+    if (std::string_view(text).starts_with(kRungPrefix)) {
+        if (command)
+            throw usage_error(std::string("LLAMACL_INJECT_FAULT=") + text + ": a rung fault is llama-cl check's, not " +
+                              command + "'s; unset it, or give layer:L,op:OP");
+        return std::nullopt;
+    }
     return parse_fault(text, config);
 }
 

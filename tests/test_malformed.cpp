@@ -954,6 +954,11 @@ TEST(HostileFlags, MessagesSayWhatWasMeant) {
     expect_error(run(c.generate(c.v0, c.tok, "--backend cpu"), false, bad_fault), 2,
                  {"LLAMACL_INJECT_FAULT=layer:0,op:nope", "unknown op 'nope'"}, "cpu");
     expect_error(run("bench --synthetic tiny -n 1 --runs 1", false, bad_fault), 2, {"unknown op 'nope'"}, "bench");
+    // So is a rung fault (check's self-test) where there are no rungs: it would otherwise inject nothing, silently.
+    const std::string rung_fault = "LLAMACL_INJECT_FAULT=rung:device";
+    expect_error(run(c.generate(c.v0, c.tok, "--backend cpu"), false, rung_fault), 2,
+                 {"LLAMACL_INJECT_FAULT=rung:device: a rung fault is llama-cl check's, not generate's"}, "generate rung");
+    expect_error(run("bench --synthetic tiny -n 1 --runs 1", false, rung_fault), 2, {"not bench's"}, "bench rung");
 }
 
 TEST(HostileNames, ControlCharactersInEchoedNamesAreEscaped) {

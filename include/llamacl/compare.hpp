@@ -84,8 +84,9 @@ std::string format_boundary_table(const std::vector<BoundaryStats>& rows);
 // error naming the variable when malformed or out of range for `config`.
 Fault parse_fault(const std::string& text, const Config& config);
 // LLAMACL_INJECT_FAULT parsed for this model; nullopt when unset or empty. Read by every command that
-// loads a model, so a malformed value is an error even where no fault can be injected.
-std::optional<Fault> fault_from_environment(const Config& config);
+// loads a model, so a malformed value is an error even where no fault can be injected. `command`, when
+// given, is one that has no rungs: a rung fault (check's) is refused there too, naming it.
+std::optional<Fault> fault_from_environment(const Config& config, const char* command = nullptr);
 // LLAMACL_INJECT_FAULT=rung:NAME, `llama-cl check`'s self-test (that rung fails): NAME; nullopt for any
 // other value (fault_from_environment's) or none. Such a value injects no boundary fault.
 std::optional<std::string> rung_fault_from_environment();
