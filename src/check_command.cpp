@@ -83,6 +83,9 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
 
 int run_check_command(const CheckArgs& a, std::FILE* out) {
     const bool generated = a.checkpoint.empty();
+    if (generated && a.tokenizer_given)
+        throw usage_error("-z: check without a checkpoint generates its model and the tokenizer to go with it; give "
+                          "the checkpoint that -z " + a.tokenizer + " belongs to");
     const std::optional<ElementType> weights = weights_format(a.weights);
     const Checkpoint ck = with_weights(generated ? generated_checkpoint() : Checkpoint::open(a.checkpoint), weights);
     CheckOptions o;

@@ -214,6 +214,16 @@ TEST(Check, BoundaryFaultFailsTheForwardRungAtItsBoundary) {
     EXPECT_NE(r.out.find("--schedule per-op"), std::string::npos) << r.out;
 }
 
+TEST(Check, ATokenizerWithoutItsCheckpointIsAUsageError) {
+    // The generated model brings its own tokenizer: -z alone would be ignored.
+    const CommandResult r = run_llama_cl("check -z " + quote((std::filesystem::temp_directory_path() / "tok.bin").string()));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err.rfind("llama-cl: -z: check without a checkpoint generates its model and the tokenizer", 0), 0u)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 TEST(Check, UnknownRungIsAUsageError) {
     const CommandResult r = check_with_fault("rung:nope");
     EXPECT_EQ(r.exit_code, 2);
