@@ -24,7 +24,12 @@
 #endif
 // (The tile's geometry above is Q8_0's too: prefill_q8.cl. The block below reads float weights.)
 #ifdef FLOAT_WEIGHTS
+#ifndef GEMM_TK  // elements of k per step (a tunable: LLAMACL_BUILD_OPTIONS=-DGEMM_TK=32)
 #define GEMM_TK 16
+#endif
+#if GEMM_TK != 16 && GEMM_TK != 32
+#error GEMM_TK must be 16 or 32
+#endif
 #define GEMM_HALF (GEMM_TR / 2)
 #define GEMM_BLOCK_ROWS GEMM_TR
 #define GEMM_W_LOADS (GEMM_TR * GEMM_TK / GEMM_THREADS)

@@ -703,7 +703,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
                " (see llama-cl --help)");
         return 2;
     } catch (const Error& e) {
-        report(e.what());
+        report(e);
         return e.exit_code();
     }
     return std::nullopt;
@@ -736,7 +736,7 @@ int CommandLine::run() {
         if (app_.got_subcommand("bench")) return with_output_checked(run_bench(bench_));
         if (app_.got_subcommand("check")) return with_output_checked(run_check_command(check_));
     } catch (const Error& e) {
-        report(e.what());
+        report(e);
         return e.exit_code();
     } catch (const std::bad_alloc&) {
         report("out of host memory: " + model_in_use() +

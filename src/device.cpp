@@ -378,7 +378,11 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
                                               const std::string& standard) const {
     // -w: a compiler's warnings go nowhere useful (PoCL's clang prints their count on the user's stderr, for
     // its own builtins' float16 calling convention); a failed build's log still carries its errors.
-    const std::string all_options = "-cl-std=" + standard + " -w" + (options.empty() ? "" : " " + options);
+    // LLAMACL_BUILD_OPTIONS goes last, so that its options take precedence (bring-up: -cl-opt-disable;
+    // -D for a kernel's tunables).
+    const char* extra = std::getenv("LLAMACL_BUILD_OPTIONS");
+    const std::string all_options = "-cl-std=" + standard + " -w" + (options.empty() ? "" : " " + options) +
+                                    (extra && *extra ? std::string(" ") + extra : std::string());
     cl::Program program;
     const ProgressLine progress("compiling kernels for " + info_.name + " (the driver caches them for the next run)");
     const auto start = std::chrono::steady_clock::now();
@@ -396,7 +400,9 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
             // No log to add (the program object was never created): the error code says enough.
         }
         throw Error("kernel build failed on " + info_.name + ": " + describe(e) + " (options \"" + all_options +
-                    "\")" + (log.empty() ? "" : ":\n" + log));
+                        "\"" + (extra && *extra ? ", LLAMACL_BUILD_OPTIONS among them" : "") + ")" +
+                        (log.empty() ? "" : "; the compiler's log follows"),
+                    1, log);
     }
 }
 

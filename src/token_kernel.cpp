@@ -95,8 +95,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     try {
         kernel = cl::Kernel(kernels.token_program(model + cap, staged, c.dim), "forward_token");
     } catch (const Error& e) {
-        const std::string message = e.what();
-        why_not = "the device's compiler refused the token kernel: " + message.substr(0, message.find('\n'));
+        why_not = std::string("the device's compiler refused the token kernel: ") + e.what();
         return nullptr;
     }
 

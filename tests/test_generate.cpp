@@ -302,3 +302,23 @@ TEST(BackendAuto, OnCpuOnlyMachinesTheFasterPathRunsAndTheLineSaysSo) {
     const CommandResult opencl = run_llama_cl("generate " + quote(small.string()) + tok + " --backend opencl");
     EXPECT_EQ(opencl.err.find("--backend auto"), std::string::npos) << opencl.err;
 }
+
+TEST(BuildOptions, LlamaclBuildOptionsReachEveryBuildAndAreNamedWhenTheyFail) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config(), 1);
+    const std::string args = " generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -t 0 -n 4 --backend opencl";
+    const CommandResult plain = run_command(quote(LLAMACL_BINARY) + args);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    // A define the kernels do not read changes nothing.
+    const CommandResult defined = run_command("LLAMACL_BUILD_OPTIONS=-DUNUSED_BY_THE_KERNELS=1 " + quote(LLAMACL_BINARY) + args);
+    EXPECT_EQ(defined.exit_code, 0) << defined.err;
+    EXPECT_EQ(defined.out, plain.out);
+    // An option the compiler refuses fails the build, the message naming it and the variable.
+    const CommandResult refused = run_command("LLAMACL_BUILD_OPTIONS=-no-such-option-xyz " + quote(LLAMACL_BINARY) + args);
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_EQ(refused.out, "");
+    EXPECT_NE(refused.err.find("llama-cl: kernel build failed on "), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("-no-such-option-xyz\", LLAMACL_BUILD_OPTIONS among them)"), std::string::npos)
+        << refused.err;
+}
