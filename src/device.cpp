@@ -195,14 +195,18 @@ bool can_create(std::filesystem::path path) {
 // or $HOME/.cache/pocl) and reports no devices at all when it cannot create it. Where the default is
 // unusable (no $HOME, a read-only one), POCL_CACHE_DIR is pointed at a directory of this user's under
 // $TMPDIR or /tmp instead. Runs before the first OpenCL call; a POCL_CACHE_DIR the user set is kept, unless
-// empty (PoCL aborts on one: treated as unset) or not a directory (every kernel build would fail).
+// empty (PoCL aborts on one: treated as unset) or not a directory it can write to or create (every kernel
+// build would fail, blaming the kernels).
 void ensure_pocl_cache_dir() {
     if (const char* set = std::getenv("POCL_CACHE_DIR")) {
         std::error_code ec;
+        const auto refuse = [&](const char* why) {
+            return Error(std::string("POCL_CACHE_DIR (") + set + ") " + why +
+                         ": PoCL keeps its compiled kernels there; point it at a writable directory or unset it");
+        };
         if (*set && std::filesystem::exists(set, ec) && !std::filesystem::is_directory(set, ec))
-            throw Error(std::string("POCL_CACHE_DIR (") + set +
-                        ") is not a directory: PoCL keeps its compiled kernels there; point it at a writable "
-                        "directory or unset it");
+            throw refuse("is not a directory");
+        if (*set && !can_create(set)) throw refuse("is not writable");
         if (*set) return;
         ::unsetenv("POCL_CACHE_DIR");
     }
