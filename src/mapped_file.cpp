@@ -31,6 +31,10 @@ Guard guards[kGuards];
 struct sigaction previous_action {};
 
 void on_sigbus(int signal, siginfo_t* info, void* context) {
+    // Sent, not a fault (si_code <= 0), by this process: a handler installed over this one passing a fault
+    // on with raise() once it has put this one back (LLVM's crash recovery does, while PoCL compiles). The
+    // access faults again when that handler returns, into this one with its address.
+    if (info->si_code <= 0 && info->si_pid == ::getpid()) return;
     const auto* address = static_cast<const std::byte*>(info->si_addr);
     for (Guard& g : guards) {
         if (g.state.load(std::memory_order_acquire) != 2) continue;

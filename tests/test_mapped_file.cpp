@@ -1,0 +1,61 @@
+// MappedFile's guard: a read past the end of a file that shrank while mapped ends the process with one
+// line naming the file, whichever handler the fault reaches first.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "llamacl/mapped_file.hpp"
+#include "support.hpp"
+
+using namespace llamacl;
+using namespace llamacl::test;
+
+namespace {
+
+struct sigaction guard_action {};
+
+// What LLVM's crash recovery does with a fault outside a recovery context: put the previous handler
+// back and raise the signal again.
+void pass_fault_on(int signal, siginfo_t*, void*) {
+    ::sigaction(signal, &guard_action, nullptr);
+    ::raise(signal);
+}
+
+// Maps a file of 64 KiB, cuts it to 100 bytes, then reads its last page: SIGBUS.
+void read_past_the_cut(const std::string& path, bool chained) {
+    std::ofstream(path, std::ios::binary) << std::string(65536, 'x');
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    const MappedFile file(fd, 65536, path);
+    ::close(fd);
+    if (chained) {
+        struct sigaction chain {};
+        chain.sa_sigaction = pass_fault_on;
+        chain.sa_flags = SA_SIGINFO;
+        sigemptyset(&chain.sa_mask);
+        ::sigaction(SIGBUS, &chain, &guard_action);
+    }
+    ::truncate(path.c_str(), 100);
+    volatile std::byte last = file.data()[65535];
+    (void)last;
+}
+
+}  // namespace
+
+TEST(MappedFileGuard, AReadPastAShrunkFileEndsInOneLineNamingIt) {
+    TempDir dir;
+    const std::string path = (dir / "model.bin").string();
+    EXPECT_EXIT(read_past_the_cut(path, false), ::testing::ExitedWithCode(1),
+                "^llama-cl: .*model.bin: the file shrank while in use");
+}
+
+TEST(MappedFileGuard, AFaultAnotherHandlerPassesOnByRaiseEndsTheSameWay) {
+    TempDir dir;
+    const std::string path = (dir / "model.bin").string();
+    EXPECT_EXIT(read_past_the_cut(path, true), ::testing::ExitedWithCode(1),
+                "^llama-cl: .*model.bin: the file shrank while in use");
+}
