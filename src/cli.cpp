@@ -288,6 +288,11 @@ struct Backend {
         : opened(Clock::now()), device(open_device(a, ck, run_positions, auto_notice)) {
         set_progress_quiet(a.quiet);
         if (!device) {
+            // The self-test corrupts a device's result: on the reference it would inject nothing, silently.
+            if (fault)
+                throw usage_error(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
+                                  ": corrupts a device result, and this run is on the CPU reference; run it with "
+                                  "--backend opencl (--compare-cpu names the boundary), or unset it");
             model = std::make_unique<ReferenceForward>(ck, positions);
             report_choice(a);
             if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");

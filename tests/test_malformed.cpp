@@ -959,6 +959,12 @@ TEST(HostileFlags, MessagesSayWhatWasMeant) {
     expect_error(run(c.generate(c.v0, c.tok, "--backend cpu"), false, rung_fault), 2,
                  {"LLAMACL_INJECT_FAULT=rung:device: a rung fault is llama-cl check's, not generate's"}, "generate rung");
     expect_error(run("bench --synthetic tiny -n 1 --runs 1", false, rung_fault), 2, {"not bench's"}, "bench rung");
+    // And a boundary fault on the CPU reference, chosen or by auto's choice: there is no device result to corrupt.
+    for (const char* backend : {"--backend cpu", "--backend auto"})
+        expect_error(run(c.generate(c.v0, c.tok, backend), false, "LLAMACL_INJECT_FAULT=layer:0,op:q"), 2,
+                     {"LLAMACL_INJECT_FAULT=layer:0,op:q: corrupts a device result, and this run is on the CPU "
+                      "reference"},
+                     backend);
 }
 
 TEST(HostileNames, ControlCharactersInEchoedNamesAreEscaped) {
