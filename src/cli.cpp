@@ -365,7 +365,7 @@ struct Backend {
     }
 
     Clock::time_point opened;  // when the backend began to open
-    std::string auto_notice;   // --backend auto's choice; before `device`, which open_device fills it with
+    std::string auto_notice;   // --backend auto's choice, filled by `device`'s initializer (declared first)
     std::optional<Device> device;
     std::unique_ptr<Forward> model;
     DeviceForward* on_device = nullptr;
@@ -693,11 +693,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         if (generate_->parsed()) check_generate_args(gen_);
         if (chat_.cmd->parsed()) check_generate_args(chat_.run);
         if (perplexity_.cmd->parsed()) check_generate_args(perplexity_.run);
-    } catch (const CLI::CallForHelp& e) {
-        return with_output_checked(print_exit(app_, e));
-    } catch (const CLI::CallForAllHelp& e) {
-        return with_output_checked(print_exit(app_, e));
-    } catch (const CLI::CallForVersion& e) {
+    } catch (const CLI::Success& e) {  // --help, --help-all, --version
         return with_output_checked(print_exit(app_, e));
     } catch (const CLI::ParseError& e) {
         // CLI11 takes a text such as "-x" for an option and then misses the text itself.

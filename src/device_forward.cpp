@@ -91,11 +91,10 @@ Error DeviceForward::device_error(const cl::Error& e) const {
     std::string message = device_.info().name + ": " + describe(e);
     if (out_of_memory(e.err())) {
         message += ": the device ran out of memory (" + plan_.describe() + ")";
-        std::vector<std::string> remedies;
-        if (plan_.layers_per_offload > 1)
-            remedies.push_back("--layers-per-offload " + std::to_string(plan_.layers_per_offload / 2));
-        if (finalize_ == Finalize::device) remedies.push_back("--finalize=cpu");
-        for (std::size_t i = 0; i < remedies.size(); ++i) message += (i == 0 ? "; try " : " or ") + remedies[i];
+        std::string remedies;
+        if (plan_.layers_per_offload > 1) remedies = "--layers-per-offload " + std::to_string(plan_.layers_per_offload / 2);
+        if (finalize_ == Finalize::device) remedies += (remedies.empty() ? "" : " or ") + std::string("--finalize=cpu");
+        if (!remedies.empty()) message += "; try " + remedies;
     }
     return Error(message);
 }

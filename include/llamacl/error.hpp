@@ -1,6 +1,7 @@
 #pragma once
 // One exception type for everything a user can get wrong. main() prints what() as a single line
-// on stderr and exits with exit_code(): 1 for bad files and devices, 2 for bad command-line usage.
+// on stderr (then any details() as they are) and exits with exit_code(): 1 for bad files and devices,
+// 2 for bad command-line usage.
 #include <cstdio>
 #include <stdexcept>
 #include <string>
