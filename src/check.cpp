@@ -150,6 +150,7 @@ private:
     std::unique_ptr<KernelHarness> harness_;  // the device rung's (f32), then the kernel rung's format's
     std::unique_ptr<DeviceForward> model_;     // the runtime, shared by the format's rungs that run the model
     int token_groups_ = 0;                     // model_'s token kernel's work-groups when it started (0: none)
+    std::optional<Roofline> roofline_;         // the bandwidth rung's benchmark, with o_.plot
 };
 
 CheckReport Ladder::climb(const RungObserver& observer) {
@@ -203,6 +204,7 @@ CheckReport Ladder::climb(const RungObserver& observer) {
         if (observer) observer(report);
     }
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report.roofline = std::move(roofline_);
     return report;
 }
 
@@ -527,7 +529,7 @@ Outcome Ladder::bandwidth() {
                                                     device_.info().is_cpu ? kCpuBufferCap : kGpuBufferCap));
     Outcome out;
     double gbs = 0, gflops = 0;
-    if (o_.plot_path.empty()) {
+    if (!o_.plot) {
         gbs = measure_copy_gbs(device_, bytes, kProbeReps);
         gflops = measure_fma_gflops(device_, kProbeReps);
     } else {
@@ -545,12 +547,12 @@ Outcome Ladder::bandwidth() {
         const BenchResult result = run_benchmark(device_, ck, ck.path(), b);
         gbs = result.device_copy_gbs;
         gflops = result.device_fma_gflops;
-        write_roofline_svg(o_.plot_path, roofline_from_bench(result));
+        roofline_ = roofline_from_bench(result);
     }
     if (!(gbs > 0 && std::isfinite(gbs))) out.failure = "the copy probe measured " + g_text(gbs) + " GB/s";
     else if (!(gflops > 0 && std::isfinite(gflops))) out.failure = "the FMA probe measured " + g_text(gflops) + " GFLOP/s";
     out.detail = "copy " + g_text(gbs) + " GB/s over " + mib_text(bytes) + ", FMA " + g_text(gflops) + " GFLOP/s" +
-                 (o_.plot_path.empty() ? "" : "; roofline written to " + o_.plot_path);
+                 (o_.plot ? "; measured by --plot's benchmark" : "");
     return out;
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "llamacl/check.hpp"
+#include "llamacl/roofline_svg.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/export.hpp"
@@ -92,7 +93,7 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     // --weights F: F alone, even where the checkpoint converts to others.
     o.formats = weights ? std::vector<ElementType>{*weights} : check_formats(ck);
     o.injected_rung = injected_rung(o.formats);
-    o.plot_path = a.plot;
+    o.plot = !a.plot.empty();
     fault_from_environment(ck.config());  // a malformed boundary fault is a usage error before anything runs
     const Tokenizer tokenizer =
         generated ? generated_tokenizer(ck.config().vocab_size)
@@ -111,6 +112,8 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     const CheckReport report = run_check(device, ck, tokenizer, o, a.json ? RungObserver{} : print_rung);
     std::fputs((a.json ? format_check_json(report) : format_check_summary(report)).c_str(), out);
     flush_or_throw(out);
+    // Written after the ladder, so that a file that cannot take it fails the command, not a rung.
+    if (report.roofline) write_roofline_svg(a.plot, *report.roofline);
     return report.first_failure() ? kCheckFailed : 0;
 }
 

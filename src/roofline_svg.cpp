@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "llamacl/error.hpp"
 #include "llamacl/number_text.hpp"
@@ -165,10 +167,14 @@ std::string roofline_svg(const Roofline& roof) {
 }
 
 void write_roofline_svg(const std::string& path, const Roofline& roofline) {
-    std::ofstream out(path, std::ios::binary);
-    out << roofline_svg(roofline);
-    out.close();
-    if (!out) throw Error("--plot: cannot write " + path + "; give a path in a writable directory");
+    const std::string svg = roofline_svg(roofline);
+    errno = 0;
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    const bool written = out && std::fwrite(svg.data(), 1, svg.size(), out) == svg.size();
+    // fclose flushes what fwrite buffered: a full disk shows there.
+    if (out && std::fclose(out) == 0 && written) return;
+    throw Error("--plot: cannot write " + path + ": " + (errno ? std::strerror(errno) : "I/O error") +
+                "; give a path in a writable directory with room");
 }
 
 }  // namespace llamacl

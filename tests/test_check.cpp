@@ -3,6 +3,8 @@
 // with exit status 4 and nothing after it run.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -244,7 +246,7 @@ TEST(Check, RealCheckpointPassesWithTheRoofline) {
     EXPECT_EQ(status_of(r.out, "generate:f32"), "pass") << r.out;
     EXPECT_EQ(status_of(r.out, "generate:f16"), "pass") << r.out;
     EXPECT_EQ(status_of(r.out, "generate:q8_0"), "pass") << r.out;
-    EXPECT_NE(rung_line(r.out, "bandwidth").find("roofline written to"), std::string::npos) << r.out;
+    EXPECT_NE(rung_line(r.out, "bandwidth").find("measured by --plot's benchmark"), std::string::npos) << r.out;
     const std::string svg = read_file(dir / "roofline.svg");
     EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
     for (const char* part : {"whole token: ", "whole prompt (32 positions): ", "FMA "})
@@ -277,6 +279,17 @@ TEST(Check, AModelTooLargeForTheDeviceIsAnErrorBeforeAnyRung) {
     EXPECT_EQ(r.out, "");
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_NE(r.err.find("does not fit on the device"), std::string::npos) << r.err;
+}
+
+// A file that cannot take the picture (a full disk) fails the command after the ladder, not a rung with a
+// port's remedy.
+TEST(Check, PlotThatCannotBeWrittenFailsTheCommandNotARung) {
+    const CommandResult r = run_llama_cl("check --weights f32 --plot /dev/full");
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(status_of(r.out, "bandwidth"), "pass") << r.out;
+    EXPECT_NE(r.out.find("check: passed: "), std::string::npos) << r.out;
+    EXPECT_EQ(r.err, "llama-cl: --plot: cannot write /dev/full: " + std::string(std::strerror(ENOSPC)) +
+                         "; give a path in a writable directory with room\n");
 }
 
 TEST(Check, UnwritablePlotIsABadFileBeforeAnyRung) {

@@ -13,6 +13,7 @@
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
 #include "llamacl/device_options.hpp"
+#include "llamacl/roofline_svg.hpp"
 #include "llamacl/tokenizer.hpp"
 
 namespace llamacl {
@@ -43,7 +44,7 @@ struct CheckOptions {
     DeviceOptions device;
     std::vector<ElementType> formats;          // check_formats(), or --weights' alone
     std::optional<std::string> injected_rung;  // LLAMACL_INJECT_FAULT=rung:NAME: that rung fails
-    std::string plot_path;                     // non-empty: the bandwidth rung writes a roofline SVG there
+    bool plot = false;                         // the bandwidth rung measures with a short benchmark, for a roofline
 };
 
 struct CheckReport {
@@ -51,6 +52,7 @@ struct CheckReport {
     std::string model, shape;
     std::vector<Rung> rungs;  // every rung, those after a failure "not run"
     double seconds = 0;
+    std::optional<Roofline> roofline;  // with options.plot: the bandwidth rung's benchmark
     const Rung* first_failure() const;
 };
 
@@ -58,7 +60,7 @@ struct CheckReport {
 using RungObserver = std::function<void(const CheckReport&)>;
 
 // Climbs the ladder for `checkpoint` (fp32 where options.formats convert it) on `device` (opened with
-// profiling when options.plot_path is set).
+// profiling when options.plot is set).
 CheckReport run_check(Device& device, const Checkpoint& checkpoint, const Tokenizer& tokenizer,
                       const CheckOptions& options, const RungObserver& observer = {});
 
