@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fuzz/naive_encode.hpp"
+#include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/capacity_plan.hpp"
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
@@ -323,14 +324,33 @@ TEST(BenchUnderALimit, TheProbeFitsTheAddressSpaceOrSaysWhatItNeeds) {
 #ifdef LLAMACL_UNDER_ASAN
     GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no address-space cap";
 #else
-    // A CPU device's probe buffers are this process's memory: the default fits itself to the limit.
-    const CommandResult fits = run_command("ulimit -v 2000000; timeout 60 " + bin() + " bench --synthetic tiny -n 2 --runs 1");
-    EXPECT_EQ(fits.exit_code, 0) << fits.err;
-    EXPECT_NE(fits.out.find("copy_f32 over"), std::string::npos) << fits.out;
-    // A size given that cannot fit is refused before anything is allocated.
-    expect_error(run_command("ulimit -v 2000000; timeout 60 " + bin() +
-                             " bench --synthetic tiny -n 2 --runs 1 --probe-mib 1024"),
-                 1, {"copy bandwidth probe needs 2 x 1024 MiB", "ulimit -v", "--probe-mib"}, "--probe-mib 1024");
+    const DeviceInfo info = Device::open("", "").info();
+    if (!info.is_cpu) GTEST_SKIP() << info.name << ": a GPU's probe buffers are its own memory, not the address space's";
+    const std::string bench = " bench --synthetic tiny -n 2 --runs 1";
+    const auto limited = [&](std::uint64_t limit_mib, const std::string& args) {
+        return run_command("ulimit -v " + std::to_string(limit_mib * 1024) + "; timeout 60 " + bin() + bench + args);
+    };
+    // A size given that cannot fit is refused before anything is allocated, with what the process could
+    // still map when the probe was sized.
+    constexpr std::uint64_t kLimitMiB = 1953;
+    const CommandResult refused = limited(kLimitMiB, " --probe-mib 1024");
+    expect_error(refused, 1, {"copy bandwidth probe needs 2 x 1024 MiB", "ulimit -v", "--probe-mib"}, "--probe-mib 1024");
+    const std::size_t at = refused.err.find("can map only ");
+    ASSERT_NE(at, std::string::npos) << refused.err;
+    const std::uint64_t mapped_mib = kLimitMiB - std::stoull(refused.err.substr(at + 13));
+
+    // A CPU device's probe buffers are this process's memory, and the default probe (two buffers) shrinks to
+    // half of what is left, but not to twice the last-level cache or less. Here what is left is 3 x the
+    // default's size: it halves once where that stays above the floor, and is refused where it does not.
+    const std::uint64_t full = default_probe_bytes(info), floor = std::max(kMiB, 2 * info.global_cache_bytes);
+    const CommandResult r = limited(mapped_mib + 3 * full / kMiB, "");
+    if (full / 2 >= floor) {
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_NE(r.out.find("copy_f32 over " + std::to_string(full / 2 / kMiB) + " MiB"), std::string::npos) << r.out;
+    } else {
+        expect_error(r, 1, {"copy bandwidth probe needs 2 x " + std::to_string(full / kMiB) + " MiB", "ulimit -v"},
+                     "the default probe above twice the cache");
+    }
 #endif
 }
 
