@@ -15,6 +15,7 @@
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/mapped_file.hpp"
 #include "llamacl/progress.hpp"
 
 namespace llamacl {
@@ -393,6 +394,7 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
     try {
         program = cl::Program(context_, source);
         program.build(device_, all_options.c_str());
+        guard_sigbus_first();  // PoCL's LLVM may have put its own handler in front while building
         builds_->programs++;
         builds_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         return program;

@@ -53,17 +53,6 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
     (void)context;
 }
 
-void install_handler() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        struct sigaction action {};
-        action.sa_sigaction = on_sigbus;
-        action.sa_flags = SA_SIGINFO;
-        sigemptyset(&action.sa_mask);
-        ::sigaction(SIGBUS, &action, &previous_action);
-    });
-}
-
 int add_guard(const std::byte* begin, std::size_t bytes, const std::string& path) {
     for (int i = 0; i < kGuards; ++i) {
         int free = 0;
@@ -85,12 +74,25 @@ int add_guard(const std::byte* begin, std::size_t bytes, const std::string& path
 
 }  // namespace
 
+void guard_sigbus_first() {
+    static std::mutex mutex;
+    const std::lock_guard lock(mutex);
+    struct sigaction current {};
+    ::sigaction(SIGBUS, nullptr, &current);
+    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigbus) return;
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &previous_action);
+}
+
 MappedFile::MappedFile(int fd, std::size_t bytes, const std::string& path) : bytes_(bytes) {
     if (bytes == 0) return;
     void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) throw Error(path + ": cannot memory-map checkpoint: " + std::strerror(errno));
     map_ = map;
-    install_handler();
+    guard_sigbus_first();
     guard_ = add_guard(data(), bytes, path);
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "llamacl/device.hpp"
 #include "llamacl/mapped_file.hpp"
 #include "support.hpp"
 
@@ -44,6 +45,8 @@ void read_past_the_cut(const std::string& path, bool chained) {
     (void)last;
 }
 
+void foreign_handler(int) {}
+
 }  // namespace
 
 TEST(MappedFileGuard, AReadPastAShrunkFileEndsInOneLineNamingIt) {
@@ -58,4 +61,29 @@ TEST(MappedFileGuard, AFaultAnotherHandlerPassesOnByRaiseEndsTheSameWay) {
     const std::string path = (dir / "model.bin").string();
     EXPECT_EXIT(read_past_the_cut(path, true), ::testing::ExitedWithCode(1),
                 "^llama-cl: .*model.bin: the file shrank while in use");
+}
+
+// LLVM, PoCL's compiler, puts its own SIGBUS handler in front while it builds, with SA_RESETHAND: while
+// it runs SIGBUS is the default, and a second thread faulting on the shrunk file then dies without the
+// message. Every program build puts the guard back in front.
+TEST(MappedFileGuard, AProgramBuildPutsTheGuardBackInFront) {
+    TempDir dir;
+    const std::string path = (dir / "model.bin").string();
+    std::ofstream(path, std::ios::binary) << std::string(4096, 'x');
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    const MappedFile file(fd, 4096, path);
+    ::close(fd);
+    struct sigaction guard {};
+    ::sigaction(SIGBUS, nullptr, &guard);
+    ASSERT_NE(guard.sa_flags & SA_SIGINFO, 0);
+    struct sigaction foreign {};
+    foreign.sa_handler = foreign_handler;
+    foreign.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&foreign.sa_mask);
+    ::sigaction(SIGBUS, &foreign, nullptr);
+    Device::open("", "").build_program_from_source("__kernel void nothing(void) {}", "");
+    struct sigaction now {};
+    ::sigaction(SIGBUS, nullptr, &now);
+    EXPECT_EQ(now.sa_sigaction, guard.sa_sigaction);
+    EXPECT_EQ(now.sa_flags & SA_RESETHAND, 0);
 }

@@ -27,4 +27,10 @@ private:
     int guard_ = -1;  // its slot in the SIGBUS handler's table; -1 when unguarded (the table was full)
 };
 
+// Puts the guard's handler first in line for SIGBUS (the handler found there gets the faults that are not
+// a guarded mapping's). An OpenCL compiler may install its own over it: LLVM's, in PoCL, resets SIGBUS to
+// the default as it is entered, so a second thread faulting on a guarded page in that moment would be
+// killed without the message. The device calls this after every program build.
+void guard_sigbus_first();
+
 }  // namespace llamacl
