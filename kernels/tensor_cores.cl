@@ -14,7 +14,9 @@
 //   D: d0 = D[g][2t], d1 = D[g][2t + 1], d2 = D[g + 8][2t], d3 = D[g + 8][2t + 1]
 //
 // TF32 keeps 10 of fp32's 23 mantissa bits, too few for run.c's text. Each operand is split into a
-// TF32 head and the TF32 rounding of its remainder (x = hi + lo to about 22 bits) and a product is
+// TF32 head (x rounded to TF32) and its remainder, exact in fp32, which goes in whole: the tensor cores
+// read a TF32 operand's top 19 bits and ignore the low 13, cutting the remainder toward zero (x = hi + lo
+// to about 21 bits, without the two instructions an operand that rounding it would take). A product is
 // a_lo b_hi + a_hi b_lo + a_hi b_hi (3xTF32, the small terms first: the dropped a_lo b_lo is about 2^-22
 // of it), each product exact in the fp32 accumulator. An f16 weight is a TF32 value (10 mantissa bits, a
 // wider exponent): its a_lo is zero and its term is left out. Int8 products are exact.
@@ -23,7 +25,7 @@
 inline uint tf32_round(float x) { return (as_uint(x) + 0x1000u) & 0xffffe000u; }
 inline void tf32_split(float x, uint* hi, uint* lo) {
     *hi = tf32_round(x);
-    *lo = tf32_round(x - as_float(*hi));  // the remainder is exact in fp32
+    *lo = as_uint(x - as_float(*hi));  // exact in fp32; the tensor cores read its TF32 part
 }
 
 #ifdef MMA_EMULATE
@@ -47,9 +49,11 @@ inline void mma_publish_b(__local uint* b, const uint* frag) {
 // The row and column of element i of this lane's D fragment.
 inline int mma_row(int i) { return mma_lane() / 4 + (i >= 2 ? 8 : 0); }
 inline int mma_col(int i) { return 2 * (mma_lane() % 4) + (i & 1); }
-// Element i of this lane's D fragment after D += A B, in k's order: TF32 words, or int8 ones.
+// Element i of this lane's D fragment after D += A B, in k's order: TF32 words (their top 19 bits, as
+// the tensor cores read them), or int8 ones.
+inline float tf32_read(uint word) { return as_float(word & 0xffffe000u); }
 inline float mma_element(__local const uint* a, __local const uint* b, int i, float d) {
-    for (int k = 0; k < 8; k++) d = fma(as_float(a[mma_row(i) * 8 + k]), as_float(b[k * 8 + mma_col(i)]), d);
+    for (int k = 0; k < 8; k++) d = fma(tf32_read(a[mma_row(i) * 8 + k]), tf32_read(b[k * 8 + mma_col(i)]), d);
     return d;
 }
 #ifdef WEIGHT_Q8_0

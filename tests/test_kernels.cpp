@@ -219,7 +219,7 @@ TEST(DotBatch, TokenKernelBatchCoversADimRowUpToTheLongBatch) {
 // ---------------------------------------------------------------------------------------------------
 // Tensor cores: prefill's GEMMs with split TF32 operands (3xTF32) stay within fp32's error bound for a
 // dot product of n terms, |error| <= (2 n 2^-24 + 2^-20) sum |w x| (summation with rounding or, in a
-// tensor core's adder, truncation; the operands' split, about 2^-22 of each product twice over), which
+// tensor core's adder, truncation; the operands' split, about 2^-21 of each product twice over), which
 // products of plain TF32 operands (2^-11 each) miss. The "gpu" shape runs them for real on NVIDIA's GPUs
 // of compute capability 8.0 on, the portable kernels elsewhere; the emulation everywhere.
 TEST(TensorCores, SplitOperandsKeepFp32Accuracy) {
