@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include "llamacl/check.hpp"
-#include "llamacl/roofline_svg.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/export.hpp"
 #include "llamacl/kernel_set.hpp"
+#include "llamacl/roofline_svg.hpp"
 #include "llamacl/synthetic.hpp"
 
 namespace llamacl {

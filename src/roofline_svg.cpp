@@ -1,8 +1,8 @@
 #include "llamacl/roofline_svg.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
