@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "llamacl/bandwidth_probes.hpp"
@@ -71,7 +72,7 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
     add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
     cmd->add_option("--probe-mib", a.probe_mib,
-                    "bandwidth probe buffer size in MiB (default: 8 x the device's last-level cache, 64 to 1024, within "
+                    "bandwidth probe buffer size in whole MiB (default: 8 x the device's last-level cache, 64 to 1024, within "
                     "the largest allocation and global memory / 4; on a CPU device halved to fit the address space)")
         ->transform(positive_number());
     cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
@@ -96,6 +97,10 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     o.runs = a.runs;
     o.device = device_options(a.runtime, device.info());
     if (a.probe_mib > 0) {  // left out (0): the default size
+        // The probes' buffers are whole MiB: a fraction would be rounded away without a word.
+        if (a.probe_mib != std::floor(a.probe_mib))
+            throw usage_error("--probe-mib: " + number_text("%g", a.probe_mib) +
+                              " is not a whole number of MiB; give one, e.g. --probe-mib 256");
         const double probe_bytes = a.probe_mib * static_cast<double>(kMiB);
         if (probe_bytes > static_cast<double>(device.info().max_alloc_bytes))
             throw usage_error("--probe-mib: " + number_text("%g", a.probe_mib) + " MiB is more than " +

@@ -575,6 +575,17 @@ TEST(BenchCli, SizesMustBePositiveFiniteAndFitTheDevice) {
             }
         }
     }
+    // A probe's buffers are whole MiB: a fraction is refused, not rounded away.
+    for (const char* value : {"0.5", "1.5"}) {
+        try {
+            run_bench_cli(std::string("bench --synthetic tiny -n 2 --runs 1 --probe-mib ") + value);
+            ADD_FAILURE() << "--probe-mib " << value << ": no error";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.exit_code(), 2);
+            EXPECT_EQ(std::string(e.what()), std::string("--probe-mib: ") + value +
+                                                 " is not a whole number of MiB; give one, e.g. --probe-mib 256");
+        }
+    }
     try {
         run_bench_cli("bench --synthetic tiny -n 2 --runs 1 --probe-mib 1e300");
         ADD_FAILURE() << "--probe-mib 1e300: no error";
