@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "llamacl/device.hpp"
@@ -27,12 +28,18 @@ void pass_fault_on(int signal, siginfo_t*, void*) {
     ::raise(signal);
 }
 
+// A new file of `bytes` bytes at `path`, mapped (its descriptor closed: the mapping outlives it).
+std::unique_ptr<MappedFile> map_new_file(const std::string& path, std::size_t bytes) {
+    std::ofstream(path, std::ios::binary) << std::string(bytes, 'x');
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    auto file = std::make_unique<MappedFile>(fd, bytes, path);
+    ::close(fd);
+    return file;
+}
+
 // Maps a file of 64 KiB, cuts it to 100 bytes, then reads its last page: SIGBUS.
 void read_past_the_cut(const std::string& path, bool chained) {
-    std::ofstream(path, std::ios::binary) << std::string(65536, 'x');
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    const MappedFile file(fd, 65536, path);
-    ::close(fd);
+    const auto file = map_new_file(path, 65536);
     if (chained) {
         struct sigaction chain {};
         chain.sa_sigaction = pass_fault_on;
@@ -41,7 +48,7 @@ void read_past_the_cut(const std::string& path, bool chained) {
         ::sigaction(SIGBUS, &chain, &guard_action);
     }
     ::truncate(path.c_str(), 100);
-    volatile std::byte last = file.data()[65535];
+    volatile std::byte last = file->data()[65535];
     (void)last;
 }
 
@@ -69,10 +76,7 @@ TEST(MappedFileGuard, AFaultAnotherHandlerPassesOnByRaiseEndsTheSameWay) {
 TEST(MappedFileGuard, AProgramBuildPutsTheGuardBackInFront) {
     TempDir dir;
     const std::string path = (dir / "model.bin").string();
-    std::ofstream(path, std::ios::binary) << std::string(4096, 'x');
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    const MappedFile file(fd, 4096, path);
-    ::close(fd);
+    const auto file = map_new_file(path, 4096);
     struct sigaction guard {};
     ::sigaction(SIGBUS, nullptr, &guard);
     ASSERT_NE(guard.sa_flags & SA_SIGINFO, 0);
