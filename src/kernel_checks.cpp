@@ -594,17 +594,17 @@ namespace {
 // The position counts the batch kernels are tried on: one, a few, and either side of the GPU tile (64).
 const int kBatchPositions[] = {1, 3, 17, 63, 64, 65};
 
-// A GEMM's launches: on GPU shapes once for each tile gemm_gpu.cl is built for (Q8_0's portable kernel has
-// its one), on CPU shapes the one; emulated tensor cores take the largest and the smallest tile (every
-// count of blocks a warp takes) and two batch sizes, a part of a tile and a whole one.
-std::vector<std::optional<GemmTile>> tiles_of(const KernelHarness& h) {
+// A GEMM's launches: on GPU shapes once for each tile gemm_gpu.cl is built for that the device runs (Q8_0's
+// portable kernel has its one), on CPU shapes the one; emulated tensor cores take the largest and the
+// smallest tile (every count of blocks a warp takes) and two batch sizes, a part of a tile and a whole one.
+// (The emulation's matrices and the largest tile take 82 KiB of local memory, more than most GPUs have.)
+std::vector<std::optional<GemmTile>> tiles_of(KernelHarness& h) {
     if (!h.kernels.shape().gpu_family() || (h.weights.type == ElementType::q8_0 && !h.kernels.tensor_cores()))
         return {std::nullopt};
-    // (The emulation's matrices and the largest tile take 82 KiB of local memory; GPUs have 48 or 64 KiB,
-    // and their own tensor cores run every tile on the "gpu" shape where they have them.)
-    if (h.emulated && h.device.info().local_mem_bytes < 96 * 1024) return {kOwnGemmTile};
-    if (h.emulated) return {kGemmTiles[0], kOwnGemmTile};
-    return {std::begin(kGemmTiles), std::end(kGemmTiles)};
+    std::vector<std::optional<GemmTile>> tiles;
+    for (const GemmTile& t : kGemmTiles)
+        if ((!h.emulated || t == kGemmTiles[0] || t == kOwnGemmTile) && h.kernels.gemm_tile_runs(t)) tiles.push_back(t);
+    return tiles;
 }
 std::vector<int> batch_positions(const KernelHarness& h) {
     if (h.emulated) return {3, 64};

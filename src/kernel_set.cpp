@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "llamacl/error.hpp"
@@ -247,7 +248,8 @@ int prefill_batch_for(const LaunchShape& shape, const Config& config) {
 
 bool KernelSet::fits(const cl::Kernel& kernel) const {
     return kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
-           static_cast<std::size_t>(kGemmGroup * kGemmGroup);
+               static_cast<std::size_t>(kGemmGroup * kGemmGroup) &&
+           kernel.getWorkGroupInfo<CL_KERNEL_LOCAL_MEM_SIZE>(device_.device()) <= device_.info().local_mem_bytes;
 }
 
 bool KernelSet::prefill_possible(const Config& c) const {
@@ -322,21 +324,32 @@ KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_ext
     const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_q8.cl's portable tile)
                             : tile_asked         ? *tile_asked
                                                  : gemm_tile(row_extents, positions, static_cast<int>(compute_units_));
-    auto it = gemm_builds_.find(wanted);
-    if (it == gemm_builds_.end()) {
-        GemmBuild build{wanted, gemm_kernels(build_program(shape_.row_threads, kLongDotBatch,
-                                                           " -DGEMM_TR=" + std::to_string(wanted.rows) +
-                                                               " -DGEMM_TP=" + std::to_string(wanted.positions)))};
-        // A tile whose registers leave too few for a whole work-group takes the smallest one's build instead
-        // (prefill_possible says that one fits).
-        it = gemm_builds_.emplace(wanted, fits(build.kernels[0]) ? build : gemm_builds_.at(kOwnGemmTile)).first;
-    }
-    const GemmTile tile = it->second.tile;
-    const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, tile.rows));
-    const std::size_t position_tiles = static_cast<std::size_t>((positions + tile.positions - 1) / tile.positions);
-    return {&it->second.kernels[index], {cl::NDRange(blocks * kGemmGroup, position_tiles * kGemmGroup),
-                                         cl::NDRange(kGemmGroup, kGemmGroup)}};
+    GemmBuild& build = gemm_build(wanted);
+    const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, build.tile.rows));
+    const std::size_t position_tiles =
+        static_cast<std::size_t>((positions + build.tile.positions - 1) / build.tile.positions);
+    return {&build.kernels[index], {cl::NDRange(blocks * kGemmGroup, position_tiles * kGemmGroup),
+                                     cl::NDRange(kGemmGroup, kGemmGroup)}};
 }
+
+KernelSet::GemmBuild& KernelSet::gemm_build(GemmTile tile) {
+    auto it = gemm_builds_.find(tile);
+    if (it != gemm_builds_.end()) return it->second;
+    // A device with less local memory than a large tile takes (some GPUs have 32 KiB) may refuse its build
+    // or its launch, and one with fewer registers its whole work-group: that tile runs as the smallest.
+    std::optional<GemmBuild> build;
+    try {
+        build = GemmBuild{tile, gemm_kernels(build_program(shape_.row_threads, kLongDotBatch,
+                                                           " -DGEMM_TR=" + std::to_string(tile.rows) +
+                                                               " -DGEMM_TP=" + std::to_string(tile.positions)))};
+    } catch (const Error&) {
+        // (The compiler's refusal: the smallest tile instead, below.)
+    }
+    const GemmBuild& runs = build && fits(build->kernels[0]) ? *build : gemm_builds_.at(kOwnGemmTile);
+    return gemm_builds_.emplace(tile, runs).first->second;
+}
+
+bool KernelSet::gemm_tile_runs(GemmTile tile) { return shape_.gpu_family() && gemm_build(tile).tile == tile; }
 
 KernelSet::Range KernelSet::per_position(int width, int positions) const {
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);

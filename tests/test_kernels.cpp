@@ -182,6 +182,25 @@ TEST(GemmTile, LargestTileThatGivesEveryComputeUnitAWorkGroup) {
     EXPECT_EQ(gemm_tile({5}, 1, 132), (GemmTile{128, 128}));                // one group whichever: the largest
 }
 
+// A tile the device cannot run (its compiler refuses the build, or its work-group is beyond the device's
+// registers or local memory: 32 KiB GPUs and the 34 KiB tile of 128 x 128) runs as the smallest tile
+// instead of failing the prefill. gemm_gpu.cl refuses any side but 64 and 128 (#error), so a tile of 96
+// rows is one the compiler refuses on every device.
+TEST(GemmTile, ATileTheDeviceCannotRunTakesTheSmallestTilesBuild) {
+    KernelHarness& h = harness("gpu", WeightFormat{});
+    const GemmTile refused{96, 64};
+    EXPECT_FALSE(h.kernels.gemm_tile_runs(refused));
+    EXPECT_TRUE(h.kernels.gemm_tile_runs(kOwnGemmTile));
+    const KernelSet::Launch asked = h.kernels.gemm(KernelSet::Gemm::gate_up, {2 * 192}, 100, refused);
+    const KernelSet::Launch own = h.kernels.gemm(KernelSet::Gemm::gate_up, {2 * 192}, 100, kOwnGemmTile);
+    EXPECT_EQ((*asked.kernel)(), (*own.kernel)());  // the same OpenCL kernel
+    // Blocks of the smallest tile: 384 rows in 6 of 64, 100 positions in 2 of 64.
+    EXPECT_EQ(asked.range.global[0], 6u * KernelSet::kGemmGroup);
+    EXPECT_EQ(asked.range.global[1], 2u * KernelSet::kGemmGroup);
+    // A CPU shape has no tiles to choose.
+    EXPECT_FALSE(harness("cpu", WeightFormat{}).kernels.gemm_tile_runs(kOwnGemmTile));
+}
+
 // The rule that gives short matrices more work-items per row: double while the launch has fewer groups
 // than asked, a row still has four elements per work-item and a group still holds a row.
 TEST(WidenedRowThreads, DoublesUntilTheLaunchHasEnoughGroups) {

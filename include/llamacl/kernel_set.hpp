@@ -223,6 +223,10 @@ public:
     // Q8_0 weights: Gemm::gemm alone (prefill_q8.cl), of the shape's own build and its tile.
     Launch gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
                 std::optional<GemmTile> tile = std::nullopt);
+    // Whether a GPU shape runs GEMM tile `tile` as asked: its build compiles here and its work-group fits
+    // the device's registers and local memory. A launch of a tile it does not run takes the smallest
+    // tile's build instead (prefill_possible requires that one).
+    bool gemm_tile_runs(GemmTile tile);
     static constexpr int kGemmRows = 4, kGemmGroup = 16;
     // Whether the GEMMs can run here for this model: GPU shapes need work-groups of kGemmGroup^2
     // work-items, and matrices and batches of fewer than 2^32 elements (gemm_gpu.cl's offsets).
@@ -292,8 +296,11 @@ private:
         GemmTile tile;
         GemmKernels kernels;
     };
-    // Whether the device launches work-groups of kGemmGroup^2 work-items of `kernel`.
+    // Whether the device launches work-groups of kGemmGroup^2 work-items of `kernel`, its local memory
+    // within the device's.
     bool fits(const cl::Kernel& kernel) const;
+    // The build a launch of `tile` takes: the tile's own, or the smallest one's (gemm_tile_runs).
+    GemmBuild& gemm_build(GemmTile tile);
     // By the tile asked for: the shape's own build (CPU shapes; the smallest tile of GPU shapes), and the
     // others as launches first ask for them.
     std::map<GemmTile, GemmBuild> gemm_builds_;
