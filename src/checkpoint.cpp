@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <list>
@@ -109,6 +110,19 @@ std::string foreign_format(const std::byte* base, std::uint64_t size) {
         return size >= magic.size() && std::memcmp(base, magic.data(), magic.size()) == 0;
     };
     if (starts_with("GGUF")) return "a GGUF file (llama.cpp)";
+    // A versioned header whose magic lost a byte: read as a legacy header, its dim would be over a billion.
+    if (size >= 4) {
+        int same = 0;
+        for (int i = 0; i < 4; ++i) same += static_cast<std::uint8_t>(base[i]) == ((kMagicAk42 >> (8 * i)) & 0xff);
+        if (same == 3) {
+            std::uint32_t magic = 0;
+            std::memcpy(&magic, base, sizeof magic);
+            char hex[11];
+            std::snprintf(hex, sizeof hex, "0x%08x", magic);
+            return std::string("a damaged llama2.c header (magic ") + hex +
+                   ", one byte from the 0x616b3432 (\"ak42\") of version 1 and 2 files)";
+        }
+    }
     if (starts_with("PK\x03\x04")) return "a zip archive (a PyTorch .pt/.pth checkpoint?)";
     if (starts_with("\x80\x02") || starts_with("\x80\x03") || starts_with("\x80\x04"))
         return "a Python pickle (a PyTorch checkpoint?)";

@@ -130,6 +130,27 @@ TEST(Checkpoint, InconsistentHeadersAreRejected) {
     }
 }
 
+// A versioned file whose magic has one byte changed is named as a damaged header, not reported as a legacy
+// header with a dim of over a billion.
+TEST(Checkpoint, AMagicOneByteOffIsADamagedHeader) {
+    TempDir dir;
+    const auto path = test::write_model(dir, test::small_config(), 1);
+    std::vector<char> bytes = read_bytes(path);
+    for (int at : {0, 3}) {
+        std::vector<char> damaged = bytes;
+        damaged[static_cast<std::size_t>(at)] ^= 0x01;
+        write_bytes(dir / "m.bin", damaged);
+        const std::string msg = open_error(dir / "m.bin");
+        EXPECT_NE(msg.find("m.bin: this is a damaged llama2.c header (magic 0x"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("one byte from the 0x616b3432 (\"ak42\")"), std::string::npos) << msg;
+    }
+    // Two bytes off is no longer taken for llama2.c's magic.
+    bytes[0] ^= 0x01;
+    bytes[1] ^= 0x01;
+    write_bytes(dir / "m.bin", bytes);
+    EXPECT_EQ(open_error(dir / "m.bin").find("damaged"), std::string::npos);
+}
+
 TEST(Checkpoint, VersionsOtherThanZeroOneAndTwoAreRejected) {
     TempDir dir;
     const auto path = test::write_model(dir, test::small_config(), 1);
