@@ -112,11 +112,12 @@ std::string foreign_format(const std::byte* base, std::uint64_t size) {
     if (starts_with("GGUF")) return "a GGUF file (llama.cpp)";
     // A versioned header whose magic lost a byte: read as a legacy header, its dim would be over a billion.
     if (size >= 4) {
-        int same = 0;
-        for (int i = 0; i < 4; ++i) same += static_cast<std::uint8_t>(base[i]) == ((kMagicAk42 >> (8 * i)) & 0xff);
-        if (same == 3) {
-            std::uint32_t magic = 0;
-            std::memcpy(&magic, base, sizeof magic);
+        std::uint32_t magic = 0;
+        std::memcpy(&magic, base, sizeof magic);
+        const std::uint32_t diff = magic ^ kMagicAk42;
+        int bytes_off = 0;
+        for (int i = 0; i < 4; ++i) bytes_off += ((diff >> (8 * i)) & 0xff) != 0;
+        if (bytes_off == 1) {
             char hex[11];
             std::snprintf(hex, sizeof hex, "0x%08x", magic);
             return std::string("a damaged llama2.c header (magic ") + hex +
