@@ -642,8 +642,9 @@ namespace {
 
 // Rows of x in groups: random ones and awkward ones where `degenerate`: a group whose values over its scale
 // (1) are exact halves, a group of zeros and one of negative zeros (0 / 0 quantizes to 0), subnormal
-// maxima where the device has subnormals (scales that underflow: x / 0), and a NaN and an infinity (the
-// degenerate scales runq.c's build turns into low bytes of INT32_MIN).
+// maxima where the device has subnormals (scales that underflow: x / 0), a NaN and an infinity (the
+// degenerate scales runq.c's build turns into low bytes of INT32_MIN), and values whose quotients lie
+// beside halves (where the kernels' quantizer divides).
 std::vector<float> awkward_rows(std::size_t count, int group_size, bool degenerate, bool subnormals, std::mt19937& rng) {
     std::vector<float> x = random_vector(count, rng, -3.0f, 3.0f);
     for (std::size_t g = 0; degenerate && g < count / group_size; ++g) {
@@ -660,6 +661,17 @@ std::vector<float> awkward_rows(std::size_t count, int group_size, bool degenera
                     for (int i = 0; i < group_size; ++i) v[i] *= i % 2 ? 0x1p-130f : 0x1p-149f;
                 break;
             case 5: v[group_size / 2] = g % 2 ? kNaN : INFINITY; break;
+            case 6: {
+                // Values at and beside (scale 1.7 / 127) times a half-integer, whose quotients by the scale
+                // lie within an ulp or two of a half-integer.
+                const float wmax = 1.7f, scale = wmax / 127.0f;
+                for (int i = 1; i < group_size; ++i) {
+                    const float half = (static_cast<float>(i % 127) + 0.5f) * scale * (i % 2 ? -1.0f : 1.0f);
+                    v[i] = i % 3 == 0 ? half : std::nextafter(half, i % 3 == 1 ? INFINITY : -INFINITY);
+                }
+                v[0] = wmax;
+                break;
+            }
             default: break;
         }
     }
