@@ -126,18 +126,36 @@ typedef char char16_unaligned __attribute__((ext_vector_type(16), aligned(1)));
 
 // The exact integer dot product of group g of a row (values at w) and of the staged input's values x, of
 // `groups` groups each. Every partial sum is an int: |sum| <= GROUP_SIZE x 128 x 128.
-inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
 #if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
-    // CPU families: the group's consecutive weights (Q8_INTERLEAVE 1) for the SIMD units, 16 at a time
-    // (an integer sum: the exact shape's too).
+// CPU families: the group's consecutive weights (Q8_INTERLEAVE 1) for the SIMD units, 16 at a time, in 16
+// partial sums (an integer sum: the exact shape's too).
+inline int16 group_partials(__global const weight_t* w, __local const char* x, int g) {
+    __global const weight_t* wg = w + g * GROUP_SIZE;
+    __local const char* xg = x + g * GROUP_SIZE;
     int16 acc = (int16)(0);
-    for (int i = g * GROUP_SIZE; i < (g + 1) * GROUP_SIZE; i += 16)
-        acc += convert_int16(GLOBAL_CHAR16(w + i)) * convert_int16(LOCAL_CHAR16(x + i));
+#pragma unroll
+    for (int i = 0; i < GROUP_SIZE; i += 16) acc += convert_int16(GLOBAL_CHAR16(wg + i)) * convert_int16(LOCAL_CHAR16(xg + i));
+    return acc;
+}
+inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
+    const int16 acc = group_partials(w, x, g);
     const int8 a = acc.lo + acc.hi;
     const int4 b = a.lo + a.hi;
     const int2 c = b.lo + b.hi;
     return c.x + c.y;
+}
+// Groups g, g + step, g + 2 step and g + 3 step's dot products, their partial sums reduced together (a
+// group reduced alone takes as many instructions as its products).
+inline int4 group_dots4(__global const weight_t* w, __local const char* x, int g, int step) {
+    const int16 a = group_partials(w, x, g), b = group_partials(w, x, g + step),
+                c = group_partials(w, x, g + 2 * step), d = group_partials(w, x, g + 3 * step);
+    const int8 a8 = a.lo + a.hi, b8 = b.lo + b.hi, c8 = c.lo + c.hi, d8 = d.lo + d.hi;
+    const int8 ab = (int8)(a8.lo, b8.lo) + (int8)(a8.hi, b8.hi), cd = (int8)(c8.lo, d8.lo) + (int8)(c8.hi, d8.hi);
+    const int8 pairs = (int8)(ab.even, cd.even) + (int8)(ab.odd, cd.odd);
+    return pairs.even + pairs.odd;
+}
 #else
+inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
     // Words (the GPU family's up to 16 bytes, the CPU families' 4): one load where the row's start allows
     // it (rows of a multiple of Q8_WORD bytes), else Q8_WORD / 4 loads of ints. The staged input is read
     // as ints either way: local memory is aligned only to a float (a vector load faults on NVIDIA).
@@ -152,8 +170,8 @@ inline int group_dot(__global const weight_t* w, __local const char* x, int grou
         sum = word_dot(wv, Q8_VLOAD(at, xi), sum);
     }
     return sum;
-#endif
 }
+#endif
 
 // This lane's part of a row's product with the staged input: runq.c's terms of every ROW_THREADS-th group
 // from `lane`, in order, each ((float)ival * w_scale) * x_scale as runq.c writes it.
@@ -162,7 +180,23 @@ inline float q8_dot(__global const weight_t* w, __local const float* staged, int
     __global const float* w_scales = Q8_SCALES(w, n);
     __local const char* x = STAGED_VALUES(staged, n);
     float sum = 0.0f;
-    for (int g = lane; g < groups; g += ROW_THREADS) sum += (float)group_dot(w, x, groups, g) * w_scales[g] * staged[g];
+    int g = lane;
+#if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
+    // CPU families: four groups' terms formed together, lane by lane as the scalar term below, then added
+    // one at a time in order.
+    for (; g + 3 * ROW_THREADS < groups; g += 4 * ROW_THREADS) {
+        const float4 terms = convert_float4(group_dots4(w, x, g, ROW_THREADS)) *
+                             (float4)(w_scales[g], w_scales[g + ROW_THREADS], w_scales[g + 2 * ROW_THREADS],
+                                      w_scales[g + 3 * ROW_THREADS]) *
+                             (float4)(staged[g], staged[g + ROW_THREADS], staged[g + 2 * ROW_THREADS],
+                                      staged[g + 3 * ROW_THREADS]);
+        sum += terms.x;
+        sum += terms.y;
+        sum += terms.z;
+        sum += terms.w;
+    }
+#endif
+    for (; g < groups; g += ROW_THREADS) sum += (float)group_dot(w, x, groups, g) * w_scales[g] * staged[g];
     return sum;
 }
 
