@@ -159,7 +159,7 @@ public:
     // fewer work-groups quantize the same input; f16: at most kGpuF16GroupsPerComputeUnit (as many as the
     // register cap lets run at once: kMatvecGroupsPerComputeUnit), so that fewer stage it.
     Range rows(int rows) const;
-    static constexpr std::size_t kCpuGroupsPerComputeUnit = 8, kCpuQ8GroupsPerComputeUnit = 1,
+    static constexpr std::size_t kCpuGroupsPerComputeUnit = 8, kCpuQ8GroupsPerComputeUnit = 2,
                                  kGpuQ8GroupsPerComputeUnit = 2, kGpuF16GroupsPerComputeUnit = 4;
     // Work-items for attention over n_heads heads, each split into `chunks` chunks of positions.
     Range heads(int n_heads, int chunks = 1) const;
