@@ -46,6 +46,18 @@ typedef float floatv;
 #else
 #error VECTOR_WIDTH must be 1 or 16
 #endif
+// 16 independent elements at a time (floatw, from global memory at any float's alignment), for loops
+// whose lanes are separate outputs, each summing its own terms in order, so that even the exact shape
+// takes them: the same bits as one element at a time.
+typedef float16 floatw;
+#ifdef __clang__
+typedef float floatw_unaligned __attribute__((ext_vector_type(16), aligned(4)));
+#define vloadw(p) (*(__global const floatw_unaligned*)(p))
+#define vstorew(v, p) (*(__global floatw_unaligned*)(p) = (v))
+#else
+#define vloadw(p) vload16(0, p)
+#define vstorew(v, p) vstore16(v, 0, p)
+#endif
 // The vectorized loops below assume one work-item per row.
 #if VECTOR_WIDTH > 1 && ROW_THREADS != 1
 #error VECTOR_WIDTH > 1 needs ROW_THREADS == 1
