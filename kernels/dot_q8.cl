@@ -57,6 +57,36 @@ inline void stage_input(__local float* staged, __global const float* x, __global
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 }
+#elif SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
+// CPU families: a work-item takes whole groups in turn, 16 values at a time, each lane quantized as
+// quantized() does one value: the same bits.
+inline char16 quantized16(floatw v, float scale) {
+    const floatw r = round(v / scale);
+    const int16 in_range = r >= -0x1p31f && r < 0x1p31f;
+    const int16 low = select((int16)(INT_MIN), convert_int16(select((floatw)(0.0f), r, in_range)), in_range) & 0xff;
+    return convert_char16(select(low, low - 256, low >= 128));
+}
+inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n) {
+    __local char* values = STAGED_VALUES(staged, n);
+    for (int g = get_local_id(0); g < n / GROUP_SIZE; g += LOCAL) {
+        floatw v[GROUP_SIZE / 16];
+        floatw lane_max = (floatw)(0.0f);
+#pragma unroll
+        for (int k = 0; k < GROUP_SIZE / 16; k++) {
+            const int j = g * GROUP_SIZE + 16 * k;
+            v[k] = weight ? vloadw(weight + j) * (ss * vloadw(x + j)) : vloadw(x + j);
+            const floatw a = fabs(v[k]);
+            lane_max = select(lane_max, a, a > lane_max);  // larger(), lane by lane
+        }
+        float wmax = 0.0f;
+        for (int l = 0; l < 16; l++) wmax = larger(wmax, ((float*)&lane_max)[l]);
+        const float scale = wmax / 127.0f;
+        staged[g] = scale;
+#pragma unroll
+        for (int k = 0; k < GROUP_SIZE / 16; k++) vstore16(quantized16(v[k], scale), 0, values + g * GROUP_SIZE + 16 * k);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
+}
 #else
 // In three passes with a barrier between: each word's maximum, kept in the values' place (n bytes: a
 // float per word); each group's maximum of its words' and its scale; the values, from the input read
