@@ -61,8 +61,31 @@ UNIT_FUNCTION int argmax_unit(__global const float* values, __global const int* 
 UNIT_FUNCTION void argmax_share_unit(int g, int groups, __global const float* logits, int count,
                                      __global int* partial, __local float* value_scratch, __local int* index_scratch) {
     const int per_group = (count + groups - 1) / groups, first = g * per_group;
-    const int winner =
-        argmax_unit(logits, 0, first, max(0, min(per_group, count - first)), value_scratch, index_scratch);
+    const int share = max(0, min(per_group, count - first));
+#if SHAPE_FAMILY != SHAPE_GPU
+    // CPU families: a work-item takes a run of the share, 16 logits at a time, each lane keeping its best as
+    // argmax_keep does (a lane's later candidates have larger indices, so a tie never moves it), then the
+    // lanes' bests in turn.
+    const int per_item = (share + LOCAL - 1) / LOCAL, begin = first + get_local_id(0) * per_item;
+    const int end = min(first + share, begin + per_item);
+    floatw lane_v = (floatw)(0.0f);
+    int16 lane_i = (int16)(-1);
+    int k = begin;
+    for (; k + 16 <= end; k += 16) {
+        const floatw v = vloadw(logits + k);
+        const int16 i = (int16)(k) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const int16 take = select(lane_i < 0 | v > lane_v, i == 0, isnan(v));
+        lane_v = select(lane_v, v, take);
+        lane_i = select(lane_i, i, take);
+    }
+    float best_v = 0.0f;
+    int best_i = -1;
+    for (int l = 0; l < 16; l++) argmax_keep(((float*)&lane_v)[l], ((int*)&lane_i)[l], &best_v, &best_i);
+    for (; k < end; k++) argmax_keep(logits[k], k, &best_v, &best_i);
+    const int winner = argmax_reduce(best_v, best_i, value_scratch, index_scratch);
+#else
+    const int winner = argmax_unit(logits, 0, first, share, value_scratch, index_scratch);
+#endif
     if (get_local_id(0) == 0) partial[g] = winner;
 }
 
