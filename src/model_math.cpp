@@ -216,7 +216,7 @@ struct MatmulQ8Rows {
 };
 
 #if defined(__x86_64__)
-// MatmulQ8Rows for a block of kBlockRows rows and kBatchInputs inputs (AVX2, groups of a multiple of 16
+// MatmulQ8Rows for a block of kBlockRows rows and Inputs inputs (AVX2, groups of a multiple of 16
 // weights, at most kMaxBlockGroup): each group's weights are widened to 16 bits once for all the inputs;
 // an input's integer dots come from pairwise multiply-adds, the eight rows' summed across lanes together
 // (integer sums: any order is exact); then each row's term is added in its lane, in runq.c's order
@@ -231,13 +231,14 @@ __attribute__((target("avx2"))) LLAMACL_INLINE __m256i sum_each(const __m256i (&
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+template <int Inputs>
 __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const MatmulInput* const* x,
                                                      const std::int8_t* q8, const float* scales, int n, int gs,
                                                      int first) {
     const int groups = n / gs, words = gs / 16;
     alignas(32) std::int16_t wide[kBlockRows][kMaxBlockGroup];
     alignas(32) float row_scales[kBlockRows];
-    __m256 acc[kBatchInputs];
+    __m256 acc[Inputs];
     for (__m256& a : acc) a = _mm256_setzero_ps();
     for (int g = 0; g < groups; g++) {
         for (int r = 0; r < kBlockRows; r++) {
@@ -250,7 +251,7 @@ __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const Ma
             row_scales[r] = scales[row * groups + g];
         }
         const __m256 ws = _mm256_load_ps(row_scales);
-        for (int p = 0; p < kBatchInputs; p++) {
+        for (int p = 0; p < Inputs; p++) {
             const std::int8_t* xq = x[p]->q() + static_cast<std::size_t>(g) * gs;
             __m256i s[kBlockRows];
             for (__m256i& v : s) v = _mm256_setzero_si256();
@@ -265,7 +266,7 @@ __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const Ma
             acc[p] = _mm256_add_ps(acc[p], term);
         }
     }
-    for (int p = 0; p < kBatchInputs; p++) _mm256_storeu_ps(out[p] + first, acc[p]);
+    for (int p = 0; p < Inputs; p++) _mm256_storeu_ps(out[p] + first, acc[p]);
 }
 #endif
 
@@ -316,15 +317,22 @@ void matmul_batch_q8(const MatmulOutput& o, std::span<const MatmulInput> inputs,
     const int n = inputs.front().size(), gs = o.w.format.group_size;
     const std::int8_t* q8 = o.w.q8();
     const float* scales = o.w.scales;
+    const bool fits = q8_block_fits(gs);
+    // An input on its own still takes kBlockRows rows at a time where the block fits: its rows' integer
+    // dots summed across lanes together.
     const auto single = [&](float* out, const MatmulInput& x, int from, int to) {
+#if defined(__x86_64__)
+        const MatmulInput* one[] = {&x};
+        for (; fits && from + kBlockRows <= to; from += kBlockRows) matmul_q8_block<1>(&out, one, q8, scales, n, gs, from);
+#endif
         vectorized<MatmulQ8Rows>(out, x.q(), x.scales(), q8, scales, n, gs, from, to);
     };
     const auto block = [&](float* const* out, const MatmulInput* const* x, int row) {
 #if defined(__x86_64__)
-        matmul_q8_block(out, x, q8, scales, n, gs, row);
+        matmul_q8_block<kBatchInputs>(out, x, q8, scales, n, gs, row);
 #endif
     };
-    matmul_batch(o, inputs, first, last, q8_block_fits(gs), block, single);
+    matmul_batch(o, inputs, first, last, fits, block, single);
 }
 
 // Rows [first, last) of output o for every input (o.out + i * o.stride for input i), by the weights' format.
