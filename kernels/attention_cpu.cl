@@ -35,7 +35,7 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
     const float scale = sqrt((float)head_size);
     // CPU shapes: one work-item per head running run.c's loops. Every output element sums its terms in
     // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are the rows'
-    // (key_dot), float16 steps on the "cpu" shape and 16 positions at a time on the exact one, and the
+    // (key_dot), float16 steps on the "cpu" shape and 16 positions at a time on the exact one, and their
     // weighted sum takes 16 elements of the output at a time over the positions, in registers rather than
     // through global memory.
     if (h >= n_heads) return;
@@ -59,11 +59,13 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
     __global float* o = out + h * head_size;
     __global const float* v = value_cache + kv_off;
     int i = 0;
+#if SHAPE_FAMILY != SHAPE_GPU
     for (; i + 16 <= head_size; i += 16) {
         floatw acc = 0.0f;
         for (int t = 0; t <= pos; t++) acc += a[t] * vloadw(v + (size_t)t * kv_dim + i);
         vstorew(acc, o + i);
     }
+#endif
     for (; i < head_size; i++) {
         float acc = 0.0f;
         for (int t = 0; t <= pos; t++) acc += a[t] * v[(size_t)t * kv_dim + i];

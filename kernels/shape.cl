@@ -46,9 +46,10 @@ typedef float floatv;
 #else
 #error VECTOR_WIDTH must be 1 or 16
 #endif
-// 16 independent elements at a time (floatw, from global memory at any float's alignment), for loops
-// whose lanes are separate outputs, each summing its own terms in order, so that even the exact shape
-// takes them: the same bits as one element at a time.
+// CPU families: 16 independent elements at a time (floatw, from global memory at any float's alignment),
+// for loops whose lanes are separate outputs, each summing its own terms in order, so that even the
+// exact shape takes them: the same bits as one element at a time.
+#if ROW_THREADS == 1
 typedef float16 floatw;
 #ifdef __clang__
 typedef float floatw_unaligned __attribute__((ext_vector_type(16), aligned(4)));
@@ -57,6 +58,7 @@ typedef float floatw_unaligned __attribute__((ext_vector_type(16), aligned(4)));
 #else
 #define vloadw(p) vload16(0, p)
 #define vstorew(v, p) vstore16(v, 0, p)
+#endif
 #endif
 // The vectorized loops below assume one work-item per row.
 #if VECTOR_WIDTH > 1 && ROW_THREADS != 1
