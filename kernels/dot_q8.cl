@@ -174,11 +174,11 @@ inline int group_dot(__global const weight_t* w, __local const char* x, int grou
     const int2 c = b.lo + b.hi;
     return c.x + c.y;
 }
-// Groups g, g + step, g + 2 step and g + 3 step's dot products, their partial sums reduced together (a
-// group reduced alone takes as many instructions as its products).
-inline int4 group_dots4(__global const weight_t* w, __local const char* x, int g, int step) {
-    const int16 a = group_partials(w, x, g), b = group_partials(w, x, g + step),
-                c = group_partials(w, x, g + 2 * step), d = group_partials(w, x, g + 3 * step);
+// Groups g .. g + 3's dot products, their partial sums reduced together (a group reduced alone takes as
+// many instructions as its products).
+inline int4 group_dots4(__global const weight_t* w, __local const char* x, int g) {
+    const int16 a = group_partials(w, x, g), b = group_partials(w, x, g + 1), c = group_partials(w, x, g + 2),
+                d = group_partials(w, x, g + 3);
     const int8 a8 = a.lo + a.hi, b8 = b.lo + b.hi, c8 = c.lo + c.hi, d8 = d.lo + d.hi;
     const int8 ab = (int8)(a8.lo, b8.lo) + (int8)(a8.hi, b8.hi), cd = (int8)(c8.lo, d8.lo) + (int8)(c8.hi, d8.hi);
     const int8 pairs = (int8)(ab.even, cd.even) + (int8)(ab.odd, cd.odd);
@@ -212,14 +212,10 @@ inline float q8_dot(__global const weight_t* w, __local const float* staged, int
     float sum = 0.0f;
     int g = lane;
 #if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
-    // CPU families: four groups' terms formed together, lane by lane as the scalar term below, then added
-    // one at a time in order.
-    for (; g + 3 * ROW_THREADS < groups; g += 4 * ROW_THREADS) {
-        const float4 terms = convert_float4(group_dots4(w, x, g, ROW_THREADS)) *
-                             (float4)(w_scales[g], w_scales[g + ROW_THREADS], w_scales[g + 2 * ROW_THREADS],
-                                      w_scales[g + 3 * ROW_THREADS]) *
-                             (float4)(staged[g], staged[g + ROW_THREADS], staged[g + 2 * ROW_THREADS],
-                                      staged[g + 3 * ROW_THREADS]);
+    // CPU families (one lane a row): four groups' terms formed together, lane by lane as the scalar term
+    // below, then added one at a time in order.
+    for (; g + 4 <= groups; g += 4) {
+        const float4 terms = convert_float4(group_dots4(w, x, g)) * vload4(0, w_scales + g) * vload4(0, staged + g);
         sum += terms.x;
         sum += terms.y;
         sum += terms.z;

@@ -644,7 +644,7 @@ namespace {
 // (1) are exact halves, a group of zeros and one of negative zeros (0 / 0 quantizes to 0), subnormal
 // maxima where the device has subnormals (scales that underflow: x / 0), a NaN and an infinity (the
 // degenerate scales runq.c's build turns into low bytes of INT32_MIN), and values whose quotients lie
-// beside halves (where the kernels' quantizer divides).
+// beside halves (where a quantizer that multiplies by the scale's inverse instead of dividing errs).
 std::vector<float> awkward_rows(std::size_t count, int group_size, bool degenerate, bool subnormals, std::mt19937& rng) {
     std::vector<float> x = random_vector(count, rng, -3.0f, 3.0f);
     for (std::size_t g = 0; degenerate && g < count / group_size; ++g) {
