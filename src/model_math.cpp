@@ -217,9 +217,10 @@ struct MatmulQ8Rows {
 
 #if defined(__x86_64__)
 // MatmulQ8Rows for a block of kBlockRows rows and Inputs inputs (AVX2, groups of a multiple of 16
-// weights, at most kMaxBlockGroup): each group's weights are widened to 16 bits once for all the inputs;
-// an input's integer dots come from pairwise multiply-adds, the eight rows' summed across lanes together
-// (integer sums: any order is exact); then each row's term is added in its lane, in runq.c's order
+// weights, at most kMaxBlockGroup): each group's weights are widened to 16 bits once for all the inputs
+// (for one input, as they are read); an input's integer dots come from pairwise multiply-adds, the eight
+// rows' summed across lanes together (integer sums: any order is exact); then each row's term is added
+// in its lane, in runq.c's order
 // ((float)ival * w_scale * x_scale, group after group), so every input's bits are MatmulQ8Rows'.
 constexpr int kMaxBlockGroup = 256;
 
@@ -240,14 +241,16 @@ __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const Ma
     alignas(32) float row_scales[kBlockRows];
     __m256 acc[Inputs];
     for (__m256& a : acc) a = _mm256_setzero_ps();
+    const std::int8_t* w[kBlockRows];  // the rows' group g
     for (int g = 0; g < groups; g++) {
         for (int r = 0; r < kBlockRows; r++) {
             const std::size_t row = static_cast<std::size_t>(first + r);
-            const std::int8_t* w = q8 + row * n + static_cast<std::size_t>(g) * gs;
-            for (int k = 0; k < words; k++) {
-                const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * k));
-                _mm256_store_si256(reinterpret_cast<__m256i*>(&wide[r][16 * k]), _mm256_cvtepi8_epi16(bytes));
-            }
+            w[r] = q8 + row * n + static_cast<std::size_t>(g) * gs;
+            if constexpr (Inputs > 1)
+                for (int k = 0; k < words; k++) {
+                    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r] + 16 * k));
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(&wide[r][16 * k]), _mm256_cvtepi8_epi16(bytes));
+                }
             row_scales[r] = scales[row * groups + g];
         }
         const __m256 ws = _mm256_load_ps(row_scales);
@@ -257,9 +260,13 @@ __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const Ma
             for (__m256i& v : s) v = _mm256_setzero_si256();
             for (int k = 0; k < words; k++) {
                 const __m256i xw = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + 16 * k)));
-                for (int r = 0; r < kBlockRows; r++)
-                    s[r] = _mm256_add_epi32(
-                        s[r], _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(&wide[r][16 * k])), xw));
+                for (int r = 0; r < kBlockRows; r++) {
+                    // Word k of row r's group, widened: from `wide` for several inputs, as it is read for one.
+                    __m256i wv;
+                    if constexpr (Inputs > 1) wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(&wide[r][16 * k]));
+                    else wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r] + 16 * k)));
+                    s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(wv, xw));
+                }
             }
             const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum_each(s)), ws),
                                               _mm256_set1_ps(x[p]->scales()[g]));
