@@ -134,6 +134,8 @@ private:
     void enter(std::optional<ElementType> format);
     const Checkpoint& checkpoint() const { return *ck_; }
     const Config& config() const { return ck_->config(); }
+    // The rungs' tolerance against the reference: --compare-cpu's default for the weights.
+    double tolerance() const { return default_tolerance(config().weight_format); }
     DeviceForward& model();
     std::vector<int> tokens(int count) const;
 
@@ -392,16 +394,16 @@ Outcome Ladder::layer() {
     }
     DeviceForward& device = model();
     if (const auto fault = fault_from_environment(config())) device.inject_fault(*fault);
-    LockstepCompare compare(device, checkpoint(), kDefaultTolerance);
+    LockstepCompare compare(device, checkpoint(), tolerance());
     compare.forward(tokens(1)[0], 0);
     out.max_abs_err = 0;
-    out.tolerance = kDefaultTolerance;
+    out.tolerance = tolerance();
     for (const BoundaryStats& s : compare.first_token_table()) {
         if (s.layer != 0) continue;
         out.max_abs_err = std::max(*out.max_abs_err, s.max_abs);
         if (s.diverged && out.failure.empty())
             out.failure = std::string("layer 0, ") + op_name(s.op) + ": max abs err " + g_text(s.max_abs) + " at index " +
-                          std::to_string(s.worst) + " (tolerance " + g_text(kDefaultTolerance) + " x max(|reference|, 1))";
+                          std::to_string(s.worst) + " (tolerance " + g_text(tolerance()) + " x max(|reference|, 1))";
     }
     out.detail = "layer 0 at position 0, every boundary (tolerance relative to max(|reference|, 1))";
     return out;
@@ -411,7 +413,7 @@ Outcome Ladder::layer() {
 Outcome compared(const LockstepCompare& compare, const std::string& detail) {
     Outcome out;
     out.max_abs_err = compare.max_abs_error();
-    out.tolerance = kDefaultTolerance;
+    out.tolerance = compare.tolerance();
     if (compare.first_divergence()) out.failure = compare.summary().substr(std::strlen("compare-cpu: "));
     // (A tensor passes with an error above the tolerance where its values are larger than 1.)
     out.detail = detail + " (tolerance relative to max(|reference|, 1))";
@@ -419,7 +421,7 @@ Outcome compared(const LockstepCompare& compare, const std::string& detail) {
 }
 
 Outcome Ladder::forward() {
-    LockstepCompare compare(model(), checkpoint(), kDefaultTolerance);
+    LockstepCompare compare(model(), checkpoint(), tolerance());
     const int positions = std::min(kForwardPositions, config().seq_len);
     const std::vector<int> t = tokens(positions);
     for (int pos = 0; pos < positions; ++pos) compare.forward(t[static_cast<std::size_t>(pos)], pos);
@@ -429,7 +431,7 @@ Outcome Ladder::forward() {
 
 Outcome Ladder::prefill() {
     DeviceForward& device = model();
-    LockstepCompare compare(device, checkpoint(), kDefaultTolerance);
+    LockstepCompare compare(device, checkpoint(), tolerance());
     const int positions = std::min(kPrefillPositions, config().seq_len);
     compare.prefill(tokens(positions), 0);
     const int batch = device.prefill_batch(), batches = (positions + batch - 1) / batch;
@@ -499,14 +501,14 @@ Outcome Ladder::grid_barrier() {
     const int positions = std::min(kForwardPositions, config().seq_len);
     const std::vector<int> t = tokens(positions);
     out.max_abs_err = 0;
-    out.tolerance = kDefaultTolerance;
+    out.tolerance = tolerance();
     for (int pos = 0; pos < positions; ++pos) {
         const int token = t[static_cast<std::size_t>(pos)];
         const std::vector<float> want = [&] {
             const std::span<float> l = reference.forward(token, pos);
             return std::vector<float>(l.begin(), l.end());
         }();
-        const BoundaryStats s = compare_tensor(device.forward(token, pos), want, kDefaultTolerance);
+        const BoundaryStats s = compare_tensor(device.forward(token, pos), want, tolerance());
         out.max_abs_err = std::max(*out.max_abs_err, s.max_abs);
         if (!all_ran()) {
             out.failure = "the token kernel's " + std::to_string(groups) + " work-groups did not all run at once (position " +

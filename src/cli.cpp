@@ -56,7 +56,7 @@ struct GenerateArgs {
     bool verbose = false;
     bool quiet = false;
     bool compare_cpu = false;
-    double tolerance = kDefaultTolerance;
+    std::optional<double> tolerance;  // empty: the weights' default (default_tolerance)
 };
 
 // The checkpoint and -z, which every command that runs the model takes first.
@@ -111,11 +111,12 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                   "device result on purpose");
     cmd->add_option("--tolerance", a.tolerance,
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
-                    "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact)")
+                    "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact). Default: "
+                    "0.001, and 0.05 with q8_0 weights, where a last-bit difference can round an activation to "
+                    "the next integer of its group")
         ->transform(number([](const std::string& text) {
             return "must be a number, e.g. --tolerance 0.001 (got '" + text + "')";
-        }))
-        ->capture_default_str();
+        }));
     cmd->add_flag("-q,--quiet", a.quiet,
                   "no status lines on stderr: neither --backend auto's choice nor progress while kernels compile "
                   "and weights upload (shown only on a terminal)");
@@ -139,8 +140,8 @@ void check_generate_args(const GenerateArgs& a) {
     if (!(a.topp >= 0.0 && a.topp <= 1.0))
         throw usage_error("-p: top-p must be in [0, 1] (got " + number_text("%g", a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
-    if (!(a.tolerance >= 0 && std::isfinite(a.tolerance)))
-        throw usage_error("--tolerance: must be a finite number >= 0 (got " + number_text("%g", a.tolerance) + ")");
+    if (a.tolerance && !(*a.tolerance >= 0 && std::isfinite(*a.tolerance)))
+        throw usage_error("--tolerance: must be a finite number >= 0 (got " + number_text("%g", *a.tolerance) + ")");
     if (a.backend == "cpu") {
         if (a.compare_cpu)
             throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
@@ -313,7 +314,9 @@ struct Backend {
                    ": corrupting that device result (self-test of --compare-cpu)");
         }
         model = std::move(forward);
-        if (a.compare_cpu) compare = std::make_unique<LockstepCompare>(*on_device, ck, a.tolerance);
+        if (a.compare_cpu)
+            compare = std::make_unique<LockstepCompare>(*on_device, ck,
+                                                        a.tolerance.value_or(default_tolerance(ck.weight_format())));
         report_choice(a);
         if (a.verbose) {
             std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s; %s weights\nschedule: %s\n",
