@@ -281,7 +281,11 @@ std::vector<FoundDevice> enumerate_devices() {
             }
         }
     } catch (const cl::Error& e) {
-        throw Error("cannot query OpenCL devices: " + describe(e));
+        // A GPU driver reserves far more address space than it uses: under ulimit -v it may not start.
+        throw Error("cannot query OpenCL devices: " + describe(e) +
+                    (e.err() == CL_OUT_OF_HOST_MEMORY
+                         ? " (a driver could not start within this process's memory: raise ulimit -v, or use --backend cpu)"
+                         : ""));
     }
     if (found.empty()) {
         std::string names;
