@@ -48,8 +48,8 @@ CommandResult run_command(const std::string& command) {
     const fs::path out = dir / "stdout", err = dir / "stderr";
     const std::string full = command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
     // As std::system, but waited for with wait4: its rusage is the shell's and that of every process the
-    // shell waited for, so ru_maxrss is the command's peak memory. fork, not posix_spawn: a child that
-    // shares our memory until exec (vfork's way) inherits this process's peak as its own.
+    // shell waited for, so ru_maxrss is the command's peak memory (and at least ours at the fork: the
+    // kernel keeps a peak across exec, after fork and posix_spawn alike).
     const char* argv[] = {"sh", "-c", full.c_str(), nullptr};
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("cannot start /bin/sh for: " + command);

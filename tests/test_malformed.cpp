@@ -74,6 +74,13 @@ CommandResult run(const std::string& args, bool limit_memory = false, const std:
     return run_command(command);
 }
 
+// Why the OpenCL backend cannot start under run()'s address-space cap, or empty where it can: a GPU driver
+// (NVIDIA's) reserves far more address space than it uses, and may not start within 1 GiB.
+std::string opencl_fails_under_the_cap() {
+    const CommandResult r = run("devices", /*limit_memory=*/true);
+    return r.exit_code == 0 ? "" : "exit " + std::to_string(r.exit_code) + ": " + r.err;
+}
+
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
 // The error contract for one run.
@@ -311,6 +318,8 @@ TEST(MalformedCheckpoint, AContextTooLargeForMemoryIsRefusedBeforeAllocating) {
 #ifndef LLAMACL_UNDER_ASAN
     // 2 GiB of KV cache: within what PoCL reports a CPU device holds, not within the 1 GiB the process may
     // map. PoCL backs a buffer at its first use and aborts there; the plan must refuse first.
+    const DeviceInfo info = Device::open("", "").info();
+    if (!info.is_cpu) GTEST_SKIP() << info.name << ": the last case needs a CPU device, whose memory is the process's";
     const Config large{64, 64, 4, 8, 8, 260, 1 << 20, true};
     const fs::path large_model = write_model(dir, large, 1, 7, "large.bin");
     expect_error(run("generate " + quote(large_model.string()) + " -z " + quote((dir / "tok.bin").string()) +
@@ -370,6 +379,9 @@ TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
                    /*limit_memory=*/true);
     };
     for (const char* backend : {"cpu", "opencl"}) {
+        if (std::string(backend) == "opencl")
+            if (const std::string why = opencl_fails_under_the_cap(); !why.empty())
+                GTEST_SKIP() << "OpenCL does not start under the 1 GiB cap here (the cpu backend passed): " << why;
         const CommandResult r = generate(model, backend), baseline = generate(small, backend);
         ASSERT_EQ(r.exit_code, 0) << backend << ": " << r.err;
         ASSERT_EQ(baseline.exit_code, 0) << backend << ": " << baseline.err;
@@ -395,6 +407,9 @@ TEST(MalformedCheckpoint, EveryCommandSizesTheCacheByThePositionsItReaches) {
     std::ofstream(text) << "Once upon a time";
     const std::string m = quote(model.string()), tok = " -z " + quote((dir / "tok.bin").string());
     for (const char* backend : {"cpu", "opencl"}) {
+        if (std::string(backend) == "opencl")
+            if (const std::string why = opencl_fails_under_the_cap(); !why.empty())
+                GTEST_SKIP() << "OpenCL does not start under the 1 GiB cap here (the cpu backend passed): " << why;
         const std::string be = std::string(" -v --backend ") + backend;
         const CommandResult chat = run("chat " + m + tok + " -n 24 -y '' -i hi" + be, /*limit_memory=*/true);
         const CommandResult ppl = run("perplexity " + m + tok + " -f " + quote(text.string()) + be, true);

@@ -141,10 +141,11 @@ TEST(Roofline, FmaCeilingBendsTheRoofAtTheRidge) {
     EXPECT_NE(svg.find("FMA 1000 GFLOP/s"), std::string::npos);
 }
 
-// bench --profile --plot: a point for every profiled kernel that does arithmetic, and the whole token.
+// bench --profile --plot: a point for every profiled kernel that does arithmetic, and the whole token
+// (per op: a GPU's token kernel would be the one kernel).
 TEST(Roofline, BenchPlotsEveryProfiledKernelAndTheToken) {
     TempDir dir;
-    const CommandResult r = run_llama_cl("bench --synthetic tiny -n 2 --runs 1 --profile --json --plot " +
+    const CommandResult r = run_llama_cl("bench --synthetic tiny -n 2 --runs 1 --schedule per-op --profile --json --plot " +
                                          quote((dir / "r.svg").string()));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
