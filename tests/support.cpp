@@ -1,13 +1,16 @@
 #include "support.hpp"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <unistd.h>
@@ -43,16 +46,20 @@ std::string read_file(const fs::path& path) {
     return ss.str();
 }
 
-CommandResult run_command(const std::string& command) {
-    TempDir dir;
-    const fs::path out = dir / "stdout", err = dir / "stderr";
-    const std::string full = command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
-    // As std::system, but waited for with wait4: its rusage is the shell's and that of every process the
-    // shell waited for, so ru_maxrss is the command's peak memory (and at least ours at the fork: the
-    // kernel keeps a peak across exec, after fork and posix_spawn alike).
-    const char* argv[] = {"sh", "-c", full.c_str(), nullptr};
+namespace {
+
+struct Exit {
+    int code;
+    long peak_rss_kib;
+};
+
+// `sh -c line`, waited for with wait4: its rusage is the shell's and that of every process the shell
+// waited for, so ru_maxrss is the command's peak memory, counted from the fork (the kernel keeps a
+// process's peak across exec).
+Exit run_shell(const std::string& line) {
+    const char* argv[] = {"sh", "-c", line.c_str(), nullptr};
     const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("cannot start /bin/sh for: " + command);
+    if (pid < 0) return {127, 0};
     if (pid == 0) {  // only async-signal-safe calls between fork and exec
         ::execv("/bin/sh", const_cast<char* const*>(argv));
         ::_exit(127);
@@ -60,9 +67,94 @@ CommandResult run_command(const std::string& command) {
     int status = 0;
     rusage usage{};
     while (wait4(pid, &status, 0, &usage) < 0)
-        if (errno != EINTR) throw std::runtime_error("wait4 failed for: " + command);
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return {code, read_file(out), read_file(err), usage.ru_maxrss};
+        if (errno != EINTR) return {127, 0};
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), usage.ru_maxrss};
+}
+
+bool read_all(int fd, void* to, std::size_t n) {
+    for (char* p = static_cast<char*>(to); n > 0;) {
+        const ssize_t got = ::recv(fd, p, n, 0);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        p += got;
+        n -= static_cast<std::size_t>(got);
+    }
+    return true;
+}
+
+// (MSG_NOSIGNAL: a launcher that has gone is a false return, not SIGPIPE.)
+bool write_all(int fd, const void* from, std::size_t n) {
+    for (const char* p = static_cast<const char*>(from); n > 0;) {
+        const ssize_t put = ::send(fd, p, n, MSG_NOSIGNAL);
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0) return false;
+        p += put;
+        n -= static_cast<std::size_t>(put);
+    }
+    return true;
+}
+
+// Commands start from a launcher, a process forked before main() while this one is small: forked from
+// here later, every command's peak would include what the tests have loaded by then (a GPU driver holds
+// hundreds of MiB). It runs one command line at a time, sent over a socket, and answers with its Exit.
+class Launcher {
+public:
+    Launcher() {
+        int ends[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return;  // (commands inherit neither end)
+        if ((pid_ = ::fork()) < 0) {
+            ::close(ends[0]);
+            ::close(ends[1]);
+            return;
+        }
+        if (pid_ == 0) {
+            ::close(ends[0]);
+            serve(ends[1]);
+            ::_exit(0);
+        }
+        ::close(ends[1]);
+        fd_ = ends[0];
+    }
+    ~Launcher() {
+        if (fd_ < 0) return;
+        ::close(fd_);  // the launcher reads the end and exits
+        ::waitpid(pid_, nullptr, 0);
+    }
+
+    Exit run(const std::string& line) {
+        const std::lock_guard<std::mutex> one_at_a_time(mutex_);
+        const std::uint64_t size = line.size();
+        Exit done{};
+        if (fd_ >= 0 && write_all(fd_, &size, sizeof size) && write_all(fd_, line.data(), line.size()) &&
+            read_all(fd_, &done, sizeof done))
+            return done;
+        return run_shell(line);  // no launcher: from here
+    }
+
+private:
+    static void serve(int fd) {
+        for (std::uint64_t size = 0; read_all(fd, &size, sizeof size);) {
+            std::string line(size, '\0');
+            if (!read_all(fd, line.data(), line.size())) return;
+            const Exit done = run_shell(line);
+            if (!write_all(fd, &done, sizeof done)) return;
+        }
+    }
+
+    pid_t pid_ = -1;
+    int fd_ = -1;
+    std::mutex mutex_;
+};
+
+Launcher launcher;  // (static initialization: before main, before any test loads a driver)
+
+}  // namespace
+
+CommandResult run_command(const std::string& command) {
+    TempDir dir;
+    const fs::path out = dir / "stdout", err = dir / "stderr";
+    const Exit done = launcher.run(command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null");
+    return {done.code, read_file(out), read_file(err), done.peak_rss_kib};
 }
 
 std::string quote(const std::string& s) {

@@ -28,9 +28,8 @@ struct CommandResult {
     int exit_code;
     std::string out;  // stdout
     std::string err;  // stderr
-    // The largest resident set of the command or any process it waited for, counting from the fork: Linux
-    // carries a process's peak across exec, so it is at least this test process's resident set (small in
-    // a process of its own, as CTest runs each test; a whole test binary's run can hold a GPU driver's).
+    // The largest resident set of the command or any process it waited for (started from a small launcher
+    // process: support.cpp).
     long peak_rss_kib = 0;
 };
 

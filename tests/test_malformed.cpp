@@ -363,6 +363,15 @@ TEST(BenchUnderALimit, TheProbeFitsTheAddressSpaceOrSaysWhatItNeeds) {
 #endif
 }
 
+// The tests' peak memory of a command is the command's: not this process's, however much it holds.
+TEST(RunCommand, PeakMemoryIsTheCommandsAlone) {
+    std::vector<char> held(256u << 20, 1);  // touched: resident
+    const CommandResult r = run_command("true");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_LT(r.peak_rss_kib, 64 * 1024) << "this process holds " << held.size() / 1024 << " KiB";
+    EXPECT_EQ(held[held.size() / 2], 1);
+}
+
 TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
     // seq_len 4,000,000 in a 0.5 MB file: its whole context would need 7.8 GiB of KV cache, but -n 4
     // reaches four positions. Each backend's peak memory must be that of the same model with a context of
