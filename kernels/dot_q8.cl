@@ -226,6 +226,37 @@ inline float q8_dot(__global const weight_t* w, __local const float* staged, int
     return sum;
 }
 
+#if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
+// CPU families: two rows' products at once, each sum formed as q8_dot forms it. A row's terms are one
+// chain of dependent adds; two rows' chains interleaved overlap each other's latency.
+inline float2 q8_dot2(__global const weight_t* wa, __global const weight_t* wb, __local const float* staged, int n) {
+    const int groups = n / GROUP_SIZE;
+    __global const float* sa = Q8_SCALES(wa, n);
+    __global const float* sb = Q8_SCALES(wb, n);
+    __local const char* x = STAGED_VALUES(staged, n);
+    float a = 0.0f, b = 0.0f;
+    int g = 0;
+    for (; g + 4 <= groups; g += 4) {
+        const float4 xs = vload4(0, staged + g);
+        const float4 ta = convert_float4(group_dots4(wa, x, g)) * vload4(0, sa + g) * xs;
+        const float4 tb = convert_float4(group_dots4(wb, x, g)) * vload4(0, sb + g) * xs;
+        a += ta.x;
+        b += tb.x;
+        a += ta.y;
+        b += tb.y;
+        a += ta.z;
+        b += tb.z;
+        a += ta.w;
+        b += tb.w;
+    }
+    for (; g < groups; g++) {
+        a += (float)group_dot(wa, x, groups, g) * sa[g] * staged[g];
+        b += (float)group_dot(wb, x, groups, g) * sb[g] * staged[g];
+    }
+    return (float2)(a, b);
+}
+#endif
+
 // One row's product with the staged input (the token kernel: staged_n < 0 stages it first; every other
 // caller staged it, staged_n > 0: KernelSet::staged_count), this lane's part.
 inline float row_dot(__global const weight_t* w, __global const float* x, __global const float* weight, float ss,
@@ -244,6 +275,8 @@ inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb,
 #ifdef FEW_GROUPS
     if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
     return row_sum2((float2)(q8_dot(wa, staged, n, lane), q8_dot(wb, staged, n, lane)), scratch);
+#elif SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
+    return q8_dot2(wa, wb, staged, n);  // (a row a work-item: no lanes to sum)
 #else
     const float a = row_sum(q8_dot(wa, staged, n, lane), scratch);
     const float b = row_sum(q8_dot(wb, staged, n, lane), scratch);

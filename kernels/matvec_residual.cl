@@ -23,6 +23,19 @@ __kernel void matvec_residual(__global const weight_t* w, __global const float* 
                               __local float* staged, int staged_n) {
     __local float scratch[LOCAL];
     if (staged_n > 0) stage_input(staged, in, 0, 0.0f, n);
+#ifdef ROW_PAIRS
+    FOR_GROUP_ROW_PAIRS(row, end, rows) {
+        if (row + 1 == end) {
+            matvec_residual_unit(row, w, in, x, n, rows, staged, staged_n, scratch);
+            break;
+        }
+        const float2 v = row_pair(WEIGHT_ROW(w, row, n), WEIGHT_ROW(w, row + 1, n), in, 0, 0.0f, staged, staged_n, n, 0,
+                                  scratch);
+        x[row] = x[row] + v.x;
+        x[row + 1] = x[row + 1] + v.y;
+    }
+#else
     FOR_GROUP_UNITS(unit, rows)
     matvec_residual_unit(unit, w, in, x, n, rows, staged, staged_n, scratch);
+#endif
 }

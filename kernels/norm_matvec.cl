@@ -135,6 +135,19 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
 #endif
     if (rms_weight && get_group_id(0) == 0 && row_base == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
+#ifdef ROW_PAIRS
+    FOR_GROUP_ROW_PAIRS(row, end, rows) {
+        if (row + 1 == end) {
+            classifier_unit(row, x, rms_weight, ss, w, logits, dim, rows, row_base, staged, staged_n, scratch);
+            break;
+        }
+        const float2 v = row_pair(WEIGHT_ROW(w, row, dim), WEIGHT_ROW(w, row + 1, dim), x, rms_weight, ss, staged,
+                                  staged_n, dim, 0, scratch);
+        logits[row_base + row] = v.x;
+        logits[row_base + row + 1] = v.y;
+    }
+#else
     FOR_GROUP_UNITS(unit, rows)
     classifier_unit(unit, x, rms_weight, ss, w, logits, dim, rows, row_base, staged, staged_n, scratch);
+#endif
 }
