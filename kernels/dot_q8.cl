@@ -203,26 +203,39 @@ inline int group_dot(__global const weight_t* w, __local const char* x, int grou
 }
 #endif
 
+// Group g's term of a row (its scales at w_scales) with the staged input, ((float)ival * w_scale) * x_scale
+// as runq.c writes it.
+inline float q8_term(__global const weight_t* w, __global const float* w_scales, __local const float* staged,
+                     int groups, int g) {
+    return (float)group_dot(w, STAGED_VALUES(staged, groups * GROUP_SIZE), groups, g) * w_scales[g] * staged[g];
+}
+#if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
+// Groups g .. g + 3's terms, formed together, lane by lane as q8_term forms one.
+inline float4 q8_terms4(__global const weight_t* w, __global const float* w_scales, __local const float* staged,
+                        int groups, int g) {
+    return convert_float4(group_dots4(w, STAGED_VALUES(staged, groups * GROUP_SIZE), g)) * vload4(0, w_scales + g) *
+           vload4(0, staged + g);
+}
+#endif
+
 // This lane's part of a row's product with the staged input: runq.c's terms of every ROW_THREADS-th group
-// from `lane`, in order, each ((float)ival * w_scale) * x_scale as runq.c writes it.
+// from `lane`, in order.
 inline float q8_dot(__global const weight_t* w, __local const float* staged, int n, int lane) {
     const int groups = n / GROUP_SIZE;
     __global const float* w_scales = Q8_SCALES(w, n);
-    __local const char* x = STAGED_VALUES(staged, n);
     float sum = 0.0f;
     int g = lane;
 #if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
-    // CPU families (one lane a row): four groups' terms formed together, lane by lane as the scalar term
-    // below, then added one at a time in order.
+    // CPU families (one lane a row): four groups' terms formed together, then added one at a time in order.
     for (; g + 4 <= groups; g += 4) {
-        const float4 terms = convert_float4(group_dots4(w, x, g)) * vload4(0, w_scales + g) * vload4(0, staged + g);
+        const float4 terms = q8_terms4(w, w_scales, staged, groups, g);
         sum += terms.x;
         sum += terms.y;
         sum += terms.z;
         sum += terms.w;
     }
 #endif
-    for (; g < groups; g += ROW_THREADS) sum += (float)group_dot(w, x, groups, g) * w_scales[g] * staged[g];
+    for (; g < groups; g += ROW_THREADS) sum += q8_term(w, w_scales, staged, groups, g);
     return sum;
 }
 
@@ -233,13 +246,10 @@ inline float2 q8_dot2(__global const weight_t* wa, __global const weight_t* wb, 
     const int groups = n / GROUP_SIZE;
     __global const float* sa = Q8_SCALES(wa, n);
     __global const float* sb = Q8_SCALES(wb, n);
-    __local const char* x = STAGED_VALUES(staged, n);
     float a = 0.0f, b = 0.0f;
     int g = 0;
     for (; g + 4 <= groups; g += 4) {
-        const float4 xs = vload4(0, staged + g);
-        const float4 ta = convert_float4(group_dots4(wa, x, g)) * vload4(0, sa + g) * xs;
-        const float4 tb = convert_float4(group_dots4(wb, x, g)) * vload4(0, sb + g) * xs;
+        const float4 ta = q8_terms4(wa, sa, staged, groups, g), tb = q8_terms4(wb, sb, staged, groups, g);
         a += ta.x;
         b += tb.x;
         a += ta.y;
@@ -250,8 +260,8 @@ inline float2 q8_dot2(__global const weight_t* wa, __global const weight_t* wb, 
         b += tb.w;
     }
     for (; g < groups; g++) {
-        a += (float)group_dot(wa, x, groups, g) * sa[g] * staged[g];
-        b += (float)group_dot(wb, x, groups, g) * sb[g] * staged[g];
+        a += q8_term(wa, sa, staged, groups, g);
+        b += q8_term(wb, sb, staged, groups, g);
     }
     return (float2)(a, b);
 }
