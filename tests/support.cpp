@@ -55,11 +55,11 @@ struct Exit {
 
 // `sh -c line`, waited for with wait4: its rusage is the shell's and that of every process the shell
 // waited for, so ru_maxrss is the command's peak memory, counted from the fork (the kernel keeps a
-// process's peak across exec).
+// process's peak across exec). Code -1: the shell could not be started or waited for.
 Exit run_shell(const std::string& line) {
     const char* argv[] = {"sh", "-c", line.c_str(), nullptr};
     const pid_t pid = ::fork();
-    if (pid < 0) return {127, 0};
+    if (pid < 0) return {-1, 0};
     if (pid == 0) {  // only async-signal-safe calls between fork and exec
         ::execv("/bin/sh", const_cast<char* const*>(argv));
         ::_exit(127);
@@ -67,7 +67,7 @@ Exit run_shell(const std::string& line) {
     int status = 0;
     rusage usage{};
     while (wait4(pid, &status, 0, &usage) < 0)
-        if (errno != EINTR) return {127, 0};
+        if (errno != EINTR) return {-1, 0};
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), usage.ru_maxrss};
 }
 
@@ -154,6 +154,7 @@ CommandResult run_command(const std::string& command) {
     TempDir dir;
     const fs::path out = dir / "stdout", err = dir / "stderr";
     const Exit done = launcher.run(command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null");
+    if (done.code < 0) throw std::runtime_error("cannot run /bin/sh for: " + command);
     return {done.code, read_file(out), read_file(err), done.peak_rss_kib};
 }
 
