@@ -19,9 +19,9 @@ UNIT_FUNCTION void matvec_residual_unit(int unit, __global const weight_t* w, __
     x[row] = residual + val;
 }
 
-__kernel void matvec_residual(__global const weight_t* w, __global const float* in, __global float* x, int n, int rows,
-                              __local float* staged, int staged_n) {
-    __local float scratch[LOCAL];
+// A work-group's part of the step: the per-op kernel's body, and the CPU families' token kernel's step.
+UNIT_FUNCTION void matvec_residual_step(__global const weight_t* w, __global const float* in, __global float* x, int n,
+                                        int rows, __local float* staged, int staged_n, __local float* scratch) {
     if (staged_n > 0) stage_input(staged, in, 0, 0.0f, n);
 #ifdef ROW_PAIRS
     FOR_GROUP_ROW_PAIRS(row, end, rows) {
@@ -38,4 +38,10 @@ __kernel void matvec_residual(__global const weight_t* w, __global const float* 
     FOR_GROUP_UNITS(unit, rows)
     matvec_residual_unit(unit, w, in, x, n, rows, staged, staged_n, scratch);
 #endif
+}
+
+__kernel void matvec_residual(__global const weight_t* w, __global const float* in, __global float* x, int n, int rows,
+                              __local float* staged, int staged_n) {
+    __local float scratch[LOCAL];
+    matvec_residual_step(w, in, x, n, rows, staged, staged_n, scratch);
 }

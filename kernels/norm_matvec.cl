@@ -62,18 +62,30 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
     out[r + 1] = rotated.y;
 }
 
-__kernel void attn_qkv_rope(__global const float* x, __global const float* rms_weight,
-                            __global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
-                            __global const float* rope, __global float* q, __global float* key_cache,
-                            __global float* value_cache, __global float* xn, int dim, int kv_dim, int head_size,
-                            int pos, __local float* staged, int staged_n) {
-    __local float scratch[LOCAL];
+// A work-group's part of the step (its units; the first group writes the normalized input to xn): the
+// per-op kernel's body, and the CPU families' token kernel's step (token_cpu.cl).
+UNIT_FUNCTION void attn_qkv_rope_step(__global const float* x, __global const float* rms_weight,
+                                      __global const weight_t* wq, __global const weight_t* wk,
+                                      __global const weight_t* wv, __global const float* rope, __global float* q,
+                                      __global float* key_cache, __global float* value_cache, __global float* xn,
+                                      int dim, int kv_dim, int head_size, int pos, __local float* staged, int staged_n,
+                                      __local float* scratch) {
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
     FOR_GROUP_UNITS(unit, (dim + 2 * kv_dim) / 2)
     attn_qkv_rope_unit(unit, x, rms_weight, ss, wq, wk, wv, rope, q, key_cache, value_cache, dim, kv_dim,
                        head_size, pos, staged, staged_n, scratch);
+}
+
+__kernel void attn_qkv_rope(__global const float* x, __global const float* rms_weight,
+                            __global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
+                            __global const float* rope, __global float* q, __global float* key_cache,
+                            __global float* value_cache, __global float* xn, int dim, int kv_dim, int head_size,
+                            int pos, __local float* staged, int staged_n) {
+    __local float scratch[LOCAL];
+    attn_qkv_rope_step(x, rms_weight, wq, wk, wv, rope, q, key_cache, value_cache, xn, dim, kv_dim, head_size, pos,
+                       staged, staged_n, scratch);
 }
 
 // FFN entry of a layer: hb = silu(w1 @ rmsnorm(x)) * (w3 @ rmsnorm(x)), one row of each per unit. The
@@ -89,15 +101,23 @@ UNIT_FUNCTION void ffn_gate_up_unit(int unit, __global const float* x, __global 
     hb[row] = swiglu_of(gate_up.x, gate_up.y);
 }
 
-__kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const weight_t* w1,
-                          __global const weight_t* w3, __global float* hb, __global float* xn, int dim, int hidden_dim,
-                          __local float* staged, int staged_n) {
-    __local float scratch[LOCAL];
+// A work-group's part of the step (as attn_qkv_rope_step).
+UNIT_FUNCTION void ffn_gate_up_step(__global const float* x, __global const float* rms_weight,
+                                    __global const weight_t* w1, __global const weight_t* w3, __global float* hb,
+                                    __global float* xn, int dim, int hidden_dim, __local float* staged, int staged_n,
+                                    __local float* scratch) {
     const float ss = rms_scale(x, dim, scratch);
     if (get_group_id(0) == 0) write_norm(xn, x, rms_weight, ss, dim);
     if (staged_n > 0) stage_input(staged, x, rms_weight, ss, dim);
     FOR_GROUP_UNITS(unit, hidden_dim)
     ffn_gate_up_unit(unit, x, rms_weight, ss, w1, w3, hb, dim, hidden_dim, staged, staged_n, scratch);
+}
+
+__kernel void ffn_gate_up(__global const float* x, __global const float* rms_weight, __global const weight_t* w1,
+                          __global const weight_t* w3, __global float* hb, __global float* xn, int dim, int hidden_dim,
+                          __local float* staged, int staged_n) {
+    __local float scratch[LOCAL];
+    ffn_gate_up_step(x, rms_weight, w1, w3, hb, xn, dim, hidden_dim, staged, staged_n, scratch);
 }
 
 // RMSNorm on its own, by one work-group: out = rmsnorm(x) * weight, run.c's rmsnorm.
@@ -122,10 +142,10 @@ UNIT_FUNCTION void classifier_unit(int unit, __global const float* x, __global c
     if (row_valid && lane == 0) logits[row_base + row] = val;
 }
 
-__kernel void classifier(__global const float* x, __global const float* rms_weight, __global const weight_t* w,
-                         __global float* logits, __global float* xn, int dim, int rows, int row_base,
-                         __local float* staged, int staged_n) {
-    __local float scratch[LOCAL];
+// A work-group's part of a classifier block (as attn_qkv_rope_step).
+UNIT_FUNCTION void classifier_step(__global const float* x, __global const float* rms_weight, __global const weight_t* w,
+                                   __global float* logits, __global float* xn, int dim, int rows, int row_base,
+                                   __local float* staged, int staged_n, __local float* scratch) {
 #if SHAPE_FAMILY != SHAPE_GPU
     const float ss = rms_weight ? rms_scale(x, dim, scratch) : 0.0f;
 #else
@@ -151,3 +171,11 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
     classifier_unit(unit, x, rms_weight, ss, w, logits, dim, rows, row_base, staged, staged_n, scratch);
 #endif
 }
+
+__kernel void classifier(__global const float* x, __global const float* rms_weight, __global const weight_t* w,
+                         __global float* logits, __global float* xn, int dim, int rows, int row_base,
+                         __local float* staged, int staged_n) {
+    __local float scratch[LOCAL];
+    classifier_step(x, rms_weight, w, logits, xn, dim, rows, row_base, staged, staged_n, scratch);
+}
+

@@ -1,14 +1,15 @@
 // The token kernel: a whole token's forward pass (every layer's five steps, then the final RMSNorm and
-// the classifier) in one launch, for GPUs, where small models are otherwise bound by the cost of their
-// launches (each costs host and device time comparable to a small model's step).
+// the classifier) in one launch, where small models are otherwise bound by the cost of their launches:
+// on a GPU each costs host and device time comparable to a small model's step, and PoCL pays several
+// microseconds between two commands, where its work-groups meet at a grid barrier in a fraction of one.
 // In greedy decoding one launch runs several positions in turn, each picking the next one's token, so
 // that no position waits for a launch. Built only when the host asks for it (TOKEN_KERNEL): it needs
-// OpenCL C 2.0's memory scopes.
+// OpenCL C 2.0's memory scopes. This file holds the grid barrier and the GPU family's kernel;
+// token_cpu.cl the CPU families'.
 //
 // The launch has no more work-groups than can run at once (the host's choice). Each step's work units
-// (the per-op kernels' work-groups: row blocks, (head, chunk) pairs) are dealt out to the work-groups in
-// turn, with a grid-wide barrier between steps. A work-group stages a step's input in local memory once
-// and reuses it for every unit it takes.
+// (the per-op kernels' work-groups: row blocks, (head, chunk) pairs) are dealt out to the work-groups,
+// with a grid-wide barrier between steps.
 //
 // The model's shape is compiled in: DIM, KV_DIM, HIDDEN_DIM, N_LAYERS, N_HEADS, KV_MUL, SEQ_LEN, VOCAB,
 // and the distance in elements (the matrices' weight_t, the norms' and the cache's floats) between one
@@ -20,6 +21,19 @@
 #endif
 
 #define HEAD_SIZE (DIM / N_HEADS)
+
+// forward_token's parameters, the same for every family (the host binds them by name: kernel_args.cpp); a
+// family uses those it needs.
+#define FORWARD_TOKEN_PARAMETERS                                                                                    \
+    __global float *x, __global const float *rms_att, __global const weight_t *wq, __global const weight_t *wk,     \
+        __global const weight_t *wv, __global const weight_t *wo, __global const float *rms_ffn,                    \
+        __global const weight_t *w1, __global const weight_t *w2, __global const weight_t *w3,                      \
+        __global const float *rope, __global float *key_cache, __global float *value_cache, __global float *q,      \
+        __global float *xb, __global float *hb, __global float *att, __global float *xn,                             \
+        __global float *att_partial, volatile __global uint *att_arrivals, __global const float *rms_final,         \
+        __global const weight_t *wcls, __global float *logits, __global int *tokens, __global int *argmax_partial,  \
+        __global const int *chunk_lens, int first, int count, int greedy, int chosen_from,                          \
+        volatile __global uint *sync, uint sync_base, uint spin_limit, __local float *staged
 
 // sync[0] counts arrivals and only ever grows (wrapping at 2^32): the launch's barrier k is passed once it
 // reaches base + k * groups, base being the count the host expects at the launch's start. A work-group
@@ -46,8 +60,6 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
     return *passed;
 }
 
-// The units of one step, dealt out to the launch's work-groups in turn.
-#define FOR_UNITS(u, count) for (int u = get_group_id(0); u < (count); u += get_num_groups(0))
 // Ends the kernel when a grid barrier was given up, marking the logits (one float past the vocabulary)
 // so that the host, which reads them anyway, learns it without another command; in greedy decoding the
 // host reads the next token instead, so that becomes -1.
@@ -58,6 +70,22 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
         return;                                                                              \
     }
 
+// Greedy decoding's end of a position (greedy.cl, with wcls the embedding table), each work-group's choice
+// in argmax_partial: the last work-group to arrive (so every one is done with x) picks the next token among
+// them, or takes the sequence's own below chosen_from, and puts its embedding in x, which the next position
+// reads after a grid barrier. A work-group that gave up never arrives, and the token it marked -1 stays.
+#define NEXT_POSITION()                                                                                          \
+    if (last_to_arrive(&sync[2], get_num_groups(0), &last))                                                      \
+        next_token_unit(logits, argmax_partial, get_num_groups(0), pos + 1 >= chosen_from, tokens, pos, wcls, x, \
+                        DIM, scratch, index_scratch);                                                            \
+    if (pos + 1 < first + count) GRID_BARRIER()
+
+#if SHAPE_FAMILY == SHAPE_GPU
+// The units of one step, dealt out to the launch's work-groups in turn.
+#define FOR_UNITS(u, count) for (int u = get_group_id(0); u < (count); u += get_num_groups(0))
+
+// A work-group stages a step's input in local memory once and reuses it for every unit it takes.
+//
 // rmsnorm(x) * weight staged in local memory (stage_input's values with rms_scale's scale), x and the
 // weights read together once: rms_scale and then stage_input would wait on memory twice.
 #define NORM_LOADS ((DIM + LOCAL - 1) / LOCAL)
@@ -143,17 +171,7 @@ inline void load_classifier_pair(int unit, __global const weight_t* wcls, __priv
 }
 #endif
 
-__kernel void forward_token(__global float* x, __global const float* rms_att, __global const weight_t* wq,
-                            __global const weight_t* wk, __global const weight_t* wv, __global const weight_t* wo,
-                            __global const float* rms_ffn, __global const weight_t* w1, __global const weight_t* w2,
-                            __global const weight_t* w3, __global const float* rope, __global float* key_cache,
-                            __global float* value_cache, __global float* q, __global float* xb,
-                            __global float* hb, __global float* att_partial, volatile __global uint* att_arrivals,
-                            __global const float* rms_final,
-                            __global const weight_t* wcls, __global float* logits, __global int* tokens,
-                            __global int* argmax_partial, __global const int* chunk_lens, int first, int count,
-                            int greedy, int chosen_from, volatile __global uint* sync, uint sync_base, uint spin_limit,
-                            __local float* staged) {
+__kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
     __local float scratch[2 * LOCAL];  // row_pair's (FEW_GROUPS)
     __local float4 partial[LOCAL];
     __local int index_scratch[LOCAL];
@@ -217,18 +235,12 @@ __kernel void forward_token(__global float* x, __global const float* rms_att, __
             classifier_pair_unit(u, wcls, x, rms_final, logits, staged, scratch, &best_v, &best_i);
 #endif
         if (!greedy) return;
-        // Greedy decoding (greedy.cl, with wcls the embedding table): each work-group's best logit goes to
-        // argmax_partial, and the last work-group to finish the classifier (so every one is done with x) picks
-        // the next token among them, or takes the sequence's own below chosen_from, and puts its embedding in
-        // x. A work-group that gave up never arrives, and the token it marked -1 stays.
+        // Greedy decoding: each work-group's best logit goes to argmax_partial.
         const int winner = argmax_reduce(best_v, best_i, scratch, index_scratch);
         if (get_local_id(0) == 0) argmax_partial[get_group_id(0)] = winner;
-        if (last_to_arrive(&sync[2], get_num_groups(0), &last))
-            next_token_unit(logits, argmax_partial, get_num_groups(0), pos + 1 >= chosen_from, tokens, pos, wcls, x,
-                            DIM, scratch, index_scratch);
-        // The next position reads x, which only that work-group wrote.
-        if (pos + 1 < first + count) GRID_BARRIER();
+        NEXT_POSITION();
     }
 }
 
+#endif
 #endif

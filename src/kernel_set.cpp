@@ -186,19 +186,36 @@ cl::Program KernelSet::first_build() {
 }
 
 cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::string& extra) const {
+    return build_program(row_threads, dot_batch, extra, standard_);
+}
+
+cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::string& extra,
+                                     const std::string& standard) const {
     return device_.build_program("-DROW_THREADS=" + std::to_string(row_threads) + " -DLOCAL=" +
                                      std::to_string(shape_.local_size) + " -DVECTOR_WIDTH=" +
                                      std::to_string(shape_.vector_width) + " -DDOT_BATCH=" + std::to_string(dot_batch) +
                                      " -DSCORE_CAPACITY=" + std::to_string(kScoreCapacity) +
                                      " -DGEMM_ROWS=" + std::to_string(kGemmRows) +
-                                     (device_fences() ? " -DDEVICE_FENCES" : "") +
+                                     (standard != "CL1.2" ? " -DDEVICE_FENCES" : "") +
                                      (warp_shuffles_ ? " -DWARP_SHUFFLE" : "") + common_options_ + extra,
-                                 standard_);
+                                 standard);
 }
 
 cl::Program KernelSet::token_program(const std::string& model_options, int longest_row, int dim) const {
-    if (!device_fences())
-        throw Error(device_.info().name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)");
+    const std::string no_fences = device_.info().name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)";
+    if (!shape_.gpu_family()) {
+        // CPU shapes: their own build is OpenCL C 1.2 (first_build); the token kernel's needs the scopes of
+        // its grid barrier, and its steps are the per-op kernels' (one work-item a row, no batch).
+        for (const char* standard : {"CL3.0", "CL2.0"}) {
+            try {
+                return build_program(shape_.row_threads, kLongDotBatch, " -DTOKEN_KERNEL" + model_options, standard);
+            } catch (const Error&) {
+                // A compiler without OpenCL C 2.0's memory scopes: try the next.
+            }
+        }
+        throw Error(no_fences);
+    }
+    if (!device_fences()) throw Error(no_fences);
     // One build serves every step, so one row width and one batch: 32 work-items per row and the batch
     // of the longest rows (w2's; docs/benchmarks.md). But no shorter than a row of
     // dim elements takes a work-item, up to the long batch: a unit issues its first batch before the step's

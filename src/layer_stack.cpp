@@ -21,15 +21,26 @@ LayerStack LayerStack::allocate(const Device& device, std::size_t elements, int 
     return stack;
 }
 
-LayerStack LayerStack::wrap(const Device& device, const std::vector<const void*>& parts, std::size_t bytes,
-                            const std::string& what) {
+LayerStack LayerStack::wrap(const Device& device, const std::vector<const std::byte*>& parts, std::size_t elements,
+                            std::size_t element_bytes, bool stacked, const std::string& what) {
     LayerStack stack;
-    stack.elements_ = stack.stride_ = bytes;
-    stack.element_bytes_ = 1;
+    const std::size_t bytes = elements * element_bytes;
+    stack.elements_ = stack.stride_ = elements;
+    stack.element_bytes_ = element_bytes;
     stack.flags_ = CL_MEM_READ_ONLY;
     for (std::size_t l = 0; l < parts.size(); ++l)
         stack.layers_.push_back(device.wrap(parts[l], bytes, what + " of layer " + std::to_string(l)));
+    // The layers' own buffers serve the per-op kernels, so the whole needs no sub-buffers (nor their
+    // aligned offsets).
+    if (stacked && contiguous(parts, bytes) && bytes * parts.size() <= device.info().max_alloc_bytes)
+        stack.whole_ = device.wrap(parts.front(), bytes * parts.size(), what + " of all layers");
     return stack;
+}
+
+bool LayerStack::contiguous(const std::vector<const std::byte*>& parts, std::size_t bytes) {
+    for (std::size_t l = 1; l < parts.size(); ++l)
+        if (parts[l] != parts[0] + l * bytes) return false;
+    return !parts.empty();
 }
 
 const cl::Buffer& LayerStack::layer(int l) const {

@@ -37,7 +37,8 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                    "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)")
         ->check(not_empty("cpu, gpu, exact or ROWxLOCAL (e.g. 32x256), or leave the flag out"));
     cmd.add_option("--schedule", a.schedule,
-                   "how a token runs: token (the whole forward pass as one kernel launch: GPUs, resident weights), "
+                   "how a token runs: token (the whole forward pass as one kernel launch: GPUs, and CPUs with the "
+                   "cpu or exact work shape; resident weights), "
                    "per-op (one kernel launch per step) or auto (token where possible; the default)")
         ->check(CLI::IsMember({"auto", "per-op", "token"}));
     cmd.add_option("--max-device-memory", a.max_device_memory_mib,

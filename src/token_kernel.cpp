@@ -13,12 +13,14 @@ namespace llamacl {
 
 namespace {
 
-// Polls of a grid barrier before the token kernel gives up: about a second at the L2 cache's latency, far
-// beyond what a barrier takes when every work-group runs, short of a hang.
-constexpr cl_uint kSpinLimit = 1u << 20;
+// Polls of a grid barrier before the token kernel gives up: far beyond what a barrier takes when every
+// work-group runs, short of a hang. A GPU's poll waits on its L2 cache (about a second of them); a CPU's
+// on its own core's (about two seconds of them: a work-group a compute unit waits out a peer's step,
+// however long, and its thread's preemption).
+constexpr cl_uint kGpuSpinLimit = 1u << 20, kCpuSpinLimit = 0xFFFFFFFFu;
 
-// The most work-groups per compute unit: two hide more of each step's memory latency than one, where
-// the register cap (register_cap_option) lets two run.
+// The most work-groups per compute unit: on GPUs two hide more of each step's memory latency than one,
+// where the register cap (register_cap_option) lets two run; CPU shapes run one work-item a compute unit.
 constexpr int kGroupsPerComputeUnit = 2;
 
 // Greedy decoding's partial results have a slot per work-group of the argmax launch (working_buffers.hpp).
@@ -41,8 +43,10 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
     const std::uint64_t scores = static_cast<std::uint64_t>(std::min(c.seq_len, KernelSet::kScoreCapacity));
     const std::uint64_t local_bytes = staged_input_bytes(weights, staged_elements(c)) +
                                       (7u * shape.local_size + scores) * sizeof(float) + 1024;
-    if (device.type != "GPU" || !shape.gpu_family())
-        why_not = "the token kernel runs on GPUs with a GPU work shape";
+    const bool gpu = device.type == "GPU" && shape.gpu_family();
+    const bool cpu = device.is_cpu && !shape.gpu_family() && shape.local_size == 1;
+    if (!gpu && !cpu)
+        why_not = "the token kernel runs on GPUs with the gpu work shape and on CPUs with the cpu or exact shape";
     else if (!plan.resident())
         why_not = "the layers stream through the device (--layers-per-offload below n_layers)";
     else if (finalize != Finalize::device)
@@ -107,9 +111,12 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         why_not = "the token kernel's work-group of " + std::to_string(local) + " does not fit a compute unit";
         return nullptr;
     }
-    const int per_cu =
-        capped ? kGroupsPerComputeUnit : static_cast<int>(std::min<std::size_t>(kGroupsPerComputeUnit, fits / local));
+    const bool gpu = kernels.shape().gpu_family();
+    const int per_cu = !gpu    ? 1
+                       : capped ? kGroupsPerComputeUnit
+                                : static_cast<int>(std::min<std::size_t>(kGroupsPerComputeUnit, fits / local));
 
+    const cl_uint spin_limit = gpu ? kGpuSpinLimit : kCpuSpinLimit;
     const ClassifierBlock& cls = weights.classifier().front();
     // Attention's chunk length at every position, as the per-op schedule passes it (a launch runs several).
     std::vector<cl_int> lengths(static_cast<std::size_t>(c.seq_len));
@@ -122,20 +129,25 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     // The arguments that stay; launch() binds the positions and the barrier's base.
     std::vector<KernelArg> args = {
         {"x", work.x},           {"rope", weights.rope_table()}, {"q", work.q},
-        {"xb", work.xb},         {"hb", work.hb},                {"att_partial", work.att_partial},
+        {"xb", work.xb},         {"hb", work.hb},                {"att", work.att},
+        {"xn", work.xn},         {"att_partial", work.att_partial},
         {"att_arrivals", work.att_arrivals}, {"rms_final", weights.rms_final()}, {"wcls", cls.weights},
         {"logits", work.logits}, {"tokens", work.tokens},        {"argmax_partial", work.argmax_partial},
-        {"chunk_lens", chunk_lens}, {"sync", sync},              {"spin_limit", kSpinLimit},
+        {"chunk_lens", chunk_lens}, {"sync", sync},              {"spin_limit", spin_limit},
         {"staged", cl::Local(static_cast<std::size_t>(staged_input_bytes(kernels.weight_layout().format, staged)))}};
     for (const auto& [name, s] : stacks) args.emplace_back(name, s->whole());
     bind_args(kernel, signatures::forward_token, args);
-    std::unique_ptr<TokenKernel> token(new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local));
+    // token.cl's grid barriers: five a layer, token_cpu.cl's one more before the classifier.
+    const int barriers = 5 * c.n_layers + (gpu ? 0 : 1);
+    std::unique_ptr<TokenKernel> token(
+        new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local, barriers, spin_limit));
     token->clear();
     return token;
 }
 
 TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync,
-                         const WorkingBuffers& work, const Config& c, int groups_per_cu, int local_size)
+                         const WorkingBuffers& work, const Config& c, int groups_per_cu, int local_size,
+                         int barriers_per_position, cl_uint spin_limit)
     : device_(device),
       kernel_(std::move(kernel)),
       chunk_lens_(std::move(chunk_lens)),
@@ -144,9 +156,10 @@ TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_len
       arrivals_(work.att_arrivals),
       vocab_(c.vocab_size),
       n_heads_(c.n_heads),
-      n_layers_(c.n_layers),
+      barriers_per_position_(barriers_per_position),
       groups_per_cu_(groups_per_cu),
-      local_size_(local_size) {}
+      local_size_(local_size),
+      spin_limit_(spin_limit) {}
 
 int TokenKernel::groups() const { return groups_per_cu_ * static_cast<int>(device_.info().compute_units); }
 
@@ -185,16 +198,16 @@ void TokenKernel::launch(int first, int count, bool greedy, int chosen_from, cl:
     const int groups = this->groups();
     device_.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(groups * local_size_),
                                          cl::NDRange(local_size_), nullptr, event);
-    // token.cl's grid barriers: five a layer, and one between positions (greedy decoding's next token
-    // needs none of its own: the last work-group done with the classifier picks it).
-    sync_base_ += static_cast<cl_uint>((count * n_layers_ * 5 + count - 1) * groups);
+    // The grid barriers of each position, and one between positions (greedy decoding's next token needs
+    // none of its own: the last work-group done with the classifier picks it).
+    sync_base_ += static_cast<cl_uint>((count * barriers_per_position_ + count - 1) * groups);
     // (The arguments were taken at the enqueue: the next launch polls as long as usual again.)
-    if (give_ups_ > 0 && --give_ups_ == 0) bind_args(kernel_, signatures::forward_token, {{"spin_limit", kSpinLimit}});
+    if (give_ups_ > 0 && --give_ups_ == 0) bind_args(kernel_, signatures::forward_token, {{"spin_limit", spin_limit_}});
 }
 
 void TokenKernel::give_up_next(int launches) {
     give_ups_ = launches;
-    bind_args(kernel_, signatures::forward_token, {{"spin_limit", launches > 0 ? 1u : kSpinLimit}});
+    bind_args(kernel_, signatures::forward_token, {{"spin_limit", launches > 0 ? 1u : spin_limit_}});
 }
 
 }  // namespace llamacl

@@ -125,8 +125,8 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
     const Config& c = ck.config();
     // A CPU device reads the resident weights, the final norm and the classifier where they lie (the
     // mapped file, or the converted checkpoint) wherever its kernels' layout is the host's: float formats,
-    // and the per-op kernels' layer by layer (the token kernel's stacks are one allocation each).
-    const bool in_place = device.info().is_cpu && !stacked;
+    // whose stacks for the token kernel are the file's own runs of a tensor's layers.
+    const bool in_place = device.info().is_cpu;
     const auto readable_in_place = [&](const WeightTensor& w) { return in_place && w.format.type != ElementType::q8_0; };
     slots_.resize(plan.layers_per_offload);
     if (plan.resident()) {
@@ -140,10 +140,12 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
         std::vector<std::byte> packed;
         for (const TensorView& t : kLayerTensors) {
             const DeviceLayout on_device = layout(ck, t);
-            if (readable_in_place(ck.layer(0).*t.host)) {
-                std::vector<const void*> parts;
-                for (int l = 0; l < c.n_layers; ++l) parts.push_back((ck.layer(l).*t.host).values);
-                stacks_.push_back(LayerStack::wrap(device, parts, on_device.bytes(), t.name));
+            std::vector<const std::byte*> parts;
+            for (int l = 0; l < c.n_layers; ++l)
+                parts.push_back(static_cast<const std::byte*>((ck.layer(l).*t.host).values));
+            if (readable_in_place(ck.layer(0).*t.host) && (!stacked || LayerStack::contiguous(parts, on_device.bytes()))) {
+                stacks_.push_back(
+                    LayerStack::wrap(device, parts, on_device.elements, on_device.element_bytes, stacked, t.name));
                 continue;
             }
             stacks_.push_back(LayerStack::allocate(device, on_device.elements, c.n_layers, stacked, t.name,

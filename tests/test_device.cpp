@@ -252,19 +252,35 @@ TEST(DeviceLayerStack, EveryLayerRoundTripsThroughItsPartAndTheWhole) {
     }
 }
 
+// Wrapped layers (a CPU device's weights read in place) are the host's bytes at any alignment, and so is
+// their whole, when stacked, where the parts follow each other; parts apart have no whole.
 TEST(DeviceLayerStack, WrappedLayersAreTheHostBytesAtAnyAlignment) {
     Device device = Device::open("", "");
     const std::size_t floats = 37;  // parts one float apart: at no buffer alignment
-    std::vector<float> host(3 * floats + 1);
+    std::vector<float> host(4 * floats + 2);
     for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) / 8;
-    const std::vector<const void*> parts{host.data() + 1, host.data() + 1 + floats, host.data() + 1 + 2 * floats};
-    const LayerStack stack = LayerStack::wrap(device, parts, floats * sizeof(float), "test tensor");
-    EXPECT_EQ(stack.whole()(), nullptr);
-    for (int l = 0; l < 3; ++l) {
-        std::vector<float> back(floats);
-        device.queue().enqueueReadBuffer(stack.layer(l), CL_TRUE, 0, floats * sizeof(float), back.data());
-        EXPECT_TRUE(std::equal(back.begin(), back.end(), static_cast<const float*>(parts[l]))) << "layer " << l;
+    const auto at = [&](std::size_t i) { return reinterpret_cast<const std::byte*>(host.data() + i); };
+    const std::vector<const std::byte*> parts{at(1), at(1 + floats), at(1 + 2 * floats)};
+    for (const bool stacked : {false, true}) {
+        const LayerStack stack = LayerStack::wrap(device, parts, floats, sizeof(float), stacked, "test tensor");
+        for (int l = 0; l < 3; ++l) {
+            std::vector<float> back(floats);
+            device.queue().enqueueReadBuffer(stack.layer(l), CL_TRUE, 0, floats * sizeof(float), back.data());
+            EXPECT_TRUE(std::equal(back.begin(), back.end(), host.begin() + 1 + l * floats)) << "layer " << l;
+        }
+        if (!stacked) {
+            EXPECT_EQ(stack.whole()(), nullptr);
+            continue;
+        }
+        ASSERT_NE(stack.whole()(), nullptr);
+        EXPECT_EQ(stack.stride(), floats);
+        std::vector<float> whole(3 * floats);
+        device.queue().enqueueReadBuffer(stack.whole(), CL_TRUE, 0, whole.size() * sizeof(float), whole.data());
+        EXPECT_TRUE(std::equal(whole.begin(), whole.end(), host.begin() + 1));
     }
+    const std::vector<const std::byte*> apart{at(1), at(2 + floats), at(3 + 2 * floats)};
+    EXPECT_FALSE(LayerStack::contiguous(apart, floats * sizeof(float)));
+    EXPECT_EQ(LayerStack::wrap(device, apart, floats, sizeof(float), true, "test tensor").whole()(), nullptr);
 }
 
 }  // namespace

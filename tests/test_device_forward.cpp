@@ -3,7 +3,9 @@
 // counters (host waits, bytes moved) per token.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "llamacl/device_forward.hpp"
 #include "llamacl/export.hpp"
@@ -388,7 +390,7 @@ TEST(DeviceCapacity, VerboseReportsThePlanAndCountersThroughTheCli) {
     EXPECT_NE(r.err.find("per token:"), std::string::npos) << r.err;
 }
 
-// The token kernel (the whole forward pass in one launch, GPUs only) against the CPU reference: the
+// The token kernel (the whole forward pass in one launch) against the CPU reference: the
 // logits of every position, on awkward shapes (dim 36 and hidden 100; MHA, GQA, MQA) and on a context
 // long enough for attention to split into chunks, with fp32 weights and converted to Q8_0 (groups of 4:
 // a last-bit difference may round an activation to the next integer, DeviceBoundaries' tolerance).
@@ -459,28 +461,84 @@ TEST(TokenSchedule, DescriptionNamesTheLaunchOrTheReason) {
     EXPECT_EQ(describe_schedule(0, "--schedule per-op"), "per-op (one kernel launch per step: --schedule per-op)");
 }
 
-// Where the token kernel cannot run (CPUs: PoCL in CI), the automatic schedule says why and runs one
-// command per step, and asking for the token schedule is a clear error.
-TEST(TokenSchedule, CpuDevicesRunPerOpAndSayWhy) {
+namespace {
+
+// The CPU device (PoCL in CI), if there is one.
+std::optional<Device> open_cpu_device() {
     const std::vector<DeviceInfo> devices = list_devices();
     const auto cpu = std::find_if(devices.begin(), devices.end(), [](const DeviceInfo& d) { return d.is_cpu; });
-    if (cpu == devices.end()) GTEST_SKIP() << "no CPU OpenCL device";
-    Device device = Device::open("", std::to_string(cpu->platform_index) + "." + std::to_string(cpu->device_index));
+    if (cpu == devices.end()) return std::nullopt;
+    return Device::open("", std::to_string(cpu->platform_index) + "." + std::to_string(cpu->device_index));
+}
+
+}  // namespace
+
+// On a CPU device the automatic schedule takes the token kernel (token_cpu.cl) with the shapes the device
+// takes for each format (cpu for floats, exact for Q8_0): one work-group of one work-item per compute
+// unit. A shape of wider work-groups runs per op and says why, and asking for the token schedule there
+// is a clear error.
+TEST(TokenSchedule, CpuDevicesRunItWithTheirOwnShapes) {
+    std::optional<Device> device = open_cpu_device();
+    if (!device) GTEST_SKIP() << "no CPU OpenCL device";
     TempDir dir;
     const Checkpoint ck = Checkpoint::open(write_model(dir, {36, 100, 2, 6, 2, 300, 24, true}, 0, 13).string());
-    const DeviceForward automatic(device, ck, {});
-    EXPECT_FALSE(automatic.token_schedule());
-    EXPECT_NE(automatic.per_op_reason().find("GPU"), std::string::npos) << automatic.per_op_reason();
+    for (const std::optional<ElementType> weights : {std::optional<ElementType>(), std::optional(ElementType::q8_0)}) {
+        const Checkpoint model = with_weights(ck, weights);
+        const DeviceForward automatic(*device, model, {});
+        EXPECT_TRUE(automatic.token_schedule()) << automatic.per_op_reason();
+        EXPECT_EQ(automatic.token_groups(), static_cast<int>(device->info().compute_units));
+    }
     DeviceOptions options;
+    options.shape = parse_launch_shape("1x8", device->info());
+    const DeviceForward wide(*device, ck, options);
+    EXPECT_FALSE(wide.token_schedule());
+    EXPECT_NE(wide.per_op_reason().find("on CPUs with the cpu or exact shape"), std::string::npos)
+        << wide.per_op_reason();
     options.schedule = Schedule::token;
     std::string message;
     try {
-        DeviceForward refused(device, ck, options);
+        DeviceForward refused(*device, ck, options);
     } catch (const Error& e) {
         message = e.what();
     }
     EXPECT_NE(message.find("--schedule token is not possible here"), std::string::npos) << message;
-    EXPECT_NE(message.find(device.info().name), std::string::npos) << message;
+    EXPECT_NE(message.find(device->info().name), std::string::npos) << message;
+}
+
+// The CPU families' token kernel runs the per-op kernels' steps (token_cpu.cl): its logits are the per-op
+// schedule's bit for bit, on the cpu and exact shapes, for every weight format, over a context long enough
+// for a step's rows to split unevenly between the work-groups (MHA, GQA, MQA; dim 36, hidden 100).
+TEST(TokenSchedule, CpuShapesGiveThePerOpLogitsBitForBit) {
+    std::optional<Device> device = open_cpu_device();
+    if (!device) GTEST_SKIP() << "no CPU OpenCL device";
+    const Config configs[] = {{36, 100, 3, 6, 6, 300, 24, true}, {36, 100, 3, 6, 2, 300, 24, false},
+                              {36, 100, 3, 6, 1, 300, 24, true}};
+    for (const std::optional<ElementType> weights :
+         {std::optional<ElementType>(), std::optional(ElementType::f16), std::optional(ElementType::q8_0)}) {
+        for (const char* shape : {"cpu", "exact"}) {
+            for (const Config& c : configs) {
+                TempDir dir;
+                const Checkpoint ck = with_weights(Checkpoint::open(write_model(dir, c, 0, 13).string()), weights);
+                SCOPED_TRACE(ck.weight_format().describe() + ", shape " + shape + ", kv heads " +
+                             std::to_string(c.n_kv_heads));
+                DeviceOptions options;
+                options.shape = parse_launch_shape(shape, device->info());
+                options.schedule = Schedule::token;
+                DeviceForward token(*device, ck, options);
+                options.schedule = Schedule::per_op;
+                DeviceForward per_op(*device, ck, options);
+                int next = 1;
+                for (int pos = 0; pos < c.seq_len; ++pos) {
+                    const std::span<float> l = per_op.forward(next, pos);
+                    const std::vector<float> want(l.begin(), l.end());
+                    const std::span<float> got = token.forward(next, pos);
+                    ASSERT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end())) << "pos " << pos;
+                    next = static_cast<int>(std::max_element(want.begin(), want.end()) - want.begin());
+                }
+                EXPECT_TRUE(token.token_schedule());
+            }
+        }
+    }
 }
 
 // The token kernel's local memory holds a layer's longest input in the bytes its weights' format stages:
@@ -515,7 +573,7 @@ class DeviceGreedy : public ::testing::TestWithParam<std::optional<ElementType>>
 
 // Greedy decoding on the device (GreedyDecoder, kernels/greedy.cl) picks the tokens the host's argmax of
 // forward()'s logits picks, the prompt's tokens forced, for every schedule and shape the device runs
-// (PoCL: per op, CPU and GPU shapes; a GPU: the token kernel too). A decoding abandoned with positions
+// (per op and, where it runs, the token kernel; PoCL's own shapes and the GPU shape). A decoding abandoned with positions
 // still in flight (a generation stopping at BOS) leaves nothing that changes the next one; an unshared
 // classifier (no embedding table on the device) has no device decoding.
 TEST_P(DeviceGreedy, PicksTheTokensOfTheHostsArgmax) {

@@ -249,10 +249,10 @@ public:
     // never to; or emulated.
     bool tensor_cores() const { return tensor_cores_; }
 
-    // The program holding the token kernel (kernels/token.cl) for a model, `model_options` giving its shape
-    // as -D options (and any option of the device's own compiler), `longest_row` the most elements a row
-    // of its matrices has and `dim` the model's. Throws Error without device_fences(), which it needs for
-    // its grid barriers.
+    // The program holding the token kernel (kernels/token.cl, token_cpu.cl) for a model, `model_options`
+    // giving its shape as -D options (and any option of the device's own compiler), `longest_row` the most
+    // elements a row of its matrices has and `dim` the model's. Throws Error where the compiler takes no
+    // OpenCL C 2.0 or later (GPU shapes: without device_fences()), which its grid barriers need.
     cl::Program token_program(const std::string& model_options, int longest_row, int dim) const;
 
 private:
@@ -263,6 +263,8 @@ private:
     // build uses.
     cl::Program first_build();
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
+    cl::Program build_program(int row_threads, int dot_batch, const std::string& extra,
+                              const std::string& standard) const;
     Range rows(int rows, int row_threads) const;
 
     // The compute capability of NVIDIA's first GPUs with TF32 and m16n8k32 int8 tensor cores (Ampere).

@@ -21,10 +21,14 @@ public:
                                const std::string& what, cl_mem_flags flags = CL_MEM_READ_WRITE,
                                std::size_t element_bytes = sizeof(float));
 
-    // Each layer's part, `bytes` bytes at parts[l] in host memory that outlives the stack, as a buffer over
-    // it (Device::wrap): on a CPU device the kernels read the layers where they lie. Never stacked.
-    static LayerStack wrap(const Device& device, const std::vector<const void*>& parts, std::size_t bytes,
-                           const std::string& what);
+    // Each layer's part, `elements` elements of `element_bytes` at parts[l] in host memory that outlives the
+    // stack, as a buffer over it (Device::wrap): on a CPU device the kernels read the layers where they
+    // lie. When `stacked` and the parts follow each other (as a checkpoint's layers of one tensor do), the
+    // whole is a buffer over all of them too, within the device's largest allocation.
+    static LayerStack wrap(const Device& device, const std::vector<const std::byte*>& parts, std::size_t elements,
+                           std::size_t element_bytes, bool stacked, const std::string& what);
+    // Whether the parts of `bytes` bytes each follow one another in memory.
+    static bool contiguous(const std::vector<const std::byte*>& parts, std::size_t bytes);
 
     const cl::Buffer& whole() const { return whole_; }  // null when the layers are separate allocations
     std::size_t stride() const { return stride_; }      // elements from one layer's part of whole() to the next

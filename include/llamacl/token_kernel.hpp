@@ -62,7 +62,8 @@ public:
 
 private:
     TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, const WorkingBuffers& work,
-                const Config& config, int groups_per_cu, int local_size);
+                const Config& config, int groups_per_cu, int local_size, int barriers_per_position,
+                cl_uint spin_limit);
     void clear();  // zeroes the barrier's counts and flag, the give-up mark and attention's chunk counts
     void launch(int first, int count, bool greedy, int chosen_from, cl::Event* event);
 
@@ -72,8 +73,10 @@ private:
     cl::Buffer sync_;    // arrival count, give-up flag, greedy decoding's classifier count (token.cl)
     cl::Buffer logits_;    // the working buffer's, for its give-up mark
     cl::Buffer arrivals_;  // the working buffer's attention chunk counts
-    int vocab_, n_heads_, n_layers_;
+    int vocab_, n_heads_;
+    int barriers_per_position_;  // the kernel's grid barriers in one position's forward pass
     int groups_per_cu_, local_size_;
+    cl_uint spin_limit_;  // a barrier's polls before it gives up
     cl_uint sync_base_ = 0;  // the arrival count at the next launch's start
     int give_ups_ = 0;       // launches still to give up (give_up_next)
 };
