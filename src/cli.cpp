@@ -99,7 +99,7 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                     "where the forward pass runs: opencl, cpu (the reference), or auto (a run that reads under "
                     "512 MiB of weights in all on the CPU reference, without starting OpenCL; else OpenCL when a "
                     "device exists, else cpu; where the only devices are CPUs, the CPU reference where it is "
-                    "faster: f32 weights under 64 MiB per layer, f16 under 0.25 MiB, q8_0 always)")
+                    "faster: f32 weights under 16 MiB per layer, f16 under 0.25 MiB, q8_0 always)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str();
     add_weights_option(*cmd, a.weights);
@@ -154,12 +154,12 @@ void check_generate_args(const GenerateArgs& a) {
 }
 
 // --backend auto where the only OpenCL devices are CPUs runs a model on the CPU reference where that is
-// the faster path, by weights per layer (docs/benchmarks.md has the crossovers): f32 below 64 MiB (beyond,
-// PoCL's vectors along the rows read memory faster than the reference's blocks of rows), f16 below 0.25
-// MiB (the reference widens halves one at a time), q8_0 always (its integer dots in vectors, on threads,
-// against the exact shape PoCL runs q8_0 on).
+// the faster path, by weights per layer (docs/benchmarks.md has the crossovers): f32 below 16 MiB (beyond,
+// PoCL's token kernel decodes faster, by more than its start costs a run), f16 below 0.25 MiB (the
+// reference widens halves one at a time), q8_0 always (its integer dots in vectors, on threads, against
+// the exact shape PoCL runs q8_0 on).
 bool reference_is_faster(const WeightFormat& format, std::uint64_t layer_bytes) {
-    constexpr std::uint64_t kSmall = std::uint64_t{256} << 10, kLarge = std::uint64_t{64} << 20;
+    constexpr std::uint64_t kSmall = std::uint64_t{256} << 10, kLarge = std::uint64_t{16} << 20;
     switch (format.type) {
         case ElementType::f32: return layer_bytes < kLarge;
         case ElementType::f16: return layer_bytes < kSmall;
