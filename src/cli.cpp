@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <unistd.h>
 #include <utility>
 
@@ -672,6 +673,11 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
     // No command at all: the usage, as a usage error (--help prints the same text on stdout, status 0).
     if (argc <= 1) {
         std::fputs(app_.help().c_str(), stderr);
+        return 2;
+    }
+    // CLI11 prints the version as soon as it meets the flag, whatever follows.
+    if (std::string_view(argv[1]) == "--version" && argc > 2) {
+        report(std::string("--version takes no arguments, got '") + argv[2] + "' (see llama-cl --help)");
         return 2;
     }
     // CLI11 calls an unknown command "A subcommand is required"; name the word it did not know instead.

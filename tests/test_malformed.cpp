@@ -752,6 +752,14 @@ TEST(HostileFlags, AnUnknownCommandIsNamed) {
                  "generat");
 }
 
+// --version prints the version and nothing else: anything after it is a mistake, not ignored.
+TEST(HostileFlags, VersionTakesNoArguments) {
+    const CommandResult version = run("--version");
+    EXPECT_EQ(version.exit_code, 0) << version.err;
+    EXPECT_EQ(version.out.rfind("llama-cl ", 0), 0u) << version.out;
+    expect_error(run("--version x"), 2, {"--version takes no arguments", "'x'"}, "--version x");
+}
+
 TEST(HostileFlags, DeviceOnlyOptionsWithTheCpuBackendAreUsageErrors) {
     Corpus c;
     for (const char* flag :
