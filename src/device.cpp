@@ -15,6 +15,7 @@
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/host_memory.hpp"
 #include "llamacl/mapped_file.hpp"
 #include "llamacl/progress.hpp"
 
@@ -228,9 +229,21 @@ void ensure_pocl_cache_dir() {
         ::setenv("POCL_CACHE_DIR", dir.c_str(), 0);
 }
 
+// PoCL's worker threads move between CPUs unless POCL_AFFINITY pins each to one. The CPU token kernel's
+// work-groups spin at its grid barriers, and two threads on one CPU wait out each other's time slices
+// (docs/benchmarks.md: stories260K 2.8-5.0 thousand tok/s unpinned, 12.1-12.9 pinned). PoCL pins to CPUs
+// 0 .. n-1 whatever this process's affinity mask says, so only where the mask holds every CPU; a
+// POCL_AFFINITY the user set is kept. Runs before the first OpenCL call.
+void pin_pocl_threads() {
+    if (every_cpu_usable()) ::setenv("POCL_AFFINITY", "1", 0);
+}
+
 std::vector<FoundDevice> enumerate_devices() {
-    static std::once_flag cache_dir_once;
-    std::call_once(cache_dir_once, ensure_pocl_cache_dir);
+    static std::once_flag pocl_once;
+    std::call_once(pocl_once, [] {
+        ensure_pocl_cache_dir();
+        pin_pocl_threads();
+    });
     // Counting through the C API first: with zero platforms CLHPP's Platform::get would call
     // clGetPlatformIDs with no output at all and report a misleading CL_INVALID_VALUE.
     cl_uint platform_count = 0;

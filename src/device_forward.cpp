@@ -49,7 +49,7 @@ const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, con
 
 std::string describe_schedule(int token_groups, const std::string& per_op_reason) {
     return token_groups > 0 ? "token (the whole forward pass in one kernel launch of " + std::to_string(token_groups) +
-                                  " work-groups)"
+                                  (token_groups == 1 ? " work-group)" : " work-groups)")
                             : "per-op (one kernel launch per step: " + per_op_reason + ")";
 }
 

@@ -1,5 +1,6 @@
 #include "llamacl/host_memory.hpp"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <thread>
 
 namespace llamacl {
 
@@ -52,5 +54,13 @@ std::uint64_t address_space_left_bytes() {
 }
 
 std::uint64_t allocatable_host_bytes() { return std::min(address_space_left_bytes(), available_host_memory_bytes()); }
+
+int usable_cpus() {
+    cpu_set_t set;
+    if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+bool every_cpu_usable() { return usable_cpus() >= sysconf(_SC_NPROCESSORS_ONLN); }
 
 }  // namespace llamacl

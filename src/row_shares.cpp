@@ -1,7 +1,5 @@
 #include "llamacl/row_shares.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -9,6 +7,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "llamacl/host_memory.hpp"
 
 namespace llamacl {
 
@@ -38,15 +38,7 @@ void wait_while_equal(const std::atomic<T>& flag, T value) {
     while (flag.load(std::memory_order_acquire) == value) flag.wait(value, std::memory_order_acquire);
 }
 
-// The CPUs this process may run on (taskset, a container's cpuset), as OpenMP counts them: more
-// workers than that only wait for each other.
-int usable_cpus() {
-    cpu_set_t set;
-    if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-// One worker per usable CPU but the caller's, started on first use and joined at exit. A round is a
+// One worker per usable CPU (more only wait for each other) but the caller's, started on first use and joined at exit. A round is a
 // generation: the caller publishes the task, opens `state_` and bumps `generation_`. Part p (the caller
 // is part 0, worker i part i) owns an even share of the blocks and claims it in chunks from its counter,
 // front to back, then claims what is left of the other parts' shares: a worker the machine has not

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "llamacl/error.hpp"
+#include "llamacl/host_memory.hpp"
 #include "llamacl/kernel_args.hpp"
 
 namespace llamacl {
@@ -112,9 +113,13 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         return nullptr;
     }
     const bool gpu = kernels.shape().gpu_family();
-    const int per_cu = !gpu    ? 1
-                       : capped ? kGroupsPerComputeUnit
-                                : static_cast<int>(std::min<std::size_t>(kGroupsPerComputeUnit, fits / local));
+    const int compute_units = static_cast<int>(device.info().compute_units);
+    // CPU shapes: a work-group per CPU this process may run on, up to the compute units: two on one CPU
+    // would wait out each other's time slices at every barrier.
+    const int groups = !gpu    ? std::min(compute_units, usable_cpus())
+                       : capped ? kGroupsPerComputeUnit * compute_units
+                                : static_cast<int>(std::min<std::size_t>(kGroupsPerComputeUnit, fits / local)) *
+                                      compute_units;
 
     const cl_uint spin_limit = gpu ? kGpuSpinLimit : kCpuSpinLimit;
     const ClassifierBlock& cls = weights.classifier().front();
@@ -140,13 +145,13 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     // token.cl's grid barriers: five a layer, token_cpu.cl's one more before the classifier.
     const int barriers = 5 * c.n_layers + (gpu ? 0 : 1);
     std::unique_ptr<TokenKernel> token(
-        new TokenKernel(device, kernel, chunk_lens, sync, work, c, per_cu, local, barriers, spin_limit));
+        new TokenKernel(device, kernel, chunk_lens, sync, work, c, groups, local, barriers, spin_limit));
     token->clear();
     return token;
 }
 
 TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync,
-                         const WorkingBuffers& work, const Config& c, int groups_per_cu, int local_size,
+                         const WorkingBuffers& work, const Config& c, int groups, int local_size,
                          int barriers_per_position, cl_uint spin_limit)
     : device_(device),
       kernel_(std::move(kernel)),
@@ -157,11 +162,11 @@ TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_len
       vocab_(c.vocab_size),
       n_heads_(c.n_heads),
       barriers_per_position_(barriers_per_position),
-      groups_per_cu_(groups_per_cu),
+      groups_(groups),
       local_size_(local_size),
       spin_limit_(spin_limit) {}
 
-int TokenKernel::groups() const { return groups_per_cu_ * static_cast<int>(device_.info().compute_units); }
+int TokenKernel::groups() const { return groups_; }
 
 void TokenKernel::clear() {
     const std::array<cl_uint, 3> zero = {0, 0, 0};
@@ -180,8 +185,9 @@ bool TokenKernel::fewer_groups() {
     // the launch that gave up may have left attention's chunk counts (shared with the per-op attention)
     // part way.
     clear();
-    if (groups_per_cu_ == 1) return false;
-    groups_per_cu_ = 1;
+    const int one_per_compute_unit = static_cast<int>(device_.info().compute_units);
+    if (groups_ <= one_per_compute_unit) return false;
+    groups_ = one_per_compute_unit;
     return true;
 }
 

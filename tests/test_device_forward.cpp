@@ -2,6 +2,7 @@
 // finalize modes, every boundary against the CPU reference on awkward shapes, and the runtime's own
 // counters (host waits, bytes moved) per token.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "llamacl/device_forward.hpp"
 #include "llamacl/export.hpp"
+#include "llamacl/host_memory.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/sampler.hpp"
 #include "llamacl/synthetic.hpp"
@@ -474,8 +476,7 @@ std::optional<Device> open_cpu_device() {
 }  // namespace
 
 // On a CPU device the automatic schedule takes the token kernel (token_cpu.cl) with the shapes the device
-// takes for each format (cpu for floats, exact for Q8_0): one work-group of one work-item per compute
-// unit. A shape of wider work-groups runs per op and says why, and asking for the token schedule there
+// takes for each format (cpu for floats, exact for Q8_0): one work-group of one work-item per usable CPU. A shape of wider work-groups runs per op and says why, and asking for the token schedule there
 // is a clear error.
 TEST(TokenSchedule, CpuDevicesRunItWithTheirOwnShapes) {
     std::optional<Device> device = open_cpu_device();
@@ -486,8 +487,22 @@ TEST(TokenSchedule, CpuDevicesRunItWithTheirOwnShapes) {
         const Checkpoint model = with_weights(ck, weights);
         const DeviceForward automatic(*device, model, {});
         EXPECT_TRUE(automatic.token_schedule()) << automatic.per_op_reason();
-        EXPECT_EQ(automatic.token_groups(), static_cast<int>(device->info().compute_units));
+        EXPECT_EQ(automatic.token_groups(), std::min(static_cast<int>(device->info().compute_units), usable_cpus()));
     }
+    // A process that may run on one CPU (taskset) launches one work-group: two would spin at every barrier
+    // through each other's time slices.
+    cpu_set_t all, one;
+    ASSERT_EQ(::sched_getaffinity(0, sizeof all, &all), 0);
+    CPU_ZERO(&one);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+        if (CPU_ISSET(cpu, &all)) {
+            CPU_SET(cpu, &one);
+            break;
+        }
+    ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
+    const int groups = DeviceForward(*device, ck, {}).token_groups();
+    ASSERT_EQ(::sched_setaffinity(0, sizeof all, &all), 0);
+    EXPECT_EQ(groups, 1);
     DeviceOptions options;
     options.shape = parse_launch_shape("1x8", device->info());
     const DeviceForward wide(*device, ck, options);

@@ -1,14 +1,16 @@
 #pragma once
-// The token schedule: a whole token's forward pass as one launch of the token kernel (kernels/token.cl;
-// in greedy decoding several positions' in turn), for GPUs running small models, which the per-op
-// schedule's one command per step leaves bound by launch costs. Its work-groups meet at grid-wide barriers
-// between steps, which OpenCL does not promise to work: it needs every work-group running at once, and
-// memory scopes the device may not advertise. So it is only offered where it builds, launches no more
-// than two work-groups per compute unit (two where the compiler's registers can be capped for them, else
-// one where its registers allow no more), and gives up (instead of hanging) when a barrier is not
-// reached; the caller then tries one work-group per compute unit, and after that the per-op schedule for
-// good. Its arithmetic is the per-op kernels' (the same unit functions), so both schedules agree to
-// within the summation order of the row width each compiles for.
+// The token schedule: a whole token's forward pass as one launch of the token kernel (kernels/token.cl,
+// token_cpu.cl; in greedy decoding several positions' in turn), for models that the per-op schedule's one
+// command per step leaves bound by launch costs: small ones on GPUs, and any on PoCL, which pays several
+// microseconds between commands. Its work-groups meet at grid-wide barriers between steps, which OpenCL
+// does not promise to work: it needs every work-group running at once, and memory scopes the device may
+// not advertise. So it is only offered where it builds, launches no more than two work-groups per compute
+// unit on a GPU (two where the compiler's registers can be capped for them, else one where its registers
+// allow no more) and one per CPU this process may run on on a CPU, and gives up (instead of hanging) when
+// a barrier is not reached; the caller then tries one work-group per compute unit, and after that the
+// per-op schedule for good. Its arithmetic is the per-op kernels' (the same unit functions), so both
+// schedules agree to within the summation order of the row width each compiles for (on CPU shapes, bit
+// for bit).
 #include <memory>
 #include <string>
 
@@ -51,9 +53,9 @@ public:
     // Whether the mark says the kernel gave up at a barrier: `logits` is the read-back, vocab + 1 floats.
     static bool gave_up(const float* logits, int vocab) { return logits[vocab] != 0.0f; }
     // After giving up: the barrier, mark and counts cleared, and one work-group per compute unit from now
-    // on, or false when that is what gave up.
+    // on, or false when it had no more than that.
     bool fewer_groups();
-    // Work-groups of a launch: one or two per compute unit.
+    // Work-groups of a launch: one or two per compute unit on a GPU, one per usable CPU on a CPU.
     int groups() const;
     // Tests: the next `launches` launches give up, as if one of their work-groups had not run. Each of
     // their work-groups polls a barrier once before it gives up, so every one but the last to arrive does
@@ -62,7 +64,7 @@ public:
 
 private:
     TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, const WorkingBuffers& work,
-                const Config& config, int groups_per_cu, int local_size, int barriers_per_position,
+                const Config& config, int groups, int local_size, int barriers_per_position,
                 cl_uint spin_limit);
     void clear();  // zeroes the barrier's counts and flag, the give-up mark and attention's chunk counts
     void launch(int first, int count, bool greedy, int chosen_from, cl::Event* event);
@@ -75,7 +77,7 @@ private:
     cl::Buffer arrivals_;  // the working buffer's attention chunk counts
     int vocab_, n_heads_;
     int barriers_per_position_;  // the kernel's grid barriers in one position's forward pass
-    int groups_per_cu_, local_size_;
+    int groups_, local_size_;  // a launch's work-groups, and their size
     cl_uint spin_limit_;  // a barrier's polls before it gives up
     cl_uint sync_base_ = 0;  // the arrival count at the next launch's start
     int give_ups_ = 0;       // launches still to give up (give_up_next)
