@@ -178,4 +178,3 @@ __kernel void classifier(__global const float* x, __global const float* rms_weig
     __local float scratch[LOCAL];
     classifier_step(x, rms_weight, w, logits, xn, dim, rows, row_base, staged, staged_n, scratch);
 }
-
