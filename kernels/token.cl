@@ -11,10 +11,12 @@
 // (the per-op kernels' work-groups: row blocks, (head, chunk) pairs) are dealt out to the work-groups,
 // with a grid-wide barrier between steps.
 //
-// The model's shape is compiled in: DIM, KV_DIM, HIDDEN_DIM, N_LAYERS, N_HEADS, KV_MUL, SEQ_LEN, VOCAB,
-// and the distance in elements (the matrices' weight_t, the norms' and the cache's floats) between one
-// layer's tensor and the next in the stacked weight buffers (STRIDE_NORM, STRIDE_ATTN for wq and wo,
-// STRIDE_KV for wk and wv, STRIDE_FFN for w1, w2, w3) and in the KV cache (STRIDE_CACHE).
+// The model's shape is compiled in: DIM, KV_DIM, HIDDEN_DIM, N_LAYERS, N_HEADS, KV_MUL, VOCAB, and the
+// distance in elements (the matrices' weight_t, the norms' floats) between one layer's tensor and the
+// next in the stacked weight buffers (STRIDE_NORM, STRIDE_ATTN for wq and wo, STRIDE_KV for wk and wv,
+// STRIDE_FFN for w1, w2, w3). The positions the buffers hold (SEQ_LEN) and the distance between layers in
+// the KV cache (STRIDE_CACHE) are compiled in for GPUs; the CPU families take them as arguments
+// (seq_len, stride_cache), since they follow the run's length and PoCL takes seconds to build a program.
 #ifdef TOKEN_KERNEL
 #ifndef DEVICE_FENCES
 #error "the token kernel's grid barriers need DEVICE_FENCES (grid_sync.cl)"
@@ -33,7 +35,8 @@
         __global float* att_partial, volatile __global uint* att_arrivals, __global const float* rms_final,      \
         __global const weight_t* wcls, __global float* logits, __global int* tokens, __global int* argmax_partial, \
         __global const int* chunk_lens, int first, int count, int greedy, int chosen_from,                       \
-        volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged
+        volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged, int seq_len,     \
+        int stride_cache
 
 // sync[0] counts arrivals and only ever grows (wrapping at 2^32): the launch's barrier k is passed once it
 // reaches base + k * groups, base being the count the host expects at the launch's start. A work-group

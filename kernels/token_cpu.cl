@@ -23,14 +23,14 @@ __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
     uint barriers = 0;
     for (int pos = first; pos < first + count; pos++) {
         for (int l = 0; l < N_LAYERS; l++) {
-            __global float* keys = key_cache + (size_t)l * STRIDE_CACHE;
-            __global float* values = value_cache + (size_t)l * STRIDE_CACHE;
+            __global float* keys = key_cache + (size_t)l * stride_cache;
+            __global float* values = value_cache + (size_t)l * stride_cache;
             attn_qkv_rope_step(x, rms_att + (size_t)l * STRIDE_NORM, wq + (size_t)l * STRIDE_ATTN,
                                wk + (size_t)l * STRIDE_KV, wv + (size_t)l * STRIDE_KV, rope, q, keys, values, xn, DIM,
                                KV_DIM, HEAD_SIZE, pos, staged, STAGED_N(DIM), scratch);
             GRID_BARRIER();
             FOR_GROUP_UNITS(h, N_HEADS)
-            attention_head(h, q, keys, values, att, xb, N_HEADS, HEAD_SIZE, KV_DIM, KV_MUL, SEQ_LEN, pos);
+            attention_head(h, q, keys, values, att, xb, N_HEADS, HEAD_SIZE, KV_DIM, KV_MUL, seq_len, pos);
             GRID_BARRIER();
             matvec_residual_step(wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, STAGED_N(DIM), scratch);
             GRID_BARRIER();

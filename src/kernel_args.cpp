@@ -41,7 +41,8 @@ constexpr Names kForwardToken[] = {
     "w1",          "w2",           "w3",        "rope",       "key_cache",      "value_cache", "q",
     "xb",          "hb",           "att",       "xn",         "att_partial",    "att_arrivals", "rms_final",
     "wcls",        "logits",       "tokens",    "argmax_partial", "chunk_lens", "first",       "count",
-    "greedy",      "chosen_from",  "sync",      "sync_base",  "spin_limit",     "staged"};
+    "greedy",      "chosen_from",  "sync",      "sync_base",  "spin_limit",     "staged",      "seq_len",
+    "stride_cache"};
 
 }  // namespace
 

@@ -84,14 +84,16 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     const int local = kernels.shape().local_size;
     const int staged = staged_elements(c);
 
+    const bool gpu = kernels.shape().gpu_family();
+    // The model's shape, and for GPUs the run's positions (token.cl says why only there).
     const std::string model = " -DDIM=" + std::to_string(c.dim) + " -DKV_DIM=" + std::to_string(c.kv_dim()) +
                               " -DHIDDEN_DIM=" + std::to_string(c.hidden_dim) + " -DN_LAYERS=" +
                               std::to_string(c.n_layers) + " -DN_HEADS=" + std::to_string(c.n_heads) +
-                              " -DKV_MUL=" + std::to_string(c.kv_mul()) + " -DSEQ_LEN=" + std::to_string(c.seq_len) +
-                              " -DVOCAB=" + std::to_string(c.vocab_size) +
+                              " -DKV_MUL=" + std::to_string(c.kv_mul()) + " -DVOCAB=" + std::to_string(c.vocab_size) +
                               " -DSTRIDE_NORM=" + stride("rms_att") + " -DSTRIDE_ATTN=" + stride("wq") +
                               " -DSTRIDE_KV=" + stride("wk") + " -DSTRIDE_FFN=" + stride("w1") +
-                              " -DSTRIDE_CACHE=" + stride("key_cache");
+                              (gpu ? " -DSEQ_LEN=" + std::to_string(c.seq_len) + " -DSTRIDE_CACHE=" + stride("key_cache")
+                                   : "");
     // NVIDIA: unless capped, its compiler gives the kernel more than half a compute unit's registers, and
     // only one work-group per compute unit runs (CL_KERNEL_WORK_GROUP_SIZE does not show it: 256 either way).
     const std::string cap = register_cap_option(device.info(), kGroupsPerComputeUnit, local);
@@ -112,7 +114,6 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         why_not = "the token kernel's work-group of " + std::to_string(local) + " does not fit a compute unit";
         return nullptr;
     }
-    const bool gpu = kernels.shape().gpu_family();
     const int compute_units = static_cast<int>(device.info().compute_units);
     // CPU shapes: a work-group per CPU this process may run on, up to the compute units: two on one CPU
     // would wait out each other's time slices at every barrier.
@@ -139,7 +140,8 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         {"att_arrivals", work.att_arrivals}, {"rms_final", weights.rms_final()}, {"wcls", cls.weights},
         {"logits", work.logits}, {"tokens", work.tokens},        {"argmax_partial", work.argmax_partial},
         {"chunk_lens", chunk_lens}, {"sync", sync},              {"spin_limit", spin_limit},
-        {"staged", cl::Local(static_cast<std::size_t>(staged_input_bytes(kernels.weight_layout().format, staged)))}};
+        {"staged", cl::Local(static_cast<std::size_t>(staged_input_bytes(kernels.weight_layout().format, staged)))},
+        {"seq_len", c.seq_len}, {"stride_cache", static_cast<cl_int>(kv.all_keys().stride())}};
     for (const auto& [name, s] : stacks) args.emplace_back(name, s->whole());
     bind_args(kernel, signatures::forward_token, args);
     // token.cl's grid barriers: five a layer, token_cpu.cl's one more before the classifier.
