@@ -294,8 +294,10 @@ Outcome Ladder::device_facts() {
     std::string formats;
     for (ElementType type : f) formats += (formats.empty() ? "" : ", ") + std::string(element_name(type));
     Outcome out;
-    out.detail = c_version + "; weights: " + formats + "; device fences: " +
-                 (k.device_fences() ? "used" : k.shape().gpu_family() ? "not used" : "the token kernel's only (CPU shapes)") +
+    const char* fences = k.device_fences()    ? "used"
+                         : k.shape().gpu_family() ? "not used"
+                                                  : "the token kernel's only (CPU shapes)";
+    out.detail = c_version + "; weights: " + formats + "; device fences: " + fences +
                  "; fp16 (vload_half, core): " + (f16 ? "used" : "not used") + ", cl_khr_fp16 " +
                  yes_no(has_extension(extensions, "cl_khr_fp16")) + "; fp64: " +
                  (k.glibc_expf() ? "used (glibc's expf)" : "not used") + ", cl_khr_fp64 " +

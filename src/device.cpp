@@ -231,9 +231,8 @@ void ensure_pocl_cache_dir() {
 
 // PoCL's worker threads move between CPUs unless POCL_AFFINITY pins each to one. The CPU token kernel's
 // work-groups spin at its grid barriers, and two threads on one CPU wait out each other's time slices
-// (docs/benchmarks.md: stories260K 2.8-5.0 thousand tok/s unpinned, 12.1-12.9 pinned). PoCL pins to CPUs
-// 0 .. n-1 whatever this process's affinity mask says, so only where the mask holds every CPU; a
-// POCL_AFFINITY the user set is kept. Runs before the first OpenCL call.
+// (docs/benchmarks.md). PoCL pins to CPUs 0 .. n-1 whatever this process's affinity mask says, so only
+// where the mask holds every CPU; a POCL_AFFINITY the user set is kept. Runs before the first OpenCL call.
 void pin_pocl_threads() {
     if (every_cpu_usable()) ::setenv("POCL_AFFINITY", "1", 0);
 }

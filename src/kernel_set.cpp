@@ -36,6 +36,10 @@ int largest_power_of_two_at_most(std::size_t v) {
 
 std::size_t round_up(std::size_t v, std::size_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
+Error no_memory_scopes(const DeviceInfo& device) {
+    return Error(device.name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)");
+}
+
 }  // namespace
 
 std::string LaunchShape::describe() const {
@@ -172,13 +176,10 @@ cl::Program KernelSet::first_build() {
     // CPU shapes stay with OpenCL C 1.2: they split no work that would need fences, and the "exact" shape's
     // arithmetic is run.c's as that standard compiles it.
     if (shape_.gpu_family()) {
-        for (const char* standard : {"CL3.0", "CL2.0"}) {
-            try {
-                standard_ = standard;
-                return build_program(shape_.row_threads, kLongDotBatch, "");
-            } catch (const Error&) {
-                // A compiler without OpenCL C 2.0's memory scopes: try the next, then none.
-            }
+        try {
+            return build_with_scopes(shape_.row_threads, kLongDotBatch, "", standard_);
+        } catch (const Error&) {
+            // Without memory scopes: OpenCL C 1.2, and no device fences.
         }
     }
     standard_ = "CL1.2";
@@ -201,21 +202,28 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                  standard);
 }
 
+cl::Program KernelSet::build_with_scopes(int row_threads, int dot_batch, const std::string& extra,
+                                         std::string& standard) const {
+    for (const char* tried : {"CL3.0", "CL2.0"}) {
+        try {
+            cl::Program program = build_program(row_threads, dot_batch, extra, tried);
+            standard = tried;
+            return program;
+        } catch (const Error&) {
+            // A compiler without OpenCL C 2.0's memory scopes: try the next.
+        }
+    }
+    throw no_memory_scopes(device_.info());
+}
+
 cl::Program KernelSet::token_program(const std::string& model_options, int longest_row, int dim) const {
-    const std::string no_fences = device_.info().name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)";
     if (!shape_.gpu_family()) {
         // CPU shapes: their own build is OpenCL C 1.2 (first_build); the token kernel's needs the scopes of
         // its grid barrier, and its steps are the per-op kernels' (one work-item a row, no batch).
-        for (const char* standard : {"CL3.0", "CL2.0"}) {
-            try {
-                return build_program(shape_.row_threads, kLongDotBatch, " -DTOKEN_KERNEL" + model_options, standard);
-            } catch (const Error&) {
-                // A compiler without OpenCL C 2.0's memory scopes: try the next.
-            }
-        }
-        throw Error(no_fences);
+        std::string standard;
+        return build_with_scopes(shape_.row_threads, kLongDotBatch, " -DTOKEN_KERNEL" + model_options, standard);
     }
-    if (!device_fences()) throw Error(no_fences);
+    if (!device_fences()) throw no_memory_scopes(device_.info());
     // One build serves every step, so one row width and one batch: 32 work-items per row and the batch
     // of the longest rows (w2's; docs/benchmarks.md). But no shorter than a row of
     // dim elements takes a work-item, up to the long batch: a unit issues its first batch before the step's

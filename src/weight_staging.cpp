@@ -143,7 +143,8 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
             std::vector<const std::byte*> parts;
             for (int l = 0; l < c.n_layers; ++l)
                 parts.push_back(static_cast<const std::byte*>((ck.layer(l).*t.host).values));
-            if (readable_in_place(ck.layer(0).*t.host) && (!stacked || LayerStack::contiguous(parts, on_device.bytes()))) {
+            const bool wrappable = !stacked || LayerStack::contiguous(parts, on_device.bytes());
+            if (readable_in_place(ck.layer(0).*t.host) && wrappable) {
                 stacks_.push_back(
                     LayerStack::wrap(device, parts, on_device.elements, on_device.element_bytes, stacked, t.name));
                 continue;

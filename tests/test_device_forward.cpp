@@ -476,8 +476,9 @@ std::optional<Device> open_cpu_device() {
 }  // namespace
 
 // On a CPU device the automatic schedule takes the token kernel (token_cpu.cl) with the shapes the device
-// takes for each format (cpu for floats, exact for Q8_0): one work-group of one work-item per usable CPU. A shape of wider work-groups runs per op and says why, and asking for the token schedule there
-// is a clear error.
+// takes for each format (cpu for floats, exact for Q8_0): one work-group of one work-item per usable CPU.
+// A shape of wider work-groups runs per op and says why, and asking for the token schedule there is a
+// clear error.
 TEST(TokenSchedule, CpuDevicesRunItWithTheirOwnShapes) {
     std::optional<Device> device = open_cpu_device();
     if (!device) GTEST_SKIP() << "no CPU OpenCL device";
@@ -587,10 +588,10 @@ TEST(TokenSchedule, TheStagedInputIsSizedByTheWeightsFormat) {
 class DeviceGreedy : public ::testing::TestWithParam<std::optional<ElementType>> {};
 
 // Greedy decoding on the device (GreedyDecoder, kernels/greedy.cl) picks the tokens the host's argmax of
-// forward()'s logits picks, the prompt's tokens forced, for every schedule and shape the device runs
-// (per op and, where it runs, the token kernel; PoCL's own shapes and the GPU shape). A decoding abandoned with positions
-// still in flight (a generation stopping at BOS) leaves nothing that changes the next one; an unshared
-// classifier (no embedding table on the device) has no device decoding.
+// forward()'s logits picks, the prompt's tokens forced, for every schedule and shape the device runs (per
+// op and, where it runs, the token kernel; PoCL's own shapes and the GPU shape). A decoding abandoned with
+// positions still in flight (a generation stopping at BOS) leaves nothing that changes the next one; an
+// unshared classifier (no embedding table on the device) has no device decoding.
 TEST_P(DeviceGreedy, PicksTheTokensOfTheHostsArgmax) {
     Device device = open_test_device();
     TempDir dir;

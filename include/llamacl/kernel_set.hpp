@@ -265,6 +265,10 @@ private:
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra,
                               const std::string& standard) const;
+    // The build as the first of OpenCL C 3.0 and 2.0 the compiler takes (their memory scopes give device
+    // fences), that standard left in `standard`; Error where it takes neither.
+    cl::Program build_with_scopes(int row_threads, int dot_batch, const std::string& extra,
+                                  std::string& standard) const;
     Range rows(int rows, int row_threads) const;
 
     // The compute capability of NVIDIA's first GPUs with TF32 and m16n8k32 int8 tensor cores (Ampere).
