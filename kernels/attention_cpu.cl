@@ -13,7 +13,7 @@ inline float key_dot(__global const float* k, __global const float* q, int n) {
 #define key_dot(k, q, n) partial_dot_floats(k, q, n)  // the keys are floats whatever the weights are
 #endif
 
-#if SHAPE_FAMILY == SHAPE_EXACT
+#if SHAPE_FAMILY != SHAPE_GPU
 // The scores of the 16 positions whose keys start at k, kv_dim floats apart: a lane each, every one
 // summed in run.c's order (key_dot's), over the n elements of the head's query q.
 inline floatw key_dots16(__global const float* k, __global const float* q, int n, int kv_dim) {
@@ -29,33 +29,66 @@ inline floatw key_dots16(__global const float* k, __global const float* q, int n
 }
 #endif
 
+#if SHAPE_FAMILY == SHAPE_CPU
+// Softmax of a[0..n) on the "cpu" shape, 16 scores at a time: the maximum and the quotients are exact in any
+// order; the sum adds lane by lane and then across the lanes, so it differs from run.c's in the last bits.
+inline void softmax_scores(__global float* a, int n) {
+    int t = 0;
+    floatw max_w = (floatw)(-INFINITY);
+    for (; t + 16 <= n; t += 16) max_w = fmax(max_w, vloadw(a + t));
+    const float8 max8 = fmax(max_w.lo, max_w.hi);
+    const float4 max4 = fmax(max8.lo, max8.hi);
+    float max_val = fmax(fmax(max4.x, max4.y), fmax(max4.z, max4.w));
+    for (; t < n; t++) max_val = a[t] > max_val ? a[t] : max_val;
+    floatw sum_w = 0.0f;
+    for (t = 0; t + 16 <= n; t += 16) {
+        const floatw e = exp(vloadw(a + t) - max_val);
+        vstorew(e, a + t);
+        sum_w += e;
+    }
+    float sum = hsum(sum_w);
+    for (; t < n; t++) {
+        a[t] = model_exp(a[t] - max_val);
+        sum += a[t];
+    }
+    for (t = 0; t + 16 <= n; t += 16) vstorew(vloadw(a + t) / sum, a + t);
+    for (; t < n; t++) a[t] /= sum;
+}
+#else
+// run.c's softmax of a[0..n).
+inline void softmax_scores(__global float* a, int n) {
+    float max_val = a[0];
+    for (int t = 1; t < n; t++) max_val = a[t] > max_val ? a[t] : max_val;
+    float sum = 0.0f;
+    for (int t = 0; t < n; t++) {
+        a[t] = model_exp(a[t] - max_val);
+        sum += a[t];
+    }
+    for (int t = 0; t < n; t++) a[t] /= sum;
+}
+#endif
+
 UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const float* key_cache,
                                   __global const float* value_cache, __global float* att, __global float* out,
                                   int n_heads, int head_size, int kv_dim, int kv_mul, int seq_len, int pos) {
     const float scale = sqrt((float)head_size);
-    // CPU shapes: one work-item per head running run.c's loops. Every output element sums its terms in
-    // run.c's order (the "exact" shape is bit-identical to it); the scores' dot products are the rows'
-    // (key_dot), float16 steps on the "cpu" shape and 16 positions at a time on the exact one, and their
-    // weighted sum takes 16 elements of the output at a time over the positions, in registers rather than
-    // through global memory.
+    // CPU shapes: one work-item per head running run.c's loops. The scores' dot products are the rows'
+    // (key_dot: float16 steps on the "cpu" shape), or 16 positions at a time in run.c's order on the exact
+    // shape and for heads shorter than 16 on the "cpu" one; the weighted sum takes 16 (then 8) elements of
+    // the output at a time over the positions, each in run.c's order, in registers rather than through
+    // global memory. Only the exact shape is bit-identical to run.c.
     if (h >= n_heads) return;
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
     int t = 0;
-#if SHAPE_FAMILY == SHAPE_EXACT
-    for (; t + 16 <= pos + 1; t += 16)
+#if SHAPE_FAMILY != SHAPE_GPU
+    const bool by_positions = SHAPE_FAMILY == SHAPE_EXACT || head_size < 16;
+    for (; by_positions && t + 16 <= pos + 1; t += 16)
         vstorew(key_dots16(key_cache + (size_t)t * kv_dim + kv_off, qh, head_size, kv_dim) / scale, a + t);
 #endif
     for (; t <= pos; t++) a[t] = key_dot(key_cache + (size_t)t * kv_dim + kv_off, qh, head_size) / scale;
-    float max_val = a[0];
-    for (int t = 1; t <= pos; t++) max_val = a[t] > max_val ? a[t] : max_val;
-    float sum = 0.0f;
-    for (int t = 0; t <= pos; t++) {
-        a[t] = model_exp(a[t] - max_val);
-        sum += a[t];
-    }
-    for (int t = 0; t <= pos; t++) a[t] /= sum;
+    softmax_scores(a, pos + 1);
     __global float* o = out + h * head_size;
     __global const float* v = value_cache + kv_off;
     int i = 0;
@@ -64,6 +97,11 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
         floatw acc = 0.0f;
         for (int t = 0; t <= pos; t++) acc += a[t] * vloadw(v + (size_t)t * kv_dim + i);
         vstorew(acc, o + i);
+    }
+    for (; i + 8 <= head_size; i += 8) {
+        float8 acc = 0.0f;
+        for (int t = 0; t <= pos; t++) acc += a[t] * vload8(0, v + (size_t)t * kv_dim + i);
+        vstore8(acc, 0, o + i);
     }
 #endif
     for (; i < head_size; i++) {
