@@ -333,7 +333,7 @@ GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int co
     };
     const GemmTile* most = &kGemmTiles[0];
     for (const GemmTile& t : kGemmTiles) {
-        if (groups(t) >= compute_units) return t;
+        if (groups(t) * 10 >= static_cast<std::int64_t>(compute_units) * 7) return t;
         if (groups(t) > groups(*most)) most = &t;
     }
     return *most;
