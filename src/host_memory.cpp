@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -55,12 +56,45 @@ std::uint64_t address_space_left_bytes() {
 
 std::uint64_t allocatable_host_bytes() { return std::min(address_space_left_bytes(), available_host_memory_bytes()); }
 
-int usable_cpus() {
+int cpus_of_quota(long long quota, long long period) {
+    if (quota <= 0 || period <= 0) return 0;
+    return static_cast<int>(std::min<long long>((quota + period - 1) / period, std::numeric_limits<int>::max()));
+}
+
+namespace {
+
+// The CPUs of the affinity mask.
+int affinity_cpus() {
     cpu_set_t set;
     if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-bool every_cpu_usable() { return usable_cpus() >= sysconf(_SC_NPROCESSORS_ONLN); }
+// The CPUs the container's CPU bandwidth limit allows (cgroup v2's cpu.max "QUOTA PERIOD" or "max
+// PERIOD", else v1's cfs_quota_us, -1 for none, and cfs_period_us), 0 with no limit.
+int quota_cpus() {
+    if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2) {
+        std::string quota;
+        long long period = 0;
+        if (!(v2 >> quota >> period) || quota == "max") return 0;
+        try {
+            return cpus_of_quota(std::stoll(quota), period);
+        } catch (const std::exception&) {
+            return 0;
+        }
+    }
+    std::ifstream quota_in("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), period_in("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+    long long quota = 0, period = 0;
+    return quota_in >> quota && period_in >> period ? cpus_of_quota(quota, period) : 0;
+}
+
+}  // namespace
+
+int usable_cpus() {
+    const int affinity = affinity_cpus(), quota = quota_cpus();
+    return quota > 0 ? std::min(affinity, quota) : affinity;
+}
+
+bool every_cpu_usable() { return affinity_cpus() >= sysconf(_SC_NPROCESSORS_ONLN); }
 
 }  // namespace llamacl

@@ -1,5 +1,6 @@
 // The CPU reference's threads (row_shares.hpp): every row in exactly one share, shares starting on the
-// alignment, a few shares per usable CPU, and small work kept on the calling thread.
+// alignment, a few shares per usable CPU, and small work kept on the calling thread; the usable CPUs
+// within the affinity mask and a container's CPU quota.
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -8,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "llamacl/host_memory.hpp"
 #include "llamacl/row_shares.hpp"
 
 using namespace llamacl;
@@ -62,4 +64,22 @@ TEST(RowShares, CallersOnSeveralThreadsEachGetTheirRows) {
     for (std::thread& t : callers) t.join();
     for (int c = 0; c < 4; ++c)
         for (int i = 0; i < kRows; ++i) ASSERT_EQ(outs[static_cast<std::size_t>(c)][static_cast<std::size_t>(i)], 50);
+}
+
+// A CPU quota allows its quota over its period, rounded up (1.5 CPUs: two threads may run); -1 (cgroup
+// v1's "no limit") or a missing period allows any number.
+TEST(UsableCpus, AQuotaAllowsItsCpusRoundedUp) {
+    EXPECT_EQ(cpus_of_quota(100000, 100000), 1);
+    EXPECT_EQ(cpus_of_quota(150000, 100000), 2);
+    EXPECT_EQ(cpus_of_quota(50000, 100000), 1);
+    EXPECT_EQ(cpus_of_quota(800000, 100000), 8);
+    EXPECT_EQ(cpus_of_quota(-1, 100000), 0);
+    EXPECT_EQ(cpus_of_quota(100000, 0), 0);
+}
+
+TEST(UsableCpus, NoMoreThanTheAffinityMaskHolds) {
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    EXPECT_GE(usable_cpus(), 1);
+    EXPECT_LE(usable_cpus(), CPU_COUNT(&set));
 }

@@ -15,9 +15,13 @@ std::uint64_t address_space_left_bytes();
 // What this process can still allocate and touch: the smaller of the two above.
 std::uint64_t allocatable_host_bytes();
 
-// The CPUs this process may run on (taskset, a container's cpuset), as OpenMP counts them.
+// The CPUs this process may run on (taskset, a container's cpuset), as OpenMP counts them, and no more
+// than a container's CPU quota allows (threads beyond it would wait out each other's time slices).
 int usable_cpus();
-// Whether this process may run on every online CPU.
+// Whether the affinity mask holds every online CPU (whatever a quota allows).
 bool every_cpu_usable();
+// Whole CPUs a CPU bandwidth limit of `quota` µs each `period` µs allows, rounded up; 0 where there is
+// no limit (a quota of -1).
+int cpus_of_quota(long long quota, long long period);
 
 }  // namespace llamacl
