@@ -327,13 +327,13 @@ int gemm_blocks(std::initializer_list<int> row_extents, int block_rows) {
     return blocks;
 }
 
-GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units) {
+GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units, int share_percent) {
     const auto groups = [&](const GemmTile& t) {
         return static_cast<std::int64_t>(gemm_blocks(row_extents, t.rows)) * ((positions + t.positions - 1) / t.positions);
     };
     const GemmTile* most = &kGemmTiles[0];
     for (const GemmTile& t : kGemmTiles) {
-        if (groups(t) * 10 >= static_cast<std::int64_t>(compute_units) * 7) return t;
+        if (groups(t) * 100 >= static_cast<std::int64_t>(compute_units) * share_percent) return t;
         if (groups(t) > groups(*most)) most = &t;
     }
     return *most;
@@ -348,7 +348,8 @@ KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_ext
         return {&gemm_builds_.at(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
     const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_q8.cl's portable tile)
                             : tile_asked         ? *tile_asked
-                                                 : gemm_tile(row_extents, positions, static_cast<int>(compute_units_));
+                                                 : gemm_tile(row_extents, positions, static_cast<int>(compute_units_),
+                                                             tensor_cores_ ? kTensorCoreTileShare : 100);
     GemmBuild& build = gemm_build(wanted);
     const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, build.tile.rows));
     const std::size_t position_tiles =

@@ -170,20 +170,22 @@ TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {
     EXPECT_EQ(max_attention_chunks(Config{512, 100, 1, 8, 8, 100, beyond, true}), KernelSet::kMaxAttentionChunks + 1);
 }
 
-// The rule that chooses a GEMM's tile: the largest that gives at least 70 % of the compute units (132 in
-// these cases, so 93 work-groups) a work-group, else the one with the most work-groups; blocks per matrix,
-// each matrix's rows rounded up.
-TEST(GemmTile, LargestTileThatGivesMostComputeUnitsAWorkGroup) {
+// The rule that chooses a GEMM's tile: the largest that gives at least the share asked of the compute
+// units (132 in these cases: 93 work-groups for 70 %) a work-group, else the one with the most
+// work-groups; blocks per matrix, each matrix's rows rounded up.
+TEST(GemmTile, LargestTileThatGivesTheShareOfComputeUnitsAWorkGroup) {
     EXPECT_EQ(gemm_blocks({2048, 512, 512}, 128), 24);
     EXPECT_EQ(gemm_blocks({288, 288, 288}, 128), 9);  // 3 blocks each, the last of each part-filled
-    EXPECT_EQ(gemm_tile({2 * 8192}, 512, 132), (GemmTile{128, 128}));      // 1B's gate_up: 512 groups
-    EXPECT_EQ(gemm_tile({2048, 512, 512}, 512, 132), (GemmTile{128, 128}));  // 1B's qkv: 96
-    EXPECT_EQ(gemm_tile({2048}, 512, 132), (GemmTile{128, 64}));            // 1B's wo: 64, then 128
-    EXPECT_EQ(gemm_tile({2048}, 256, 132), (GemmTile{64, 64}));             // 32, 64, then 128
-    EXPECT_EQ(gemm_tile({2048}, 512, 200), (GemmTile{64, 64}));             // 128 < 140, then 256
-    EXPECT_EQ(gemm_tile({768}, 512, 132), (GemmTile{64, 64}));              // 110M's wo: 24, 48, then 96
-    EXPECT_EQ(gemm_tile({768}, 64, 132), (GemmTile{64, 64}));               // 12 at most: the most
-    EXPECT_EQ(gemm_tile({5}, 1, 132), (GemmTile{128, 128}));                // one group whichever: the largest
+    const int tc = kTensorCoreTileShare;
+    EXPECT_EQ(gemm_tile({2 * 8192}, 512, 132, tc), (GemmTile{128, 128}));      // 1B's gate_up: 512 groups
+    EXPECT_EQ(gemm_tile({2048, 512, 512}, 512, 132, tc), (GemmTile{128, 128}));  // 1B's qkv: 96
+    EXPECT_EQ(gemm_tile({2048, 512, 512}, 512, 132, 100), (GemmTile{128, 64})); // 96, then 192
+    EXPECT_EQ(gemm_tile({2048}, 512, 132, tc), (GemmTile{128, 64}));            // 1B's wo: 64, then 128
+    EXPECT_EQ(gemm_tile({2048}, 512, 132, 100), (GemmTile{64, 64}));            // 64, 128, then 256
+    EXPECT_EQ(gemm_tile({2048}, 256, 132, tc), (GemmTile{64, 64}));             // 32, 64, then 128
+    EXPECT_EQ(gemm_tile({768}, 512, 132, tc), (GemmTile{64, 64}));              // 110M's wo: 24, 48, then 96
+    EXPECT_EQ(gemm_tile({768}, 64, 132, 100), (GemmTile{64, 64}));              // 6, 6, 12: the most
+    EXPECT_EQ(gemm_tile({5}, 1, 132, 100), (GemmTile{128, 128}));                // one group whichever: the largest
 }
 
 // A tile the device cannot run (its compiler refuses the build, or its work-group is beyond the device's

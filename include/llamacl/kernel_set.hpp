@@ -115,9 +115,12 @@ inline constexpr GemmTile kOwnGemmTile = {64, 64};
 // Blocks of `block_rows` rows a product over matrices of `row_extents` rows takes (KernelSet::gemm).
 int gemm_blocks(std::initializer_list<int> row_extents, int block_rows);
 // The tile for such a product of `positions` positions on a device of `compute_units`: the largest tile
-// that gives at least 70 % of the compute units a work-group (a larger tile does more work per byte it
-// moves, enough to leave the rest idle), else the one with the most work-groups.
-GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units);
+// that gives at least `share_percent` of the compute units a work-group, else the one with the most
+// work-groups.
+GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units, int share_percent);
+// That share on tensor cores: a larger tile moves fewer bytes per multiply-add, worth leaving a few
+// compute units idle. The portable GEMM, bound by its SIMT multiply-adds, asks for every one (100).
+constexpr int kTensorCoreTileShare = 70;
 
 // Whether prefill's GEMMs run on tensor cores (kernels/tensor_cores.cl): where the device has them, never
 // (the portable path everywhere), or emulated (tests: the tensor-core kernels on any device, the
