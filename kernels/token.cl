@@ -26,16 +26,16 @@
 
 // forward_token's parameters, the same for every family (the host binds them by name: kernel_args.cpp); a
 // family uses those it needs.
-#define FORWARD_TOKEN_PARAMETERS                                                                                 \
-    __global float* x, __global const float* rms_att, __global const weight_t* wq, __global const weight_t* wk,  \
-        __global const weight_t* wv, __global const weight_t* wo, __global const float* rms_ffn,                 \
-        __global const weight_t* w1, __global const weight_t* w2, __global const weight_t* w3,                   \
-        __global const float* rope, __global float* key_cache, __global float* value_cache, __global float* q,   \
-        __global float* xb, __global float* hb, __global float* att, __global float* xn,                          \
-        __global float* att_partial, volatile __global uint* att_arrivals, __global const float* rms_final,      \
+#define FORWARD_TOKEN_PARAMETERS                                                                                   \
+    __global float* x, __global const float* rms_att, __global const weight_t* wq, __global const weight_t* wk,    \
+        __global const weight_t* wv, __global const weight_t* wo, __global const float* rms_ffn,                   \
+        __global const weight_t* w1, __global const weight_t* w2, __global const weight_t* w3,                     \
+        __global const float* rope, __global float* key_cache, __global float* value_cache, __global float* q,     \
+        __global float* xb, __global float* hb, __global float* att, __global float* xn,                           \
+        __global float* att_partial, volatile __global uint* att_arrivals, __global const float* rms_final,        \
         __global const weight_t* wcls, __global float* logits, __global int* tokens, __global int* argmax_partial, \
-        __global const int* chunk_lens, int first, int count, int greedy, int chosen_from,                       \
-        volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged, int seq_len,     \
+        __global const int* chunk_lens, int first, int count, int greedy, int chosen_from,                         \
+        volatile __global uint* sync, uint sync_base, uint spin_limit, __local float* staged, int seq_len,         \
         int stride_cache
 
 // sync[0] counts arrivals and only ever grows (wrapping at 2^32): the launch's barrier k is passed once it

@@ -1,8 +1,8 @@
 // The CPU families' token kernel (token.cl has the grid barrier): the per-op kernels' steps in one launch
 // of one work-group of one work-item per CPU the process may run on (the host's choice, at most one per
 // compute unit), each taking its share of every step's rows as it does in its own kernel, with a grid
-// barrier between steps. Each step is the per-op kernel's body, so the
-// logits are the per-op schedule's bit for bit; what goes is PoCL's time between commands.
+// barrier between steps. Each step is the per-op kernel's body, so the logits are the per-op schedule's
+// bit for bit; what goes is PoCL's time between commands.
 #if defined(TOKEN_KERNEL) && SHAPE_FAMILY != SHAPE_GPU
 #if LOCAL != 1
 #error "the CPU families' token kernel runs work-groups of one work-item"

@@ -5,10 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <exception>
+#include <charconv>
 #include <fstream>
 #include <limits>
 #include <string>
+#include <system_error>
 #include <thread>
 
 namespace llamacl {
@@ -70,22 +71,20 @@ int affinity_cpus() {
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// The CPUs the container's CPU bandwidth limit allows (cgroup v2's cpu.max "QUOTA PERIOD" or "max
-// PERIOD", else v1's cfs_quota_us, -1 for none, and cfs_period_us), 0 with no limit.
+// The CPUs the container's CPU bandwidth limit allows, 0 with no limit: cgroup v2's cpu.max ("QUOTA
+// PERIOD", QUOTA "max" for none), else v1's cfs_quota_us (-1 for none) and cfs_period_us.
 int quota_cpus() {
+    std::string quota;
+    long long period = 0;
     if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2) {
-        std::string quota;
-        long long period = 0;
-        if (!(v2 >> quota >> period) || quota == "max") return 0;
-        try {
-            return cpus_of_quota(std::stoll(quota), period);
-        } catch (const std::exception&) {
-            return 0;
-        }
+        if (!(v2 >> quota >> period)) return 0;
+    } else {
+        std::ifstream quota_in("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), period_in("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+        if (!(quota_in >> quota && period_in >> period)) return 0;
     }
-    std::ifstream quota_in("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), period_in("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
-    long long quota = 0, period = 0;
-    return quota_in >> quota && period_in >> period ? cpus_of_quota(quota, period) : 0;
+    long long q = 0;  // "max" is not a number: no limit
+    const auto [end, ec] = std::from_chars(quota.data(), quota.data() + quota.size(), q);
+    return ec == std::errc{} && end == quota.data() + quota.size() ? cpus_of_quota(q, period) : 0;
 }
 
 }  // namespace

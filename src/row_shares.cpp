@@ -39,11 +39,12 @@ void wait_while_equal(const std::atomic<T>& flag, T value) {
 }
 
 // One worker per usable CPU (more only wait for each other) but the caller's, started on first use and
-// joined at exit. A round is a generation: the caller publishes the task, opens `state_` and bumps `generation_`. Part p (the caller
-// is part 0, worker i part i) owns an even share of the blocks and claims it in chunks from its counter,
-// front to back, then claims what is left of the other parts' shares: a worker the machine has not
-// scheduled leaves its share to the others instead of holding the round up. The caller then closes the
-// round and waits for the workers that joined it to leave: only then may the task go out of scope.
+// joined at exit. A round is a generation: the caller publishes the task, opens `state_` and bumps
+// `generation_`. Part p (the caller is part 0, worker i part i) owns an even share of the blocks and
+// claims it in chunks from its counter, front to back, then claims what is left of the other parts'
+// shares: a worker the machine has not scheduled leaves its share to the others instead of holding the
+// round up. The caller then closes the round and waits for the workers that joined it to leave: only
+// then may the task go out of scope.
 class Workers {
 public:
     static Workers& get() {
