@@ -75,8 +75,8 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
     // CPU shapes: one work-item per head running run.c's loops. The scores' dot products are the rows'
     // (key_dot: float16 steps on the "cpu" shape), or 16 positions at a time in run.c's order on the exact
     // shape and for heads shorter than 16 on the "cpu" one; the weighted sum takes 16 (then 8) elements of
-    // the output at a time over the positions, each in run.c's order, in registers rather than through
-    // global memory. Only the exact shape is bit-identical to run.c.
+    // the output at a time over the positions, in registers rather than through global memory, each in
+    // run.c's order on the exact shape. Only the exact shape is bit-identical to run.c.
     if (h >= n_heads) return;
     __global const float* qh = q + h * head_size;
     __global float* a = att + (size_t)h * seq_len;
@@ -92,7 +92,34 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
     __global float* o = out + h * head_size;
     __global const float* v = value_cache + kv_off;
     int i = 0;
-#if SHAPE_FAMILY != SHAPE_GPU
+#if SHAPE_FAMILY == SHAPE_CPU
+    // Each element's terms in two chains, the even positions' and the odd ones', added at the end, so that
+    // one add's latency does not pace the positions; 8 elements take two positions a float16.
+    for (; i + 16 <= head_size; i += 16) {
+        floatw even = 0.0f, odd = 0.0f;
+        int t = 0;
+        for (; t + 1 <= pos; t += 2) {
+            even += a[t] * vloadw(v + (size_t)t * kv_dim + i);
+            odd += a[t + 1] * vloadw(v + (size_t)(t + 1) * kv_dim + i);
+        }
+        if (t <= pos) even += a[t] * vloadw(v + (size_t)t * kv_dim + i);
+        vstorew(even + odd, o + i);
+    }
+    for (; i + 8 <= head_size; i += 8) {
+        float16 even = 0.0f, odd = 0.0f;
+        int t = 0;
+        for (; t + 3 <= pos; t += 4) {
+            __global const float* vt = v + (size_t)t * kv_dim + i;
+            even += (float16)((float8)a[t], (float8)a[t + 1]) * (float16)(vload8(0, vt), vload8(0, vt + kv_dim));
+            odd += (float16)((float8)a[t + 2], (float8)a[t + 3]) *
+                   (float16)(vload8(0, vt + 2 * kv_dim), vload8(0, vt + 3 * kv_dim));
+        }
+        const float16 pairs = even + odd;
+        float8 acc = pairs.lo + pairs.hi;
+        for (; t <= pos; t++) acc += a[t] * vload8(0, v + (size_t)t * kv_dim + i);
+        vstore8(acc, 0, o + i);
+    }
+#elif SHAPE_FAMILY == SHAPE_EXACT
     for (; i + 16 <= head_size; i += 16) {
         floatw acc = 0.0f;
         for (int t = 0; t <= pos; t++) acc += a[t] * vloadw(v + (size_t)t * kv_dim + i);
