@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
@@ -12,10 +13,20 @@ namespace llamacl {
 
 namespace {
 
-cl::Program copy_program(const Device& device) {
+std::string embedded_source(std::string_view file) {
     for (const EmbeddedKernel& k : embedded_kernels())
-        if (k.file == "copy.cl") return device.build_program_from_source(std::string(k.source), "");
-    throw Error("kernels/copy.cl is not embedded in this build");
+        if (k.file == file) return std::string(k.source);
+    throw Error("kernels/" + std::string(file) + " is not embedded in this build");
+}
+
+cl::Program copy_program(const Device& device) {
+    return device.build_program_from_source(embedded_source("copy.cl"), "");
+}
+
+// copy.cl's tensor-core probes, with the instructions before them (GEMM_MMA: kernels/tensor_cores.cl).
+cl::Program mma_program(const Device& device) {
+    return device.build_program_from_source(embedded_source("tensor_cores.cl") + embedded_source("copy.cl"),
+                                            "-DGEMM_MMA -DMMA_PROBE");
 }
 
 cl::CommandQueue profiling_queue(const Device& device) {
@@ -106,6 +117,25 @@ double measure_fma_gflops(const Device& device, int reps) {
         queue.enqueueNDRangeKernel(fma, cl::NullRange, cl::NDRange(items), cl::NullRange, nullptr, event);
     });
     return 2.0 * kChains * kWidth * kSteps * static_cast<double>(items) / s / 1e9;
+}
+
+double measure_mma_gops(const Device& device, MmaOperands operands, int reps) {
+    // As the FMA probe: 32 warps for every compute unit, each long enough that launching is noise.
+    constexpr int kChains = 8, kWarp = 32, kSteps = 4096;  // MMA_CHAINS, steps
+    const bool int8 = operands == MmaOperands::int8;
+    const double multiply_adds = int8 ? 16 * 8 * 32 : 16 * 8 * 8;  // an instruction's, a warp's
+    const std::size_t items = static_cast<std::size_t>(device.info().compute_units) * 1024;
+    cl::CommandQueue queue = profiling_queue(device);
+    cl::Buffer out = device.allocate(items * sizeof(float), "tensor-core throughput probe");
+    cl::Kernel mma(mma_program(device), int8 ? "mma_s8" : "mma_tf32");
+    mma.setArg(0, out);
+    mma.setArg(1, int8 ? 0x01010101u : 0x3f800000u);  // ones
+    mma.setArg(2, int8 ? 0x01010101u : 0x3a800000u);  // ones; 2^-10
+    mma.setArg(3, kSteps);
+    const double s = best_seconds(queue, reps, [&](cl::Event* event) {
+        queue.enqueueNDRangeKernel(mma, cl::NullRange, cl::NDRange(items), cl::NDRange(256), nullptr, event);
+    });
+    return 2.0 * multiply_adds * kChains * kSteps * static_cast<double>(items / kWarp) / s / 1e9;
 }
 
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps) {

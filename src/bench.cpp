@@ -135,6 +135,8 @@ void time_prefill(DeviceForward& model, const BenchOptions& o, BenchResult& r, c
     r.prompt_tok_s = median(r.run_prompt_tok_s);
     r.prompt_gflops = prefill_flops(r.config, r.prompt) * r.prompt_tok_s / r.prompt / 1e9;
     r.prompt_fma_pct = r.prompt_gflops / r.device_fma_gflops * 100;
+    if (r.prompt_tensor_cores)
+        r.prompt_mma_pct = r.prompt_gflops * tensor_core_products(r.config.weight_format.type) / r.device_mma_gops * 100;
     if (o.profile) {
         const double timed = static_cast<double>(o.runs) * r.prompt;
         r.prompt_profiled_ms_per_token = total_s * 1e3 / timed;
@@ -165,6 +167,14 @@ double prefill_flops(const Config& c, int prompt) {
     const double layer_params = 2 * dim * dim + 2 * dim * kv + 3 * dim * hidden;  // wq, wo; wk, wv; w1, w2, w3
     const double attention = 4 * dim * n * (n + 1) / 2;                          // positions 0..p for each p
     return c.n_layers * (2 * layer_params * n + attention) + 2.0 * c.vocab_size * dim;
+}
+
+int tensor_core_products(ElementType weights) {
+    switch (weights) {
+        case ElementType::q8_0: return 1;
+        case ElementType::f16: return 2;
+        default: return 3;
+    }
 }
 
 double prefill_bytes(const Config& c, int prompt, int batch) {
@@ -274,6 +284,11 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
         r.prompt_tensor_cores = model.tensor_cores();
+        if (r.prompt > 0 && r.prompt_tensor_cores) {
+            progress.update("bench: measuring the tensor cores' throughput");
+            r.device_mma_gops = measure_mma_gops(
+                device, c.weight_format.type == ElementType::q8_0 ? MmaOperands::int8 : MmaOperands::tf32, o.probe_reps);
+        }
         if (r.prompt > 0) time_prefill(model, o, r, progress);
         time_decode(model, o, r, progress);
         // After the runs: the token kernel may have given up during them and left the rest per op.

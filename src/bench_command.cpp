@@ -63,7 +63,7 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
         ->capture_default_str();
     cmd->add_option("--prompt", a.prompt,
                     "also time a prefill of this many prompt positions from position 0 (tokens/s, flops, and the "
-                    "share of the device's measured FMA throughput)")
+                    "share of the device's measured FMA throughput, and on tensor cores of theirs)")
         ->transform(decimal_int())
         ->capture_default_str();
     cmd->add_option("--runs", a.runs, "timed runs; tokens/s is their median")

@@ -31,12 +31,9 @@ std::string plan_text(const CapacityPlan& p, bool host_mirror) {
 }
 
 // What prefill's products are on tensor cores, by the weights' format (kernels/tensor_cores.cl).
-const char* tensor_core_products(ElementType weights) {
-    switch (weights) {
-        case ElementType::q8_0: return "tensor cores (int8)";
-        case ElementType::f16: return "tensor cores (2xTF32)";
-        default: return "tensor cores (3xTF32)";
-    }
+std::string tensor_core_name(ElementType weights) {
+    const int products = tensor_core_products(weights);
+    return weights == ElementType::q8_0 ? "int8" : std::to_string(products) + "xTF32";
 }
 
 // `what` names the timed tokens ("timed tokens", "prefilled prompt positions").
@@ -125,15 +122,24 @@ std::string format_bench_text(const BenchResult& r) {
     if (r.prompt > 0) {
         std::string prompt_runs;
         for (double v : r.run_prompt_tok_s) prompt_runs += format(" %.2f", v);
+        const ElementType w = r.config.weight_format.type;
+        const std::string gemms_on =
+            r.prompt_tensor_cores ? "tensor cores (" + tensor_core_name(w) + ")" : "the portable kernels";
         t += format("prefill:     %.2f tok/s (%.3f ms for %d positions), median of %d runs; runs:%s; GEMMs on %s\n",
                     r.prompt_tok_s, r.prompt / r.prompt_tok_s * 1e3, r.prompt, static_cast<int>(r.run_prompt_tok_s.size()),
-                    prompt_runs.c_str(), r.prompt_tensor_cores ? tensor_core_products(r.config.weight_format.type)
-                                                                : "the portable kernels");
+                    prompt_runs.c_str(), gemms_on.c_str());
         // The FMA probe is the SIMT cores' roof; tensor cores are not bound by it.
         t += format("flops:       %.3f GFLOP per prompt; achieved %.2f GFLOP/s = %.1f%% of the FMA throughput "
                     "(%.2f GFLOP/s, fma_f32%s)\n",
                     prefill_flops(r.config, r.prompt) / 1e9, r.prompt_gflops, r.prompt_fma_pct, r.device_fma_gflops,
                     r.prompt_tensor_cores ? ", the SIMT cores' roof, not the tensor cores'" : "");
+        // The tensor cores' roof for the prompt's multiply-adds, each taken as its products.
+        if (r.prompt_tensor_cores)
+            t += format("tensor cores: %.2f G%s/s (%s, best of %d); the prompt at %.1f%% of it, a multiply-add "
+                        "taking %d of its products (%s)\n",
+                        r.device_mma_gops, w == ElementType::q8_0 ? "OP" : "FLOP",
+                        w == ElementType::q8_0 ? "mma_s8" : "mma_tf32", r.probe_reps, r.prompt_mma_pct,
+                        tensor_core_products(w), tensor_core_name(w).c_str());
     }
     if (r.profiled) {
         t += profile_table(r, r.profile, static_cast<int>(r.run_tok_s.size()) * r.tokens, r.profiled_ms_per_token,
@@ -196,6 +202,8 @@ std::string format_bench_json(const BenchResult& r) {
         j["prompt_gflops"] = r.prompt_gflops;
         j["prompt_fma_pct"] = r.prompt_fma_pct;
         j["prompt_tensor_cores"] = r.prompt_tensor_cores;
+        j["device_mma_gops"] = r.prompt_tensor_cores ? Json(r.device_mma_gops) : Json(nullptr);
+        j["prompt_mma_pct"] = r.prompt_tensor_cores ? Json(r.prompt_mma_pct) : Json(nullptr);
     }
     j["profiled"] = r.profiled;
     if (r.profiled) {

@@ -459,6 +459,37 @@ TEST(BenchReport, TextHasTheSameFigures) {
         EXPECT_NE(text.find(expect), std::string::npos) << expect << "\n" << text;
 }
 
+// A prompt on tensor cores: its rate against the probe of the instruction its GEMMs issue, each
+// multiply-add taken as that instruction's products (3xTF32 for f32 weights, 2 for f16, int8 for Q8_0).
+TEST(BenchReport, APromptOnTensorCoresIsAShareOfTheirProbe) {
+    BenchResult r = sample_result();
+    r.prompt = 512;
+    r.run_prompt_tok_s = {1000};
+    r.prompt_tok_s = 1000;
+    r.device_fma_gflops = 60000;
+    r.prompt_gflops = 25000;
+    r.prompt_fma_pct = 41.5;
+    r.prompt_tensor_cores = true;
+    r.device_mma_gops = 300000;
+    r.prompt_mma_pct = 25;
+    const std::string text = format_bench_text(r);
+    for (const char* expect : {"GEMMs on tensor cores (3xTF32)", "of the FMA throughput (60000.00 GFLOP/s, fma_f32, "
+                               "the SIMT cores' roof, not the tensor cores')",
+                               "tensor cores: 300000.00 GFLOP/s (mma_tf32, best of 2); the prompt at 25.0% of it, a "
+                               "multiply-add taking 3 of its products (3xTF32)"})
+        EXPECT_NE(text.find(expect), std::string::npos) << expect << "\n" << text;
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(format_bench_json(r));
+    EXPECT_EQ(j.at("device_mma_gops"), 300000);
+    EXPECT_EQ(j.at("prompt_mma_pct"), 25);
+
+    r.config.weight_format = WeightFormat{ElementType::q8_0, 32};
+    const std::string q8 = format_bench_text(r);
+    for (const char* expect : {"GEMMs on tensor cores (int8)", "300000.00 GOP/s (mma_s8, best of 2)",
+                               "taking 1 of its products (int8)"})
+        EXPECT_NE(q8.find(expect), std::string::npos) << expect << "\n" << q8;
+    EXPECT_EQ(tensor_core_products(ElementType::f16), 2);
+}
+
 // The bench subcommand as the CLI parses it (run_cli adds it with add_bench_command).
 namespace {
 
@@ -646,6 +677,19 @@ TEST(BenchPrompt, PrefillRateFlopsAndProfile) {
     EXPECT_EQ(j.at("prompt"), 20);
     EXPECT_EQ(j.at("prompt_tok_s"), r.prompt_tok_s);
     EXPECT_EQ(j.at("prompt_profile").size(), r.prompt_profile.size());
+    // On tensor cores their probe is the prompt's roof too; any GPU that has them does more with them than
+    // with its SIMT cores' multiply-adds.
+    if (r.prompt_tensor_cores) {
+        EXPECT_GT(r.device_mma_gops, r.device_fma_gflops);
+        EXPECT_DOUBLE_EQ(r.prompt_mma_pct, r.prompt_gflops * 3 / r.device_mma_gops * 100);
+        EXPECT_EQ(j.at("device_mma_gops"), r.device_mma_gops);
+        EXPECT_NE(text.find("tensor cores: "), std::string::npos) << text;
+    } else {
+        EXPECT_EQ(r.device_mma_gops, 0);
+        EXPECT_TRUE(j.at("device_mma_gops").is_null());
+        EXPECT_TRUE(j.at("prompt_mma_pct").is_null());
+        EXPECT_EQ(text.find("tensor cores: "), std::string::npos) << text;
+    }
     // More positions than the context: a usage error.
     o.prompt = c.seq_len + 1;
     EXPECT_THROW(run_benchmark(device, ck, "small", o), Error);

@@ -16,6 +16,13 @@ double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps);
 // The device's fp32 multiply-add throughput in GFLOP/s (a multiply-add counted as two flops): the best of
 // `reps` launches of fma_f32 (kernels/copy.cl) filling every compute unit.
 double measure_fma_gflops(const Device& device, int reps);
+// The instruction prefill's GEMMs issue on tensor cores (kernels/tensor_cores.cl): TF32 products for float
+// weights, int8 ones for Q8_0.
+enum class MmaOperands { tf32, int8 };
+// The tensor cores' throughput in giga-operations a second (a multiply-add counted as two): the best of
+// `reps` launches of copy.cl's mma_tf32 or mma_s8 filling every compute unit. Only where prefill takes
+// the tensor cores (KernelSet::tensor_cores): the kernels are NVIDIA's inline PTX.
+double measure_mma_gops(const Device& device, MmaOperands operands, int reps);
 // Host-to-device bandwidth in GB/s from pinned memory, best of `reps`.
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
 // The probes' buffer size without --probe-mib: kCacheMultiple x the last-level cache, at least

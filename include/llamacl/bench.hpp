@@ -48,6 +48,9 @@ double prefill_flops(const Config& config, int prompt);
 // counts a token's: every layer's weights once per batch, the classifier's once, and attention's K and V
 // rows (positions 0..p for each p).
 double prefill_bytes(const Config& config, int prompt, int batch);
+// The tensor cores' products a multiply-add of prefill's GEMMs takes for `weights`' format
+// (kernels/tensor_cores.cl): 3 TF32 ones for f32, 2 for f16 (a half is a TF32 value), one int8 for Q8_0.
+int tensor_core_products(ElementType weights);
 
 struct BenchOptions {
     int prompt = 0;            // --prompt: positions of a prefill timed per run (0: none)
@@ -111,6 +114,8 @@ struct BenchResult {
     double prompt_gflops = 0;              // prefill_flops x prompt_tok_s / prompt
     double prompt_fma_pct = 0;             // prompt_gflops / device_fma_gflops x 100
     bool prompt_tensor_cores = false;      // the prefill's GEMMs ran on tensor cores (KernelSet::tensor_cores)
+    double device_mma_gops = 0;            // measure_mma_gops of their instruction (0: not on tensor cores)
+    double prompt_mma_pct = 0;             // prompt_gflops x tensor_core_products / device_mma_gops x 100
     std::vector<CommandProfile> prompt_profile;  // per prompt position
     double prompt_profiled_ms_per_token = 0;
 };
