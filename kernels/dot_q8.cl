@@ -34,24 +34,31 @@ inline float word_max(float4 v) {
     const float4 a = fabs(v);
     return larger(larger(larger(larger(0.0f, a.x), a.y), a.z), a.w);
 }
+inline char4 quantized4(float4 v, float scale) {
+    return (char4)(quantized(v.x, scale), quantized(v.y, scale), quantized(v.z, scale), quantized(v.w, scale));
+}
 inline void store_word(__local float* staged, float4 v, float scale, int n, int word) {
     const int g = word / (GROUP_SIZE / 4);
-    ((__local char4*)STAGED_VALUES(staged, n))[q8_int(n / GROUP_SIZE, g, word % (GROUP_SIZE / 4))] =
-        (char4)(quantized(v.x, scale), quantized(v.y, scale), quantized(v.z, scale), quantized(v.w, scale));
+    ((__local char4*)STAGED_VALUES(staged, n))[q8_int(n / GROUP_SIZE, g, word % (GROUP_SIZE / 4))] = quantized4(v, scale);
 }
 #if defined(WARP_SHUFFLE) && GROUP_SIZE <= 128 && (GROUP_SIZE & (GROUP_SIZE - 1)) == 0
 // In one pass: a group's GROUP_SIZE / 4 words are held by consecutive work-items of one warp, which take
 // the group's maximum from each other's by butterfly and quantize their own word, read once. Every
 // work-item takes every pass of the loop (a shuffle needs the whole warp); those past the input store
 // nothing.
+#define WORD_SCALES
+// The scale of the group whose word v is (every work-item of the warp takes part).
+inline float word_scale(float4 v) {
+    float wmax = word_max(v);
+    for (int s = GROUP_SIZE / 8; s > 0; s >>= 1) wmax = larger(wmax, shuffle_xor(wmax, s));
+    return wmax / 127.0f;
+}
 inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n) {
     const int words = n / 4;
     for (int i = get_local_id(0); i - get_local_id(0) < words; i += LOCAL) {
         const float4 v = i < words ? input_word(x, weight, ss, i) : (float4)(0.0f);
-        float wmax = word_max(v);
-        for (int s = GROUP_SIZE / 8; s > 0; s >>= 1) wmax = larger(wmax, shuffle_xor(wmax, s));
+        const float scale = word_scale(v);
         if (i >= words) continue;
-        const float scale = wmax / 127.0f;
         if (i % (GROUP_SIZE / 4) == 0) staged[i / (GROUP_SIZE / 4)] = scale;
         store_word(staged, v, scale, n, i);
     }

@@ -31,7 +31,7 @@
         __global const weight_t* wv, __global const weight_t* wo, __global const float* rms_ffn,                   \
         __global const weight_t* w1, __global const weight_t* w2, __global const weight_t* w3,                     \
         __global const float* rope, __global float* key_cache, __global float* value_cache, __global float* q,     \
-        __global float* xb, __global float* hb, __global float* att, __global float* xn,                           \
+        __global float* xb, __global float* hb, __global float* att, __global float* xn, __global float* xq,        \
         __global float* att_partial, volatile __global uint* att_arrivals, __global const float* rms_final,        \
         __global const weight_t* wcls, __global float* logits, __global int* tokens, __global int* argmax_partial, \
         __global const int* chunk_lens, int first, int count, int greedy, int chosen_from,                         \
@@ -118,11 +118,45 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
 #endif
 }
 
+#ifdef QUANTIZE_W2_ONCE
+#if !defined(WEIGHT_Q8_0) || !defined(WORD_SCALES)
+#error "QUANTIZE_W2_ONCE is Q8_0's, with warp shuffles (dot_q8.cl's word_scale)"
+#endif
+// w2's input quantized once, into xq (laid out as `staged`), between two grid barriers, and copied from
+// there by every work-group: where hb is long its staging takes a work-group longer than that barrier
+// (the host's choice: TokenKernel::create). A word a work-item, the launch's work-items taking the words
+// in turn (a group's words in one warp): the same bits as stage_input's.
+inline void quantize_w2_input(__global float* xq, __global const float* hb) {
+    const int words = HIDDEN_DIM / 4, lid = get_local_id(0);
+    __global char4* values = (__global char4*)(xq + HIDDEN_DIM / GROUP_SIZE);
+    for (int i = get_group_id(0) * LOCAL + lid; i - lid < words; i += LOCAL * get_num_groups(0)) {
+        const float4 v = i < words ? vload4(i, hb) : (float4)(0.0f);
+        const float scale = word_scale(v);
+        if (i >= words) continue;
+        const int g = i / (GROUP_SIZE / 4);
+        if (i % (GROUP_SIZE / 4) == 0) xq[g] = scale;
+        values[q8_int(HIDDEN_DIM / GROUP_SIZE, g, i % (GROUP_SIZE / 4))] = quantized4(v, scale);
+    }
+}
+// xq into `staged`: the scales, then the values, a word (four bytes) at a time.
+inline void copy_w2_input(__local float* staged, __global const float* xq) {
+    const int words = HIDDEN_DIM / GROUP_SIZE + HIDDEN_DIM / 4;
+    for (int i = get_local_id(0); i < words; i += LOCAL) ((__local uint*)staged)[i] = ((__global const uint*)xq)[i];
+    barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
+}
+#define W2_INPUT xq
+#else
+#define W2_INPUT hb
+#endif
+
 // dot.cl's: the step's input staged by the work-group's first unit of the step, once its first weights
 // are on their way. A work-group with no unit in the step stages nothing.
 void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
                       __local float* scratch) {
     if (weight) stage_normed(staged, x, weight, scratch);  // (x is the residual stream: n == DIM)
+#ifdef QUANTIZE_W2_ONCE
+    else if (n == HIDDEN_DIM) copy_w2_input(staged, x);  // (x is xq: the host asks for it where DIM != HIDDEN_DIM)
+#endif
     else stage_input(staged, x, 0, 0.0f, n);
 }
 // staged_n for unit u: negative for the work-group's first unit of the step, which stages the input.
@@ -207,8 +241,12 @@ __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
                 ffn_gate_up_unit(u, x, norm, 0.0f, w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN, hb, DIM,
                                  HIDDEN_DIM, staged, STAGED(u, DIM), scratch);
             GRID_BARRIER();
+#ifdef QUANTIZE_W2_ONCE
+            quantize_w2_input(xq, hb);
+            GRID_BARRIER();
+#endif
             FOR_UNITS(u, UNITS(DIM))
-                matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, hb, x, HIDDEN_DIM, DIM, staged,
+                matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, W2_INPUT, x, HIDDEN_DIM, DIM, staged,
                                      STAGED(u, HIDDEN_DIM), scratch);
             GRID_BARRIER();
         }

@@ -39,10 +39,10 @@ constexpr Names kSwiglu[] = {"gate", "up", "count"};
 constexpr Names kForwardToken[] = {
     "x",           "rms_att",      "wq",        "wk",         "wv",             "wo",          "rms_ffn",
     "w1",          "w2",           "w3",        "rope",       "key_cache",      "value_cache", "q",
-    "xb",          "hb",           "att",       "xn",         "att_partial",    "att_arrivals", "rms_final",
-    "wcls",        "logits",       "tokens",    "argmax_partial", "chunk_lens", "first",       "count",
-    "greedy",      "chosen_from",  "sync",      "sync_base",  "spin_limit",     "staged",      "seq_len",
-    "stride_cache"};
+    "xb",          "hb",           "att",       "xn",         "xq",             "att_partial", "att_arrivals",
+    "rms_final",   "wcls",         "logits",    "tokens",     "argmax_partial", "chunk_lens",  "first",
+    "count",       "greedy",       "chosen_from", "sync",     "sync_base",      "spin_limit",  "staged",
+    "seq_len",     "stride_cache"};
 
 }  // namespace
 

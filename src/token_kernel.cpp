@@ -27,6 +27,17 @@ constexpr int kGroupsPerComputeUnit = 2;
 // Greedy decoding's partial results have a slot per work-group of the argmax launch (working_buffers.hpp).
 static_assert(kGroupsPerComputeUnit <= kMinGroupsPerComputeUnit, "argmax_partial holds one int per work-group");
 
+// Q8_0 on GPU shapes: w2's input is quantized once, behind one more grid barrier, where it is more than
+// this many words (four values) a work-item (token.cl's QUANTIZE_W2_ONCE): between the lengths where that
+// was measured to pay and to cost (docs/benchmarks.md).
+constexpr int kQuantizeOnceWords = 4;
+
+// Whether the kernels quantize a Q8_0 input a word a work-item, a group's words in one warp
+// (dot_q8.cl's one-pass stage_input, which QUANTIZE_W2_ONCE takes).
+bool quantizes_by_words(const KernelSet& kernels, int group_size) {
+    return kernels.warp_shuffles() && group_size <= 128 && (group_size & (group_size - 1)) == 0;
+}
+
 // The elements of the token kernel's staged input: the longer of a layer's inputs (x, or hb for w2).
 int staged_elements(const Config& c) { return std::max(c.dim, c.hidden_dim); }
 
@@ -98,9 +109,14 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     // only one work-group per compute unit runs (CL_KERNEL_WORK_GROUP_SIZE does not show it: 256 either way).
     const std::string cap = register_cap_option(device.info(), kGroupsPerComputeUnit, local);
     const bool capped = !cap.empty();
+    // (token.cl tells w2's input from wo's by its length.)
+    const bool quantize_once = gpu && c.weight_format.type == ElementType::q8_0 &&
+                               quantizes_by_words(kernels, c.weight_format.group_size) && c.hidden_dim != c.dim &&
+                               c.hidden_dim / 4 > kQuantizeOnceWords * local;
     cl::Kernel kernel;
     try {
-        kernel = cl::Kernel(kernels.token_program(model + cap, staged, c.dim), "forward_token");
+        const std::string options = model + cap + (quantize_once ? " -DQUANTIZE_W2_ONCE" : "");
+        kernel = cl::Kernel(kernels.token_program(options, staged, c.dim), "forward_token");
     } catch (const Error& e) {
         why_not = std::string("the device's compiler refused the token kernel: ") + e.what();
         return nullptr;
@@ -131,12 +147,14 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     cl::Buffer chunk_lens = device.allocate(lengths.size() * sizeof(cl_int), "attention chunk lengths");
     device.queue().enqueueWriteBuffer(chunk_lens, CL_TRUE, 0, lengths.size() * sizeof(cl_int), lengths.data());
     cl::Buffer sync = device.allocate(3 * sizeof(cl_uint), "token kernel barrier");
+    cl::Buffer xq = device.allocate(quantize_once ? staged_input_bytes(c.weight_format, c.hidden_dim) : 1,
+                                    "w2's input quantized");
 
     // The arguments that stay; launch() binds the positions and the barrier's base.
     std::vector<KernelArg> args = {
         {"x", work.x},           {"rope", weights.rope_table()}, {"q", work.q},
         {"xb", work.xb},         {"hb", work.hb},                {"att", work.att},
-        {"xn", work.xn},         {"att_partial", work.att_partial},
+        {"xn", work.xn},         {"xq", xq},                     {"att_partial", work.att_partial},
         {"att_arrivals", work.att_arrivals}, {"rms_final", weights.rms_final()}, {"wcls", cls.weights},
         {"logits", work.logits}, {"tokens", work.tokens},        {"argmax_partial", work.argmax_partial},
         {"chunk_lens", chunk_lens}, {"sync", sync},              {"spin_limit", spin_limit},
@@ -144,21 +162,23 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         {"seq_len", c.seq_len}, {"stride_cache", static_cast<cl_int>(kv.all_keys().stride())}};
     for (const auto& [name, s] : stacks) args.emplace_back(name, s->whole());
     bind_args(kernel, signatures::forward_token, args);
-    // token.cl's grid barriers: five a layer, token_cpu.cl's one more before the classifier.
-    const int barriers = 5 * c.n_layers + (gpu ? 0 : 1);
+    // token.cl's grid barriers: five a layer (six quantizing w2's input once), token_cpu.cl's one more
+    // before the classifier.
+    const int barriers = (quantize_once ? 6 : 5) * c.n_layers + (gpu ? 0 : 1);
     std::unique_ptr<TokenKernel> token(
-        new TokenKernel(device, kernel, chunk_lens, sync, work, c, groups, local, barriers, spin_limit));
+        new TokenKernel(device, kernel, chunk_lens, sync, xq, work, c, groups, local, barriers, spin_limit));
     token->clear();
     return token;
 }
 
-TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync,
+TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, cl::Buffer xq,
                          const WorkingBuffers& work, const Config& c, int groups, int local_size,
                          int barriers_per_position, cl_uint spin_limit)
     : device_(device),
       kernel_(std::move(kernel)),
       chunk_lens_(std::move(chunk_lens)),
       sync_(std::move(sync)),
+      xq_(std::move(xq)),
       logits_(work.logits),
       arrivals_(work.att_arrivals),
       vocab_(c.vocab_size),

@@ -394,14 +394,18 @@ TEST(DeviceCapacity, VerboseReportsThePlanAndCountersThroughTheCli) {
 
 // The token kernel (the whole forward pass in one launch) against the CPU reference: the
 // logits of every position, on awkward shapes (dim 36 and hidden 100; MHA, GQA, MQA) and on a context
-// long enough for attention to split into chunks, with fp32 weights and converted to Q8_0 (groups of 4:
-// a last-bit difference may round an activation to the next integer, DeviceBoundaries' tolerance).
+// long enough for attention to split into chunks, and with a long hidden layer, with fp32 weights and
+// converted to Q8_0 (a last-bit difference may round an activation to the next integer, DeviceBoundaries'
+// tolerance).
 TEST(TokenSchedule, LogitsMatchTheReference) {
     Device device = open_test_device();
+    // The last one's hb is 1040 words, more than 4 a work-item of 256: on GPUs its Q8_0 input to w2 is
+    // quantized once for every work-group (token.cl's QUANTIZE_W2_ONCE).
     const Config configs[] = {{36, 100, 3, 6, 6, 300, 24, true},
                               {36, 100, 3, 6, 2, 300, 24, false},
                               {36, 100, 3, 6, 1, 300, 24, true},
-                              {128, 100, 2, 1, 1, 300, 300, true}};
+                              {128, 100, 2, 1, 1, 300, 300, true},
+                              {64, 4160, 2, 4, 2, 300, 12, true}};
     for (const std::optional<ElementType> weights : {std::optional<ElementType>(), std::optional(ElementType::q8_0)}) {
         for (const Config& c : configs) {
             TempDir dir;

@@ -63,9 +63,9 @@ public:
     void give_up_next(int launches);
 
 private:
-    TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, const WorkingBuffers& work,
-                const Config& config, int groups, int local_size, int barriers_per_position,
-                cl_uint spin_limit);
+    TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, cl::Buffer xq,
+                const WorkingBuffers& work, const Config& config, int groups, int local_size,
+                int barriers_per_position, cl_uint spin_limit);
     void clear();  // zeroes the barrier's counts and flag, the give-up mark and attention's chunk counts
     void launch(int first, int count, bool greedy, int chosen_from, cl::Event* event);
 
@@ -73,6 +73,7 @@ private:
     cl::Kernel kernel_;
     cl::Buffer chunk_lens_;  // attention's chunk length at each position (int, seq_len)
     cl::Buffer sync_;    // arrival count, give-up flag, greedy decoding's classifier count (token.cl)
+    cl::Buffer xq_;      // w2's input quantized once (token.cl's QUANTIZE_W2_ONCE; else a byte)
     cl::Buffer logits_;    // the working buffer's, for its give-up mark
     cl::Buffer arrivals_;  // the working buffer's attention chunk counts
     int vocab_, n_heads_;
