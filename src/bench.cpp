@@ -177,6 +177,10 @@ int tensor_core_products(ElementType weights) {
     }
 }
 
+std::string tensor_core_name(ElementType weights) {
+    return weights == ElementType::q8_0 ? "int8" : std::to_string(tensor_core_products(weights)) + "xTF32";
+}
+
 double prefill_bytes(const Config& c, int prompt, int batch) {
     const TokenTraffic t = token_traffic(c, Finalize::device, 0, prompt);  // kv_read_bytes: the mean per position
     const int batches = (prompt + batch - 1) / batch;

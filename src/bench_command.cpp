@@ -77,8 +77,9 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
         ->transform(positive_number());
     cmd->add_flag("--profile", a.profile, "add a per-kernel table from OpenCL event timestamps");
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
-    cmd->add_option("--plot", a.plot, "write the roofline as an SVG file: copy bandwidth (and with --prompt FMA throughput) as the roof, "
-                    "each --profile kernel, the whole token (and the whole prompt) as points")
+    cmd->add_option("--plot", a.plot, "write the roofline as an SVG file: copy bandwidth (and with --prompt FMA throughput, and on tensor "
+                    "cores theirs, dashed) as the roof, each --profile kernel, the whole token (and the whole prompt) as "
+                    "points")
         ->check(not_empty("a file name, e.g. --plot roofline.svg"))
         ->needs("--profile");
     cmd->add_flag("-q,--quiet", a.quiet, "no progress lines on stderr (shown only on a terminal) while bench measures");

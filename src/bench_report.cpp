@@ -30,12 +30,6 @@ std::string plan_text(const CapacityPlan& p, bool host_mirror) {
            (host_mirror ? "a pinned mirror of the layers" : "one pinned buffer refilled per chunk") + ")";
 }
 
-// What prefill's products are on tensor cores, by the weights' format (kernels/tensor_cores.cl).
-std::string tensor_core_name(ElementType weights) {
-    const int products = tensor_core_products(weights);
-    return weights == ElementType::q8_0 ? "int8" : std::to_string(products) + "xTF32";
-}
-
 // `what` names the timed tokens ("timed tokens", "prefilled prompt positions").
 std::string profile_table(const BenchResult& r, const std::vector<CommandProfile>& rows, int tokens,
                           double wall_ms_per_token, const char* what) {

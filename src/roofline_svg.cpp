@@ -60,6 +60,11 @@ Roofline roofline_from_bench(const BenchResult& r) {
     roof.title = r.device.name + " - " + r.model;
     roof.copy_gbs = r.device_copy_gbs;
     if (r.device_fma_gflops > 0) roof.fma_gflops = r.device_fma_gflops;  // measured with --prompt
+    if (r.prompt_tensor_cores && r.device_mma_gops > 0) {
+        const ElementType w = r.config.weight_format.type;
+        roof.tensor_gflops = r.device_mma_gops / tensor_core_products(w);
+        roof.tensor_products = tensor_core_name(w);
+    }
     for (const CommandProfile& p : r.profile) {
         if (p.flops_per_token == 0 || p.bytes_per_token == 0 || !(p.ms_per_token > 0)) continue;
         roof.points.push_back({p.name, static_cast<double>(p.flops_per_token) / static_cast<double>(p.bytes_per_token),
@@ -84,7 +89,9 @@ std::string roofline_svg(const Roofline& roof) {
         x_max = std::max(x_max, p.intensity * 2);
     }
     if (roof.fma_gflops && roof.copy_gbs > 0) x_max = std::max(x_max, *roof.fma_gflops / roof.copy_gbs * 4);
-    const double roof_top = roof.fma_gflops ? *roof.fma_gflops : roof.copy_gbs * x_max;
+    if (roof.tensor_gflops && roof.copy_gbs > 0) x_max = std::max(x_max, *roof.tensor_gflops / roof.copy_gbs * 4);
+    const double roof_top =
+        std::max(roof.fma_gflops ? *roof.fma_gflops : roof.copy_gbs * x_max, roof.tensor_gflops.value_or(0));
     y_min = std::min(y_min, roof.copy_gbs * x_min);
     y_max = std::max(y_max, roof_top * 2);
     for (const RooflinePoint& p : roof.points) {
@@ -146,6 +153,19 @@ std::string roofline_svg(const Roofline& roof) {
     if (roof.fma_gflops)
         s += "<text x=\"" + number("%g", kRight - 6) + "\" y=\"" + number("%.1f", y.at(*roof.fma_gflops) - 8) +
              "\" text-anchor=\"end\">FMA " + number("%.4g", *roof.fma_gflops) + " GFLOP/s</text>\n";
+    // The tensor cores' roof, dashed: the bandwidth's slope on to their ridge, then flat.
+    if (roof.tensor_gflops) {
+        const double from = std::min(ridge, *roof.tensor_gflops / roof.copy_gbs);
+        const double to = std::min(x_hi, *roof.tensor_gflops / roof.copy_gbs);
+        s += "<polyline class=\"tensor-roof\" clip-path=\"url(#plot)\" points=\"" + number("%.1f", x.at(from)) + "," +
+             number("%.1f", y.at(roof.copy_gbs * from)) + " " + number("%.1f", x.at(to)) + "," +
+             number("%.1f", y.at(roof.copy_gbs * to)) + " " + number("%.1f", x.at(x_hi)) + "," +
+             number("%.1f", y.at(*roof.tensor_gflops)) + "\" fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" " +
+             "stroke-dasharray=\"6,4\"/>\n";
+        s += "<text x=\"" + number("%g", kRight - 6) + "\" y=\"" + number("%.1f", y.at(*roof.tensor_gflops) - 8) +
+             "\" text-anchor=\"end\">tensor cores " + number("%.4g", *roof.tensor_gflops) + " GFLOP/s (" +
+             escaped(roof.tensor_products) + ")</text>\n";
+    }
 
     // The points, numbered on the plot and named in the legend.
     for (std::size_t i = 0; i < roof.points.size(); ++i) {

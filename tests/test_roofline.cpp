@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "llamacl/roofline_svg.hpp"
+#include "models.hpp"
 #include "support.hpp"
 
 using namespace llamacl;
@@ -139,6 +140,34 @@ TEST(Roofline, FmaCeilingBendsTheRoofAtTheRidge) {
     const std::size_t from = svg.find("points=\"", at) + 8;
     EXPECT_EQ(count(svg.substr(from, svg.find('"', from) - from), ","), 3u) << "a slope and a flat part";
     EXPECT_NE(svg.find("FMA 1000 GFLOP/s"), std::string::npos);
+}
+
+// On tensor cores the prompt has a roof of theirs too, dashed: their probe over a multiply-add's products,
+// above the FMA roof, reached along the bandwidth's slope.
+TEST(Roofline, TensorCoresAddTheirRoofAboveTheFmaRoof) {
+    BenchResult r;
+    r.device.name = "gpu";
+    r.model = "m";
+    r.config = small_config();
+    r.device_copy_gbs = 100;
+    r.device_fma_gflops = 1000;
+    r.prompt_tensor_cores = true;
+    r.device_mma_gops = 6000;  // TF32: 2000 GFLOP/s at 3xTF32
+    const Roofline roof = roofline_from_bench(r);
+    ASSERT_TRUE(roof.tensor_gflops.has_value());
+    EXPECT_DOUBLE_EQ(*roof.tensor_gflops, 2000);
+    const std::string svg = roofline_svg(roof);
+    ASSERT_EQ(check_xml(svg).error, "") << svg;
+    EXPECT_NE(svg.find("tensor cores 2000 GFLOP/s (3xTF32)"), std::string::npos) << svg;
+    const std::size_t at = svg.find("class=\"tensor-roof\"");
+    ASSERT_NE(at, std::string::npos) << svg;
+    const std::size_t from = svg.find("points=\"", at) + 8;
+    EXPECT_EQ(count(svg.substr(from, svg.find('"', from) - from), ","), 3u) << "a slope and a flat part";
+    EXPECT_NE(svg.find("FMA 1000 GFLOP/s"), std::string::npos);
+
+    r.prompt_tensor_cores = false;
+    EXPECT_FALSE(roofline_from_bench(r).tensor_gflops.has_value());
+    EXPECT_EQ(roofline_svg(roofline_from_bench(r)).find("tensor"), std::string::npos);
 }
 
 // bench --profile --plot: a point for every profiled kernel that does arithmetic, and the whole token

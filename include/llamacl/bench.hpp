@@ -51,6 +51,8 @@ double prefill_bytes(const Config& config, int prompt, int batch);
 // The tensor cores' products a multiply-add of prefill's GEMMs takes for `weights`' format
 // (kernels/tensor_cores.cl): 3 TF32 ones for f32, 2 for f16 (a half is a TF32 value), one int8 for Q8_0.
 int tensor_core_products(ElementType weights);
+// Those products by name: "3xTF32", "2xTF32" or "int8".
+std::string tensor_core_name(ElementType weights);
 
 struct BenchOptions {
     int prompt = 0;            // --prompt: positions of a prefill timed per run (0: none)
