@@ -93,30 +93,30 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
     __global const float* v = value_cache + kv_off;
     int i = 0;
 #if SHAPE_FAMILY == SHAPE_CPU
-    // Each element's terms in two chains, the even positions' and the odd ones', added at the end, so that
-    // one add's latency does not pace the positions; 8 elements take two positions a float16.
+    // Each element's terms in two chains, alternate steps' (a step: one position, or two for 8 elements
+    // in a float16), added at the end, so that one add's latency does not pace the positions.
     for (; i + 16 <= head_size; i += 16) {
-        floatw even = 0.0f, odd = 0.0f;
-        int t = 0;
-        for (; t + 1 <= pos; t += 2) {
-            even += a[t] * vloadw(v + (size_t)t * kv_dim + i);
-            odd += a[t + 1] * vloadw(v + (size_t)(t + 1) * kv_dim + i);
+        floatw acc0 = 0.0f, acc1 = 0.0f;
+        int p = 0;
+        for (; p + 1 <= pos; p += 2) {
+            acc0 += a[p] * vloadw(v + (size_t)p * kv_dim + i);
+            acc1 += a[p + 1] * vloadw(v + (size_t)(p + 1) * kv_dim + i);
         }
-        if (t <= pos) even += a[t] * vloadw(v + (size_t)t * kv_dim + i);
-        vstorew(even + odd, o + i);
+        if (p <= pos) acc0 += a[p] * vloadw(v + (size_t)p * kv_dim + i);
+        vstorew(acc0 + acc1, o + i);
     }
     for (; i + 8 <= head_size; i += 8) {
-        float16 even = 0.0f, odd = 0.0f;
-        int t = 0;
-        for (; t + 3 <= pos; t += 4) {
-            __global const float* vt = v + (size_t)t * kv_dim + i;
-            even += (float16)((float8)a[t], (float8)a[t + 1]) * (float16)(vload8(0, vt), vload8(0, vt + kv_dim));
-            odd += (float16)((float8)a[t + 2], (float8)a[t + 3]) *
-                   (float16)(vload8(0, vt + 2 * kv_dim), vload8(0, vt + 3 * kv_dim));
+        float16 acc0 = 0.0f, acc1 = 0.0f;  // positions p, p + 1 (lanes 0..7, 8..15); then p + 2, p + 3
+        int p = 0;
+        for (; p + 3 <= pos; p += 4) {
+            __global const float* vp = v + (size_t)p * kv_dim + i;
+            acc0 += (float16)((float8)a[p], (float8)a[p + 1]) * (float16)(vload8(0, vp), vload8(0, vp + kv_dim));
+            acc1 += (float16)((float8)a[p + 2], (float8)a[p + 3]) *
+                    (float16)(vload8(0, vp + 2 * kv_dim), vload8(0, vp + 3 * kv_dim));
         }
-        const float16 pairs = even + odd;
-        float8 acc = pairs.lo + pairs.hi;
-        for (; t <= pos; t++) acc += a[t] * vload8(0, v + (size_t)t * kv_dim + i);
+        const float16 sums = acc0 + acc1;
+        float8 acc = sums.lo + sums.hi;
+        for (; p <= pos; p++) acc += a[p] * vload8(0, v + (size_t)p * kv_dim + i);
         vstore8(acc, 0, o + i);
     }
 #elif SHAPE_FAMILY == SHAPE_EXACT

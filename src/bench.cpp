@@ -263,8 +263,10 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
     // The KV cache holds what the runs reach: the prompt's positions, the context and the timed tokens.
     options.positions = std::max(o.prompt, r.context + r.tokens);
     try {
-        // The probes run and free their buffers before the model is loaded, so they never compete with
-        // the weights for device memory; the plan says beforehand whether weights will stream.
+        // The bandwidth and FMA probes run and free their buffers before the model is loaded, so they never
+        // compete with the weights for device memory; the plan says beforehand whether weights will stream.
+        // (The tensor cores' probe runs after it: only a loaded model says whether prefill takes them, and
+        // its buffer is 4 bytes a work-item.)
         const CapacityPlan plan = plan_capacity(
             c, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
             prefill_batch_for(options.shape ? *options.shape : choose_launch_shape(device.info(), c.weight_format),

@@ -32,8 +32,9 @@ static_assert(kGroupsPerComputeUnit <= kMinGroupsPerComputeUnit, "argmax_partial
 // was measured to pay and to cost (docs/benchmarks.md).
 constexpr int kQuantizeOnceWords = 4;
 
-// Whether the kernels quantize a Q8_0 input a word a work-item, a group's words in one warp
-// (dot_q8.cl's one-pass stage_input, which QUANTIZE_W2_ONCE takes).
+// Whether the kernels quantize a Q8_0 input a word a work-item, a group's words in one warp: the
+// condition of dot_q8.cl's one-pass stage_input (WORD_SCALES), which QUANTIZE_W2_ONCE takes; token.cl
+// refuses to build without it.
 bool quantizes_by_words(const KernelSet& kernels, int group_size) {
     return kernels.warp_shuffles() && group_size <= 128 && (group_size & (group_size - 1)) == 0;
 }

@@ -681,7 +681,8 @@ TEST(BenchPrompt, PrefillRateFlopsAndProfile) {
     // with its SIMT cores' multiply-adds.
     if (r.prompt_tensor_cores) {
         EXPECT_GT(r.device_mma_gops, r.device_fma_gflops);
-        EXPECT_DOUBLE_EQ(r.prompt_mma_pct, r.prompt_gflops * 3 / r.device_mma_gops * 100);
+        EXPECT_DOUBLE_EQ(r.prompt_mma_pct, r.prompt_gflops * tensor_core_products(c.weight_format.type) /
+                                               r.device_mma_gops * 100);
         EXPECT_EQ(j.at("device_mma_gops"), r.device_mma_gops);
         EXPECT_NE(text.find("tensor cores: "), std::string::npos) << text;
     } else {

@@ -632,30 +632,34 @@ TEST_P(DeviceGreedy, PicksTheTokensOfTheHostsArgmax) {
 
 // Giving up in the middle of greedy decoding (token.cl marks the token after the position it gave up at),
 // with launches after it already enqueued, changes no token. The first time the token kernel runs again
-// with fewer work-groups and the same arithmetic; the second, the per-op kernels take over.
+// with fewer work-groups and the same arithmetic; the second, the per-op kernels take over. The second
+// model's hb is long enough for GPUs to quantize its Q8_0 input to w2 once (a sixth grid barrier a layer,
+// which each launch's barrier count takes).
 TEST_P(DeviceGreedy, AfterGivingUpTheTokensAreTheSame) {
     Device device = open_test_device();
-    TempDir dir;
-    const Config c{36, 100, 3, 6, 2, 300, 40, true};
-    const Checkpoint ck = with_weights(Checkpoint::open(write_model(dir, c, 0, 21).string()), GetParam());
-    std::string why;
-    const std::unique_ptr<DeviceForward> model = open_token_schedule(device, ck, why);
-    if (!model) GTEST_SKIP() << "no token kernel here: " << why;
-    GreedyDecoder* greedy = model->greedy_decoder();
-    ASSERT_NE(greedy, nullptr);
-    const std::vector<int> prompt = {1, 5, 9, 20};
-    const std::vector<int> expected = host_tokens(*model, prompt, c.seq_len);
-    model->token_kernel_give_up_next(1);
-    EXPECT_EQ(device_tokens(*greedy, prompt, c.seq_len), expected);
+    for (const Config& c : {Config{36, 100, 3, 6, 2, 300, 40, true}, Config{64, 4160, 2, 4, 2, 300, 24, true}}) {
+        SCOPED_TRACE("hidden_dim " + std::to_string(c.hidden_dim));
+        TempDir dir;
+        const Checkpoint ck = with_weights(Checkpoint::open(write_model(dir, c, 0, 21).string()), GetParam());
+        std::string why;
+        const std::unique_ptr<DeviceForward> model = open_token_schedule(device, ck, why);
+        if (!model) GTEST_SKIP() << "no token kernel here: " << why;
+        GreedyDecoder* greedy = model->greedy_decoder();
+        ASSERT_NE(greedy, nullptr);
+        const std::vector<int> prompt = {1, 5, 9, 20};
+        const std::vector<int> expected = host_tokens(*model, prompt, c.seq_len);
+        model->token_kernel_give_up_next(1);
+        EXPECT_EQ(device_tokens(*greedy, prompt, c.seq_len), expected);
 
-    std::vector<int> got = {prompt[0]};
-    greedy->start(0, prompt, c.seq_len);
-    for (int pos = 0; pos < c.seq_len; ++pos) {
-        if (pos == 10) model->token_kernel_give_up_next(1);
-        got.push_back(greedy->next(pos));
+        std::vector<int> got = {prompt[0]};
+        greedy->start(0, prompt, c.seq_len);
+        for (int pos = 0; pos < c.seq_len; ++pos) {
+            if (pos == 10) model->token_kernel_give_up_next(1);
+            got.push_back(greedy->next(pos));
+        }
+        EXPECT_FALSE(model->token_schedule());
+        EXPECT_EQ(got, host_tokens(*model, prompt, c.seq_len));
     }
-    EXPECT_FALSE(model->token_schedule());
-    EXPECT_EQ(got, host_tokens(*model, prompt, c.seq_len));
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, DeviceGreedy, ::testing::Values(std::nullopt, ElementType::q8_0),
