@@ -28,8 +28,8 @@ constexpr int kGroupsPerComputeUnit = 2;
 static_assert(kGroupsPerComputeUnit <= kMinGroupsPerComputeUnit, "argmax_partial holds one int per work-group");
 
 // Q8_0 on GPU shapes: w2's input is quantized once, behind one more grid barrier, where it is more than
-// this many words (four values) a work-item (token.cl's QUANTIZE_W2_ONCE): between the lengths where that
-// was measured to pay and to cost (docs/benchmarks.md).
+// this many words (four values) a work-item (token.cl's QUANTIZE_W2_ONCE): a work-group staging a longer
+// input itself waits longer than that barrier takes, a shorter one less.
 constexpr int kQuantizeOnceWords = 4;
 
 // Whether the kernels quantize a Q8_0 input a word a work-item, a group's words in one warp: the
