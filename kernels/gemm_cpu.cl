@@ -12,6 +12,9 @@
 #ifndef GEMM_ROWS
 #define GEMM_ROWS 4
 #endif
+#if SHAPE_FAMILY != SHAPE_GPU
+#define GEMM_KERNEL __kernel  // (any work-group: a work-item per block)
+#endif
 #if SHAPE_FAMILY != SHAPE_GPU && defined(FLOAT_WEIGHTS)
 #define GEMM_POSITIONS 4
 #define GEMM_HALF (GEMM_ROWS / 2)

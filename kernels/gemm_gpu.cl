@@ -2,8 +2,8 @@
 // tiled product with double-buffered local memory, on the SIMT cores (register-blocked fma) or, with
 // GEMM_MMA, on tensor cores (tensor_cores.cl).
 //
-// A work-group of 16 x 16 work-items computes a block of GEMM_TR rows by GEMM_TP positions (the host
-// builds a program per tile: KernelSet::gemm). Half its rows are rows a0, a0 + step, ... of matrix wa,
+// A work-group (GEMM_GROUP_R x GEMM_GROUP_P work-items) computes a block of GEMM_TR rows by GEMM_TP
+// positions (the host builds a program per tile: KernelSet::gemm). Half its rows are rows a0, a0 + step, ... of matrix wa,
 // the others the same rows of wb from b0 (the same matrix's next rows, or a second matrix whose rows pair
 // with the first's: w1 and w3), and every work-item holds the sums of a row of wa's half with its partner
 // of wb's (a RoPE pair, a gate with its up row). The tile's weights and inputs pass through local memory
@@ -17,11 +17,23 @@
 #ifndef GEMM_TP
 #define GEMM_TP 64
 #endif
-#define GEMM_GROUP 16  // work-items along each side of the work-group
-#define GEMM_THREADS (GEMM_GROUP * GEMM_GROUP)
 #if GEMM_TR != 64 && GEMM_TR != 128 || GEMM_TP != 64 && GEMM_TP != 128
 #error GEMM_TR and GEMM_TP must be 64 or 128
 #endif
+// The work-group: GEMM_GROUP_R work-items along the tile's rows (local dimension 0) by GEMM_GROUP_P along
+// its positions, 16 x 16, but 8 x 16 for the SIMT cores' 64 x 64 tile: each work-item's 8 rows by 4
+// positions take 12 floats of local memory a step of k for 32 multiply-adds, where 4 x 4 took 8 for 16
+// (a lane's float costs local memory a cycle whatever the vector). The kernels declare it (GEMM_KERNEL)
+// and the host reads it from them (KernelSet::gemm).
+#if defined(FLOAT_WEIGHTS) && !defined(GEMM_MMA) && GEMM_TR == 64 && GEMM_TP == 64
+#define GEMM_GROUP_R 8
+#else
+#define GEMM_GROUP_R 16
+#endif
+#define GEMM_GROUP_P 16
+#define GEMM_THREADS (GEMM_GROUP_R * GEMM_GROUP_P)
+#define GEMM_KERNEL __kernel __attribute__((reqd_work_group_size(GEMM_GROUP_R, GEMM_GROUP_P, 1)))
+inline int gemm_flat(void) { return get_local_id(1) * GEMM_GROUP_R + get_local_id(0); }
 // (The tile's geometry above is Q8_0's too: prefill_q8.cl. The block below reads float weights.)
 #ifdef FLOAT_WEIGHTS
 #ifndef GEMM_TK  // elements of k per step (a tunable: LLAMACL_BUILD_OPTIONS=-DGEMM_TK=32)
@@ -34,8 +46,6 @@
 #define GEMM_BLOCK_ROWS GEMM_TR
 #define GEMM_W_LOADS (GEMM_TR * GEMM_TK / GEMM_THREADS)
 #define GEMM_X_LOADS (GEMM_TP * GEMM_TK / GEMM_THREADS)
-
-inline int gemm_flat(void) { return get_local_id(1) * GEMM_GROUP + get_local_id(0); }
 
 #ifdef GEMM_MMA
 // Tensor cores: the tile's 8 warps in 2 (rows) x 4 (positions), each GEMM_WARP_ROWS x GEMM_WARP_POSITIONS
@@ -68,8 +78,8 @@ inline int gemm_warp(void) { return gemm_flat() / 32; }
 // each half of the tile's positions, read from local memory as vectors. Local rows: wa's half, then
 // wb's. A local row of the tile is padded by 4 floats, which spreads the k-major stores over the banks
 // and keeps the vector reads aligned.
-#define GEMM_HR (GEMM_TR / (2 * GEMM_GROUP))
-#define GEMM_HP (GEMM_TP / (2 * GEMM_GROUP))
+#define GEMM_HR (GEMM_TR / (2 * GEMM_GROUP_R))
+#define GEMM_HP (GEMM_TP / (2 * GEMM_GROUP_P))
 #define GEMM_SLOTS_R (2 * GEMM_HR)
 #define GEMM_SLOTS_P (2 * GEMM_HP)
 #define GEMM_PAD 4
@@ -92,10 +102,11 @@ typedef float4 gemm_positions_t;
 typedef float2 gemm_positions_t;
 #define GEMM_POSITIONS_ELEMENT GEMM_ELEMENT2
 #endif
-// The work-item's column (rows) and row (positions) of the 16 x 16 grid. A warp of 32 covers 8 columns by
-// 4 rows of it, so that its vector reads of local memory touch few distinct addresses.
-inline int gemm_tx(void) { return gemm_flat() % 8 + 8 * ((gemm_flat() / 32) % 2); }
-inline int gemm_ty(void) { return (gemm_flat() % 32) / 8 + 4 * (gemm_flat() / 64); }
+// The work-item's column (rows) and row (positions) of the work-group's grid. A warp of 32 covers 8
+// columns by 4 rows of it, so that its vector reads of local memory touch few distinct addresses.
+#define GEMM_WARPS_R (GEMM_GROUP_R / 8)
+inline int gemm_tx(void) { return gemm_flat() % 8 + 8 * ((gemm_flat() / 32) % GEMM_WARPS_R); }
+inline int gemm_ty(void) { return (gemm_flat() % 32) / 8 + 4 * (gemm_flat() / (32 * GEMM_WARPS_R)); }
 #define gemm_slot_row(i) (gemm_tx() * GEMM_HR + (i))
 #define gemm_slot_pos(k) ((k) < GEMM_HP ? gemm_ty() * GEMM_HP + (k) : GEMM_TP / 2 + gemm_ty() * GEMM_HP + (k) - GEMM_HP)
 #endif

@@ -18,8 +18,8 @@ __kernel void rmsnorm_rows(__global const float* x, __global const float* weight
 // out[p][r] = w[r] . in[p] for `rows` rows of n elements and `positions` positions, out's rows starting
 // at out_offset; with `accumulate`, added to what out holds (the residual: the sum formed first, as
 // run.c does). A block takes GEMM_BLOCK_ROWS consecutive rows, its halves gemm_block's two.
-__kernel void gemm(__global const weight_t* w, __global const float* in, __global float* out, int out_offset, int n,
-                   int rows, int positions, int accumulate) {
+GEMM_KERNEL void gemm(__global const weight_t* w, __global const float* in, __global float* out, int out_offset,
+                      int n, int rows, int positions, int accumulate) {
     GEMM_LOCALS;
     GEMM_FOR_BLOCKS(block, p0, (rows + GEMM_BLOCK_ROWS - 1) / GEMM_BLOCK_ROWS, positions) {
         float acc[GEMM_SLOTS_R][GEMM_SLOTS_P];
@@ -46,10 +46,10 @@ __kernel void gemm(__global const weight_t* w, __global const float* in, __globa
 // cache's rows from pos on. Blocks of GEMM_BLOCK_ROWS rows of wq, then wk's, then wv's (a block never
 // straddles two matrices), its even rows one half, the odd rows the other: a RoPE pair meets in one
 // work-item.
-__kernel void gemm_qkv_rope(__global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
-                            __global const float* in, __global const float* rope, __global float* q,
-                            __global float* key_cache, __global float* value_cache, int dim, int kv_dim,
-                            int head_size, int pos, int positions) {
+GEMM_KERNEL void gemm_qkv_rope(__global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
+                               __global const float* in, __global const float* rope, __global float* q,
+                               __global float* key_cache, __global float* value_cache, int dim, int kv_dim,
+                               int head_size, int pos, int positions) {
     GEMM_LOCALS;
     const int q_blocks = (dim + GEMM_BLOCK_ROWS - 1) / GEMM_BLOCK_ROWS;
     const int kv_blocks = (kv_dim + GEMM_BLOCK_ROWS - 1) / GEMM_BLOCK_ROWS;
@@ -81,8 +81,8 @@ __kernel void gemm_qkv_rope(__global const weight_t* wq, __global const weight_t
 
 // The batch's FFN hidden state: hb[p] = silu(w1 . xn[p]) * (w3 . xn[p]), as ffn_gate_up computes it. A
 // block takes GEMM_HALF rows of w1 and the same rows of w3.
-__kernel void gemm_gate_up(__global const weight_t* w1, __global const weight_t* w3, __global const float* in,
-                           __global float* hb, int dim, int hidden_dim, int positions) {
+GEMM_KERNEL void gemm_gate_up(__global const weight_t* w1, __global const weight_t* w3, __global const float* in,
+                              __global float* hb, int dim, int hidden_dim, int positions) {
     GEMM_LOCALS;
     GEMM_FOR_BLOCKS(block, p0, (hidden_dim + GEMM_HALF - 1) / GEMM_HALF, positions) {
         const int r0 = block * GEMM_HALF;

@@ -25,8 +25,8 @@ __kernel void quantize_rows(__global const float* x, __global weight_t* out, int
 // time, its rows staying in the core's cache while every position reads them. Rows and positions past
 // the end are clamped for the loads and not stored.
 #define Q8_GEMM_POSITIONS 4
-__kernel void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset, int n,
-                   int rows, int positions, int accumulate) {
+GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset,
+                      int n, int rows, int positions, int accumulate) {
     const int groups = n / GROUP_SIZE;
     FOR_GROUP_UNITS(unit, (rows + GEMM_ROWS - 1) / GEMM_ROWS) {
         ROW_SETUP(unit, (rows + GEMM_ROWS - 1) / GEMM_ROWS);
@@ -82,8 +82,8 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
     }
 }
 #elif defined(GEMM_MMA)
-// GPU family on tensor cores (tensor_cores.cl's m16n8k32 on int8 words): a work-group of GEMM_GROUP x
-// GEMM_GROUP work-items computes a tile of GEMM_TR rows by GEMM_TP positions (KernelSet::gemm), its 8 warps
+// GPU family on tensor cores (tensor_cores.cl's m16n8k32 on int8 words): a work-group of GEMM_GROUP_R x
+// GEMM_GROUP_P work-items computes a tile of GEMM_TR rows by GEMM_TP positions (KernelSet::gemm), its 8 warps
 // in 2 (rows) x 4 (positions), each warp's part in 16 x 8 blocks, Q8_MB x Q8_NB of them. The tile passes
 // through local memory a step of Q8_STEP_WORDS words of k at a time (64 weights where groups hold whole
 // steps of them, else 32: a step's loads wait on memory, so fewer, longer steps) with the scales of the
@@ -103,7 +103,7 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
 // A local row of a step: its words padded by 4, so that a fragment's reads (8 rows g, words t) fall in
 // distinct banks.
 #define Q8_STRIDE (Q8_STEP_WORDS + 4)
-#define Q8_THREADS (GEMM_GROUP * GEMM_GROUP)
+#define Q8_THREADS GEMM_THREADS
 #define Q8_A_LOADS (GEMM_TR * Q8_STEP_WORDS / Q8_THREADS)
 #define Q8_B_LOADS (GEMM_TP * Q8_STEP_WORDS / Q8_THREADS)
 #ifdef MMA_EMULATE
@@ -166,7 +166,7 @@ inline void q8_store(__local q8_step_t* b, const q8_loads_t* l, int flat) {
 // dots += A B for the warp's blocks over the 32 weights of step buffer b from its word k8, the warp's tile
 // part starting at row wr and position wp: each lane's fragments read from local memory.
 inline void q8_mma(__local const q8_step_t* b, int k8, int wr, int wp, int* dots, __local uint* scratch) {
-    const int lane = (get_local_id(1) * GEMM_GROUP + get_local_id(0)) % 32, g = lane / 4, t = lane % 4;
+    const int lane = gemm_flat() % 32, g = lane / 4, t = lane % 4;
     uint a[Q8_MB][4], x[Q8_NB][2];
 #pragma unroll
     for (int mb = 0; mb < Q8_MB; mb++) {
@@ -183,7 +183,7 @@ inline void q8_mma(__local const q8_step_t* b, int k8, int wr, int wp, int* dots
         x[nb][1] = pos[4];
     }
 #ifdef MMA_EMULATE
-    __local uint* a_at = scratch + (get_local_id(1) * GEMM_GROUP + get_local_id(0)) / 32 * (Q8_MB * 128 + Q8_NB * 64);
+    __local uint* a_at = scratch + gemm_flat() / 32 * (Q8_MB * 128 + Q8_NB * 64);
     __local uint* x_at = a_at + Q8_MB * 128;
     for (int mb = 0; mb < Q8_MB; mb++) mma_publish_a(a_at + mb * 128, a[mb]);
     for (int nb = 0; nb < Q8_NB; nb++) mma_publish_b(x_at + nb * 64, x[nb]);
@@ -203,11 +203,11 @@ inline void q8_mma(__local const q8_step_t* b, int k8, int wr, int wp, int* dots
 #endif
 }
 
-__kernel void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset, int n,
-                   int rows, int positions, int accumulate) {
+GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset,
+                      int n, int rows, int positions, int accumulate) {
     __local q8_step_t steps_[2];
     __local uint scratch[Q8_MMA_SCRATCH];
-    const int flat = get_local_id(1) * GEMM_GROUP + get_local_id(0), lane = flat % 32, warp = flat / 32;
+    const int flat = gemm_flat(), lane = flat % 32, warp = flat / 32;
     const int g = lane / 4, t = lane % 4;
     const int r0 = get_group_id(0) * GEMM_TR, p0 = get_group_id(1) * GEMM_TP;
     // The warp's first row and position in the tile; element e of the work-item's D fragments is the
@@ -253,22 +253,22 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
 #undef Q8_POS
 }
 #else
-// GPU family: a work-group of GEMM_GROUP x GEMM_GROUP work-items computes a tile of GEMM_TILE rows by
-// GEMM_TILE positions (the shape's own build's tile, gemm_gpu.cl's default: KernelSet::gemm), each
-// work-item GEMM_BLOCK x GEMM_BLOCK of it (rows and positions GEMM_GROUP apart). Group by group, the
+// GPU family: a work-group of GEMM_GROUP_R x GEMM_GROUP_P (16 x 16) work-items computes a tile of GEMM_TILE
+// rows by GEMM_TILE positions (the shape's own build's tile, gemm_gpu.cl's default: KernelSet::gemm), each
+// work-item GEMM_BLOCK x GEMM_BLOCK of it (rows and positions 16 apart). Group by group, the
 // tile's words pass through local memory Q8_TILE_WORDS at a time and each work-item forms its elements'
 // integer dot products; then the group's scales fold them into the sums.
 #if GEMM_TR != GEMM_TP
 #error "Q8_0's gemm computes square tiles"
 #endif
 #define GEMM_TILE GEMM_TR
-#define GEMM_BLOCK (GEMM_TILE / GEMM_GROUP)
+#define GEMM_BLOCK (GEMM_TILE / GEMM_GROUP_R)
 #define Q8_TILE_WORDS (GROUP_SIZE / 4 < 16 ? GROUP_SIZE / 4 : 16)
-__kernel void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset, int n,
-                   int rows, int positions, int accumulate) {
+GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset,
+                      int n, int rows, int positions, int accumulate) {
     __local int wt[Q8_TILE_WORDS][GEMM_TILE + 1], xt[Q8_TILE_WORDS][GEMM_TILE + 1];
     __local float ws[GEMM_TILE], xs[GEMM_TILE];
-    const int lr = get_local_id(0), lp = get_local_id(1), flat = lp * GEMM_GROUP + lr;
+    const int lr = get_local_id(0), lp = get_local_id(1), flat = gemm_flat();
     const int r0 = get_group_id(0) * GEMM_TILE, p0 = get_group_id(1) * GEMM_TILE;
     const int groups = n / GROUP_SIZE;
     float acc[GEMM_BLOCK][GEMM_BLOCK];
@@ -277,7 +277,7 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
 #pragma unroll
         for (int k = 0; k < GEMM_BLOCK; k++) acc[i][k] = 0.0f;
     for (int g = 0; g < groups; g++) {  // (the same trips for every work-item: barriers)
-        for (int t = flat; t < GEMM_TILE; t += GEMM_GROUP * GEMM_GROUP) {
+        for (int t = flat; t < GEMM_TILE; t += GEMM_THREADS) {
             ws[t] = r0 + t < rows ? Q8_SCALES(WEIGHT_ROW(w, r0 + t, n), n)[g] : 0.0f;
             xs[t] = p0 + t < positions ? Q8_SCALES(WEIGHT_ROW(in, p0 + t, n), n)[g] : 0.0f;
         }
@@ -287,7 +287,7 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
 #pragma unroll
             for (int k = 0; k < GEMM_BLOCK; k++) dots[i][k] = 0;
         for (int word0 = 0; word0 < GROUP_SIZE / 4; word0 += Q8_TILE_WORDS) {
-            for (int e = flat; e < GEMM_TILE * Q8_TILE_WORDS; e += GEMM_GROUP * GEMM_GROUP) {
+            for (int e = flat; e < GEMM_TILE * Q8_TILE_WORDS; e += GEMM_THREADS) {
                 const int t = e / Q8_TILE_WORDS, kk = e % Q8_TILE_WORDS, word = word0 + kk;
                 const int at = q8_int(groups, g, word);
                 const int inside = word < GROUP_SIZE / 4;
@@ -299,9 +299,9 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
             for (int kk = 0; kk < steps; kk++) {
                 int a[GEMM_BLOCK], b[GEMM_BLOCK];
 #pragma unroll
-                for (int i = 0; i < GEMM_BLOCK; i++) a[i] = wt[kk][lr + i * GEMM_GROUP];
+                for (int i = 0; i < GEMM_BLOCK; i++) a[i] = wt[kk][lr + i * GEMM_GROUP_R];
 #pragma unroll
-                for (int k = 0; k < GEMM_BLOCK; k++) b[k] = xt[kk][lp + k * GEMM_GROUP];
+                for (int k = 0; k < GEMM_BLOCK; k++) b[k] = xt[kk][lp + k * GEMM_GROUP_P];
 #pragma unroll
                 for (int i = 0; i < GEMM_BLOCK; i++)
 #pragma unroll
@@ -313,14 +313,14 @@ __kernel void gemm(__global const weight_t* w, __global const weight_t* in, __gl
         for (int i = 0; i < GEMM_BLOCK; i++)
 #pragma unroll
             for (int k = 0; k < GEMM_BLOCK; k++)
-                acc[i][k] += (float)dots[i][k] * ws[lr + i * GEMM_GROUP] * xs[lp + k * GEMM_GROUP];
+                acc[i][k] += (float)dots[i][k] * ws[lr + i * GEMM_GROUP_R] * xs[lp + k * GEMM_GROUP_P];
         barrier(CLK_LOCAL_MEM_FENCE);  // the next group's scales overwrite these
     }
 #pragma unroll
     for (int i = 0; i < GEMM_BLOCK; i++) {
 #pragma unroll
         for (int k = 0; k < GEMM_BLOCK; k++) {
-            const int r = r0 + lr + i * GEMM_GROUP, p = p0 + lp + k * GEMM_GROUP;
+            const int r = r0 + lr + i * GEMM_GROUP_R, p = p0 + lp + k * GEMM_GROUP_P;
             if (r < rows && p < positions) {
                 __global float* o = out + out_offset + (size_t)p * rows + r;
                 *o = accumulate ? *o + acc[i][k] : acc[i][k];

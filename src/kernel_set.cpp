@@ -154,7 +154,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
         swiglu = cl::Kernel(program, "swiglu");
     }
     // The shape's own build holds the GPU shapes' smallest tile (gemm_gpu.cl's default).
-    gemm_builds_.emplace(kOwnGemmTile, GemmBuild{kOwnGemmTile, gemm_kernels(program)});
+    gemm_builds_.emplace(kOwnGemmTile, gemm_build_of(kOwnGemmTile, program));
     // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
     if (matvec_options_.empty())
         builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
@@ -164,6 +164,14 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
 KernelSet::GemmKernels KernelSet::gemm_kernels(const cl::Program& program) const {
     if (layout_.format.type == ElementType::q8_0) return {cl::Kernel(program, "gemm")};
     return {cl::Kernel(program, "gemm"), cl::Kernel(program, "gemm_qkv_rope"), cl::Kernel(program, "gemm_gate_up")};
+}
+
+KernelSet::GemmBuild KernelSet::gemm_build_of(GemmTile tile, const cl::Program& program) const {
+    GemmBuild build{tile, gemm_kernels(program)};
+    const auto declared = build.kernels[0].getWorkGroupInfo<CL_KERNEL_COMPILE_WORK_GROUP_SIZE>(device_.device());
+    build.group_rows = declared[0];
+    build.group_positions = declared[1];
+    return build;
 }
 
 // In Matvec's order.
@@ -271,9 +279,10 @@ int prefill_batch_for(const LaunchShape& shape, const Config& config) {
     return std::min(shape.gpu_family() ? kGpuPrefillBatch : kCpuPrefillBatch, config.seq_len);
 }
 
-bool KernelSet::fits(const cl::Kernel& kernel) const {
+bool KernelSet::fits(const GemmBuild& build) const {
+    const cl::Kernel& kernel = build.kernels[0];
     return kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >=
-               static_cast<std::size_t>(kGemmGroup * kGemmGroup) &&
+               build.group_rows * build.group_positions &&
            kernel.getWorkGroupInfo<CL_KERNEL_LOCAL_MEM_SIZE>(device_.device()) <= device_.info().local_mem_bytes;
 }
 
@@ -281,7 +290,7 @@ bool KernelSet::prefill_possible(const Config& c) const {
     if (!shape_.gpu_family()) return true;
     const std::uint64_t widest = std::max(c.dim, c.hidden_dim);
     const std::uint64_t elements = widest * std::max<std::uint64_t>(widest, prefill_batch_for(shape_, c));
-    return elements < (std::uint64_t{1} << 32) && fits(gemm_builds_.at(kOwnGemmTile).kernels[0]);
+    return elements < (std::uint64_t{1} << 32) && fits(gemm_builds_.at(kOwnGemmTile));
 }
 
 namespace {
@@ -354,8 +363,8 @@ KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_ext
     const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, build.tile.rows));
     const std::size_t position_tiles =
         static_cast<std::size_t>((positions + build.tile.positions - 1) / build.tile.positions);
-    return {&build.kernels[index], {cl::NDRange(blocks * kGemmGroup, position_tiles * kGemmGroup),
-                                     cl::NDRange(kGemmGroup, kGemmGroup)}};
+    return {&build.kernels[index], {cl::NDRange(blocks * build.group_rows, position_tiles * build.group_positions),
+                                     cl::NDRange(build.group_rows, build.group_positions)}};
 }
 
 KernelSet::GemmBuild& KernelSet::gemm_build(GemmTile tile) {
@@ -365,13 +374,13 @@ KernelSet::GemmBuild& KernelSet::gemm_build(GemmTile tile) {
     // or its launch, and one with fewer registers its whole work-group: that tile runs as the smallest.
     std::optional<GemmBuild> build;
     try {
-        build = GemmBuild{tile, gemm_kernels(build_program(shape_.row_threads, kLongDotBatch,
-                                                           " -DGEMM_TR=" + std::to_string(tile.rows) +
-                                                               " -DGEMM_TP=" + std::to_string(tile.positions)))};
+        build = gemm_build_of(tile, build_program(shape_.row_threads, kLongDotBatch,
+                                                  " -DGEMM_TR=" + std::to_string(tile.rows) +
+                                                      " -DGEMM_TP=" + std::to_string(tile.positions)));
     } catch (const Error&) {
         // (The compiler's refusal: the smallest tile instead, below.)
     }
-    const GemmBuild& runs = build && fits(build->kernels[0]) ? *build : gemm_builds_.at(kOwnGemmTile);
+    const GemmBuild& runs = build && fits(*build) ? *build : gemm_builds_.at(kOwnGemmTile);
     return gemm_builds_.emplace(tile, runs).first->second;
 }
 

@@ -200,9 +200,9 @@ TEST(GemmTile, ATileTheDeviceCannotRunTakesTheSmallestTilesBuild) {
     const KernelSet::Launch asked = h.kernels.gemm(KernelSet::Gemm::gate_up, {2 * 192}, 100, refused);
     const KernelSet::Launch own = h.kernels.gemm(KernelSet::Gemm::gate_up, {2 * 192}, 100, kOwnGemmTile);
     EXPECT_EQ((*asked.kernel)(), (*own.kernel)());  // the same OpenCL kernel
-    // Blocks of the smallest tile: 384 rows in 6 of 64, 100 positions in 2 of 64.
-    EXPECT_EQ(asked.range.global[0], 6u * KernelSet::kGemmGroup);
-    EXPECT_EQ(asked.range.global[1], 2u * KernelSet::kGemmGroup);
+    // Blocks of the smallest tile: 384 rows in 6 of 64, 100 positions in 2 of 64, a work-group each.
+    EXPECT_EQ(asked.range.global[0], 6u * asked.range.local[0]);
+    EXPECT_EQ(asked.range.global[1], 2u * asked.range.local[1]);
     // A CPU shape has no tiles to choose.
     EXPECT_FALSE(harness("cpu", WeightFormat{}).kernels.gemm_tile_runs(kOwnGemmTile));
 }

@@ -221,8 +221,8 @@ public:
     // The kernel and range for a product of `positions` positions over matrices of `row_extents` rows (wq's,
     // wk's and wv's for qkv_rope; twice hidden_dim for gate_up, whose blocks take half their rows from w1
     // and half from w3), each matrix's rows divided into blocks of its own. CPU shapes: a work-item per
-    // block of kGemmRows rows (gemm_cpu.cl), the shape's own build. GPU shapes: a work-group of
-    // kGemmGroup x kGemmGroup per tile of rows by positions (gemm_gpu.cl), the tile chosen by gemm_tile
+    // block of kGemmRows rows (gemm_cpu.cl), the shape's own build. GPU shapes: a work-group (the one its
+    // kernels declare) per tile of rows by positions (gemm_gpu.cl), the tile chosen by gemm_tile
     // for the launch's size (or `tile`: tests), each tile's build compiled once, when first needed.
     // Q8_0 weights: Gemm::gemm alone (prefill_q8.cl), of the shape's own build and its tile.
     Launch gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
@@ -231,9 +231,9 @@ public:
     // the device's registers and local memory. A launch of a tile it does not run takes the smallest
     // tile's build instead (prefill_possible requires that one).
     bool gemm_tile_runs(GemmTile tile);
-    static constexpr int kGemmRows = 4, kGemmGroup = 16;
-    // Whether the GEMMs can run here for this model: GPU shapes need work-groups of kGemmGroup^2
-    // work-items, and matrices and batches of fewer than 2^32 elements (gemm_gpu.cl's offsets).
+    static constexpr int kGemmRows = 4;
+    // Whether the GEMMs can run here for this model: GPU shapes need the smallest tile's work-group, and
+    // matrices and batches of fewer than 2^32 elements (gemm_gpu.cl's offsets).
     bool prefill_possible(const Config& config) const;
     // One work-item per (element, position) of a step over `width` elements of each position.
     Range per_position(int width, int positions) const;
@@ -305,10 +305,13 @@ private:
     struct GemmBuild {
         GemmTile tile;
         GemmKernels kernels;
+        // GPU shapes: the work-group its kernels declare (gemm_gpu.cl's GEMM_KERNEL), rows by positions.
+        std::size_t group_rows = 0, group_positions = 0;
     };
-    // Whether the device launches work-groups of kGemmGroup^2 work-items of `kernel`, its local memory
-    // within the device's.
-    bool fits(const cl::Kernel& kernel) const;
+    GemmBuild gemm_build_of(GemmTile tile, const cl::Program& program) const;
+    // Whether the device launches the work-group `build`'s kernels declare, its local memory within the
+    // device's.
+    bool fits(const GemmBuild& build) const;
     // The build a launch of `tile` takes: the tile's own, or the smallest one's (gemm_tile_runs).
     GemmBuild& gemm_build(GemmTile tile);
     // By the tile asked for: the shape's own build (CPU shapes; the smallest tile of GPU shapes), and the
