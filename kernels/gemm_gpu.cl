@@ -3,13 +3,14 @@
 // GEMM_MMA, on tensor cores (tensor_cores.cl).
 //
 // A work-group (GEMM_GROUP_R x GEMM_GROUP_P work-items) computes a block of GEMM_TR rows by GEMM_TP
-// positions (the host builds a program per tile: KernelSet::gemm). Half its rows are rows a0, a0 + step, ... of matrix wa,
-// the others the same rows of wb from b0 (the same matrix's next rows, or a second matrix whose rows pair
-// with the first's: w1 and w3), and every work-item holds the sums of a row of wa's half with its partner
-// of wb's (a RoPE pair, a gate with its up row). The tile's weights and inputs pass through local memory
-// GEMM_TK elements of k at a time, transposed (k-major); the next step's are loaded from global memory
-// into registers while this step's are multiplied, and stored to the other of two buffers, so one
-// barrier per step suffices. Each element sums its terms in k's order (the tail of a row as zeros).
+// positions (the host builds a program per tile: KernelSet::gemm). Half its rows are rows a0, a0 + step,
+// ... of matrix wa, the others the same rows of wb from b0 (the same matrix's next rows, or a second
+// matrix whose rows pair with the first's: w1 and w3), and every work-item holds the sums of a row of
+// wa's half with its partner of wb's (a RoPE pair, a gate with its up row). The tile's weights and
+// inputs pass through local memory GEMM_TK elements of k at a time, transposed (k-major); the next step's
+// are loaded from global memory into registers while this step's are multiplied, and stored to the other
+// of two buffers, so one barrier per step suffices. Each element sums its terms in k's order (the tail of
+// a row as zeros).
 #if SHAPE_FAMILY == SHAPE_GPU
 #ifndef GEMM_TR
 #define GEMM_TR 64
