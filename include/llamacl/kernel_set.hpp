@@ -308,6 +308,7 @@ private:
         // GPU shapes: the work-group its kernels declare (gemm_gpu.cl's GEMM_KERNEL), rows by positions.
         std::size_t group_rows = 0, group_positions = 0;
     };
+    // `program`'s GEMM kernels, built for `tile`, with the work-group they declare.
     GemmBuild gemm_build_of(GemmTile tile, const cl::Program& program) const;
     // Whether the device launches the work-group `build`'s kernels declare, its local memory within the
     // device's.
