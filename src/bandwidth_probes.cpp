@@ -127,7 +127,7 @@ double measure_mma_gops(const Device& device, MmaOperands operands, int reps) {
     const std::size_t items = static_cast<std::size_t>(device.info().compute_units) * 1024;
     cl::CommandQueue queue = profiling_queue(device);
     cl::Buffer out = device.allocate(items * sizeof(float), "tensor-core throughput probe");
-    cl::Kernel mma(mma_program(device), int8 ? "mma_s8" : "mma_tf32");
+    cl::Kernel mma(mma_program(device), mma_probe_kernel(operands));
     mma.setArg(0, out);
     mma.setArg(1, int8 ? 0x01010101u : 0x3f800000u);  // ones
     mma.setArg(2, int8 ? 0x01010101u : 0x3a800000u);  // ones; 2^-10
@@ -137,6 +137,8 @@ double measure_mma_gops(const Device& device, MmaOperands operands, int reps) {
     });
     return 2.0 * multiply_adds * kChains * kSteps * static_cast<double>(items / kWarp) / s / 1e9;
 }
+
+const char* mma_probe_kernel(MmaOperands operands) { return operands == MmaOperands::int8 ? "mma_s8" : "mma_tf32"; }
 
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps) {
     bytes = probe_size(bytes);

@@ -136,7 +136,8 @@ void time_prefill(DeviceForward& model, const BenchOptions& o, BenchResult& r, c
     r.prompt_gflops = prefill_flops(r.config, r.prompt) * r.prompt_tok_s / r.prompt / 1e9;
     r.prompt_fma_pct = r.prompt_gflops / r.device_fma_gflops * 100;
     if (r.prompt_tensor_cores)
-        r.prompt_mma_pct = r.prompt_gflops * tensor_core_products(r.config.weight_format.type) / r.device_mma_gops * 100;
+        r.prompt_mma_pct =
+            r.prompt_gflops * tensor_core_products(r.config.weight_format.type) / r.device_mma_gops * 100;
     if (o.profile) {
         const double timed = static_cast<double>(o.runs) * r.prompt;
         r.prompt_profiled_ms_per_token = total_s * 1e3 / timed;
@@ -169,6 +170,10 @@ double prefill_flops(const Config& c, int prompt) {
     return c.n_layers * (2 * layer_params * n + attention) + 2.0 * c.vocab_size * dim;
 }
 
+MmaOperands tensor_core_operands(ElementType weights) {
+    return weights == ElementType::q8_0 ? MmaOperands::int8 : MmaOperands::tf32;
+}
+
 int tensor_core_products(ElementType weights) {
     switch (weights) {
         case ElementType::q8_0: return 1;
@@ -178,7 +183,8 @@ int tensor_core_products(ElementType weights) {
 }
 
 std::string tensor_core_name(ElementType weights) {
-    return weights == ElementType::q8_0 ? "int8" : std::to_string(tensor_core_products(weights)) + "xTF32";
+    return tensor_core_operands(weights) == MmaOperands::int8 ? "int8"
+                                                              : std::to_string(tensor_core_products(weights)) + "xTF32";
 }
 
 double prefill_bytes(const Config& c, int prompt, int batch) {
@@ -292,8 +298,7 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         r.prompt_tensor_cores = model.tensor_cores();
         if (r.prompt > 0 && r.prompt_tensor_cores) {
             progress.update("bench: measuring the tensor cores' throughput");
-            r.device_mma_gops = measure_mma_gops(
-                device, c.weight_format.type == ElementType::q8_0 ? MmaOperands::int8 : MmaOperands::tf32, o.probe_reps);
+            r.device_mma_gops = measure_mma_gops(device, tensor_core_operands(c.weight_format.type), o.probe_reps);
         }
         if (r.prompt > 0) time_prefill(model, o, r, progress);
         time_decode(model, o, r, progress);

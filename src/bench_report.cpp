@@ -128,12 +128,13 @@ std::string format_bench_text(const BenchResult& r) {
                     prefill_flops(r.config, r.prompt) / 1e9, r.prompt_gflops, r.prompt_fma_pct, r.device_fma_gflops,
                     r.prompt_tensor_cores ? ", the SIMT cores' roof, not the tensor cores'" : "");
         // The tensor cores' roof for the prompt's multiply-adds, each taken as its products.
-        if (r.prompt_tensor_cores)
+        if (r.prompt_tensor_cores) {
+            const MmaOperands operands = tensor_core_operands(w);
             t += format("tensor cores: %.2f G%s/s (%s, best of %d); the prompt at %.1f%% of it, a multiply-add "
                         "taking %d of its products (%s)\n",
-                        r.device_mma_gops, w == ElementType::q8_0 ? "OP" : "FLOP",
-                        w == ElementType::q8_0 ? "mma_s8" : "mma_tf32", r.probe_reps, r.prompt_mma_pct,
-                        tensor_core_products(w), tensor_core_name(w).c_str());
+                        r.device_mma_gops, operands == MmaOperands::int8 ? "OP" : "FLOP", mma_probe_kernel(operands),
+                        r.probe_reps, r.prompt_mma_pct, tensor_core_products(w), tensor_core_name(w).c_str());
+        }
     }
     if (r.profiled) {
         t += profile_table(r, r.profile, static_cast<int>(r.run_tok_s.size()) * r.tokens, r.profiled_ms_per_token,

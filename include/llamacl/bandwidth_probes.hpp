@@ -23,6 +23,8 @@ enum class MmaOperands { tf32, int8 };
 // `reps` launches of copy.cl's mma_tf32 or mma_s8 filling every compute unit. Only where prefill takes
 // the tensor cores (KernelSet::tensor_cores): the kernels are NVIDIA's inline PTX.
 double measure_mma_gops(const Device& device, MmaOperands operands, int reps);
+// The probe's kernel for `operands`: "mma_tf32" or "mma_s8".
+const char* mma_probe_kernel(MmaOperands operands);
 // Host-to-device bandwidth in GB/s from pinned memory, best of `reps`.
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
 // The probes' buffer size without --probe-mib: kCacheMultiple x the last-level cache, at least
