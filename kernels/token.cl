@@ -1,7 +1,8 @@
 // The token kernel: a whole token's forward pass (every layer's five steps, and a sixth where w2's input
-// is quantized once: QUANTIZE_W2_ONCE; then the final RMSNorm and the classifier) in one launch, where small models are otherwise bound by the cost of their launches:
-// on a GPU each costs host and device time comparable to a small model's step, and PoCL pays several
-// microseconds between two commands, where its work-groups meet at a grid barrier in a fraction of one.
+// is quantized once: QUANTIZE_W2_ONCE; then the final RMSNorm and the classifier) in one launch, where
+// small models are otherwise bound by the cost of their launches: on a GPU each costs host and device
+// time comparable to a small model's step, and PoCL pays several microseconds between two commands,
+// where its work-groups meet at a grid barrier in a fraction of one.
 // In greedy decoding one launch runs several positions in turn, each picking the next one's token, so
 // that no position waits for a launch. Built only when the host asks for it (TOKEN_KERNEL): it needs
 // OpenCL C 2.0's memory scopes. This file holds the grid barrier and the GPU family's kernel;

@@ -152,7 +152,7 @@ TEST(Roofline, TensorCoresAddTheirRoofAboveTheFmaRoof) {
     r.device_copy_gbs = 100;
     r.device_fma_gflops = 1000;
     r.prompt_tensor_cores = true;
-    r.device_mma_gops = 6000;  // TF32: 2000 GFLOP/s at 3xTF32
+    r.device_mma_gops = 6000;  // TF32 products, three a multiply-add for f32 weights
     const Roofline roof = roofline_from_bench(r);
     ASSERT_TRUE(roof.tensor_gflops.has_value());
     EXPECT_DOUBLE_EQ(*roof.tensor_gflops, 2000);
