@@ -1,7 +1,9 @@
 #include "llamacl/bench.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
+#include <functional>
 
 #include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/device_forward.hpp"
@@ -43,9 +45,12 @@ double median(std::vector<double> values) {
     return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// One row per command name, in the order the schedule first enqueues them.
-std::vector<CommandProfile> summarize_profile(const std::vector<LaunchRecord>& log, const BenchResult& r,
-                                              double timed_tokens, double wall_ms_per_token) {
+// One row per command name, in the order the schedule first enqueues them; `bytes_of` and `flops_of`
+// give a command's bytes and flops per token (or prompt position).
+std::vector<CommandProfile> summarize_profile(const std::vector<LaunchRecord>& log, double timed_tokens,
+                                              double wall_ms_per_token,
+                                              const std::function<double(const std::string&)>& bytes_of,
+                                              const std::function<double(const std::string&)>& flops_of) {
     std::vector<CommandProfile> rows;
     for (const LaunchRecord& record : log) {
         if (record.event() == nullptr) continue;  // the enqueue failed; the run did not complete anyway
@@ -61,9 +66,10 @@ std::vector<CommandProfile> summarize_profile(const std::vector<LaunchRecord>& l
         row.count_per_token /= timed_tokens;
         row.ms_per_token /= timed_tokens;
         row.share_pct = row.ms_per_token / wall_ms_per_token * 100;
-        row.bytes_per_token = command_bytes_per_token(row.name, r.config, r.finalize, r.context, r.tokens);
-        row.gbs = row.ms_per_token > 0 ? static_cast<double>(row.bytes_per_token) / (row.ms_per_token * 1e-3) / 1e9 : 0;
-        row.flops_per_token = command_flops_per_token(row.name, r.config, r.finalize, r.context, r.tokens);
+        row.bytes_per_token = bytes_of(row.name);
+        row.flops_per_token = flops_of(row.name);
+        row.gbs = row.ms_per_token > 0 ? row.bytes_per_token / (row.ms_per_token * 1e-3) / 1e9 : 0;
+        row.gflops = row.ms_per_token > 0 ? row.flops_per_token / (row.ms_per_token * 1e-3) / 1e9 : 0;
     }
     return rows;
 }
@@ -104,7 +110,14 @@ void time_decode(DeviceForward& model, const BenchOptions& o, BenchResult& r, co
     if (o.profile) {
         r.profiled = true;
         r.profiled_ms_per_token = total_s * 1e3 / timed_tokens;
-        r.profile = summarize_profile(log, r, timed_tokens, r.profiled_ms_per_token);
+        r.profile = summarize_profile(
+            log, timed_tokens, r.profiled_ms_per_token,
+            [&](const std::string& name) {
+                return static_cast<double>(command_bytes_per_token(name, r.config, r.finalize, r.context, r.tokens));
+            },
+            [&](const std::string& name) {
+                return static_cast<double>(command_flops_per_token(name, r.config, r.finalize, r.context, r.tokens));
+            });
     }
 }
 
@@ -141,7 +154,20 @@ void time_prefill(DeviceForward& model, const BenchOptions& o, BenchResult& r, c
     if (o.profile) {
         const double timed = static_cast<double>(o.runs) * r.prompt;
         r.prompt_profiled_ms_per_token = total_s * 1e3 / timed;
-        r.prompt_profile = summarize_profile(log, r, timed, r.prompt_profiled_ms_per_token);
+        r.prompt_profile = summarize_profile(
+            log, timed, r.prompt_profiled_ms_per_token,
+            [&](const std::string& name) { return prefill_command_bytes(name, r.config, r.prompt, r.plan.prefill_batch); },
+            [&](const std::string& name) { return prefill_command_flops(name, r.config, r.prompt); });
+        double gemm_ms = 0, gemm_flops = 0;
+        for (const CommandProfile& row : r.prompt_profile) {
+            if (!is_gemm_command(row.name)) continue;
+            gemm_ms += row.ms_per_token;
+            gemm_flops += row.flops_per_token;
+        }
+        if (gemm_ms > 0) {
+            r.prompt_gemm_gflops = gemm_flops / (gemm_ms * 1e-3) / 1e9;
+            r.prompt_gemm_fma_pct = r.prompt_gemm_gflops / r.device_fma_gflops * 100;
+        }
     }
 }
 
@@ -221,6 +247,40 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& c, 
     if (name == "read_tokens") return sizeof(cl_int);  // a batch's read, 4 bytes for each of its tokens
     if (name == "read_logits") return static_cast<std::uint64_t>(c.vocab_size) * f;
     if (name == "forward_token") return token_traffic(c, finalize, first_pos, tokens).total();  // all of the above
+    return 0;
+}
+
+bool is_gemm_command(const std::string& name) { return name.rfind("gemm", 0) == 0; }
+
+double prefill_command_bytes(const std::string& name, const Config& c, int prompt, int batch) {
+    const double f = sizeof(float), layers = c.n_layers, dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
+    const WeightFormat& w = c.weight_format;
+    const auto matrix = [&](double rows) { return static_cast<double>(w.bytes(static_cast<std::uint64_t>(rows * dim))); };
+    // A layer's weights are read once a batch, so a position's share is 1 / prompt of every batch's reads.
+    const double per_batch = layers * std::ceil(static_cast<double>(prompt) / batch) / prompt;
+    if (name == "rmsnorm_rows") return per_batch * 2 * dim * f;  // rms_att, rms_ffn
+    if (name == "gemm_qkv_rope") return per_batch * matrix(dim + 2 * kv);
+    if (name == "gemm(wq)" || name == "gemm(wo)") return per_batch * matrix(dim);
+    if (name == "gemm(wk)" || name == "gemm(wv)") return per_batch * matrix(kv);
+    if (name == "gemm_gate_up") return per_batch * matrix(2 * hidden);
+    if (name == "gemm(w1)" || name == "gemm(w3)" || name == "gemm(w2)") return per_batch * matrix(hidden);
+    if (name == "attention_rows" || name == "attention_tiles") return static_cast<double>(kv_read_bytes(c, 0, prompt));
+    if (name == "classifier")
+        return static_cast<double>(token_traffic(c, Finalize::device, 0, prompt).classifier_bytes) / prompt;
+    if (name == "write_embeddings") return dim * f;
+    if (name == "read_logits") return c.vocab_size * f / prompt;
+    return 0;
+}
+
+double prefill_command_flops(const std::string& name, const Config& c, int prompt) {
+    const double layers = c.n_layers, dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
+    if (name == "gemm_qkv_rope") return layers * 2 * (dim + 2 * kv) * dim;
+    if (name == "gemm(wq)" || name == "gemm(wo)") return layers * 2 * dim * dim;
+    if (name == "gemm(wk)" || name == "gemm(wv)") return layers * 2 * kv * dim;
+    if (name == "gemm_gate_up") return layers * 4 * hidden * dim;
+    if (name == "gemm(w1)" || name == "gemm(w3)" || name == "gemm(w2)") return layers * 2 * hidden * dim;
+    if (name == "attention_rows" || name == "attention_tiles") return layers * 4 * dim * (prompt + 1.0) / 2;
+    if (name == "classifier") return 2.0 * c.vocab_size * dim / prompt;
     return 0;
 }
 

@@ -35,11 +35,12 @@ std::string profile_table(const BenchResult& r, const std::vector<CommandProfile
                           double wall_ms_per_token, const char* what) {
     std::string t = format("\nper command (OpenCL event timestamps, mean over %d %s; %.3f ms wall per token):\n",
                            tokens, what, wall_ms_per_token);
-    t += format("  %-22s %9s %12s %8s %12s %9s\n", "command", "per token", "ms/token", "share", "MB/token", "GB/s");
+    t += format("  %-22s %9s %12s %8s %12s %9s %10s\n", "command", "per token", "ms/token", "share", "MB/token", "GB/s",
+                "GFLOP/s");
     double device_ms = 0;
     for (const CommandProfile& p : rows) {
-        t += format("  %-22s %9.2f %12.4f %7.1f%% %12.3f %9.2f\n", p.name.c_str(), p.count_per_token, p.ms_per_token,
-                    p.share_pct, mb(p.bytes_per_token), p.gbs);
+        t += format("  %-22s %9.2f %12.4f %7.1f%% %12.3f %9.2f %10.2f\n", p.name.c_str(), p.count_per_token,
+                    p.ms_per_token, p.share_pct, mb(p.bytes_per_token), p.gbs, p.gflops);
         device_ms += p.ms_per_token;
     }
     const double other = wall_ms_per_token - device_ms;
@@ -73,7 +74,8 @@ Json json_profile(const std::vector<CommandProfile>& rows) {
                        {"share_pct", p.share_pct},
                        {"bytes_per_token", p.bytes_per_token},
                        {"gbs", p.gbs},
-                       {"flops_per_token", p.flops_per_token}});
+                       {"flops_per_token", p.flops_per_token},
+                       {"gflops", p.gflops}});
     }
     return out;
 }
@@ -139,9 +141,12 @@ std::string format_bench_text(const BenchResult& r) {
     if (r.profiled) {
         t += profile_table(r, r.profile, static_cast<int>(r.run_tok_s.size()) * r.tokens, r.profiled_ms_per_token,
                            "timed tokens");
-        if (r.prompt > 0)
+        if (r.prompt > 0) {
             t += profile_table(r, r.prompt_profile, static_cast<int>(r.run_prompt_tok_s.size()) * r.prompt,
                                r.prompt_profiled_ms_per_token, "prefilled prompt positions");
+            t += format("  the GEMMs (gemm*) together: %.2f GFLOP/s = %.1f%% of the FMA throughput\n",
+                        r.prompt_gemm_gflops, r.prompt_gemm_fma_pct);
+        }
     }
     return t;
 }
@@ -207,6 +212,8 @@ std::string format_bench_json(const BenchResult& r) {
         if (r.prompt > 0) {
             j["prompt_profiled_ms_per_token"] = r.prompt_profiled_ms_per_token;
             j["prompt_profile"] = json_profile(r.prompt_profile);
+            j["prompt_gemm_gflops"] = r.prompt_gemm_gflops;
+            j["prompt_gemm_fma_pct"] = r.prompt_gemm_fma_pct;
         }
     }
     // One line; text that is not UTF-8 (a driver's device name, say) is replaced, not a reason to fail.

@@ -140,6 +140,43 @@ TEST(BenchTraffic, PerCommandFlopsCountTheMultiplyAdds) {
     EXPECT_EQ(command_flops_per_token("read_logits", c, Finalize::device, 0, 1), 0u);
 }
 
+// A prompt's commands split its whole: their bytes and flops per position, times the positions, are
+// prefill_bytes() and prefill_flops(), for the fused products (float weights) and the single ones (Q8_0),
+// one batch or several; the transfers keep their own sizes.
+TEST(BenchTraffic, PrefillCommandsSplitThePromptExactly) {
+    const std::vector<std::string> fused = {"rmsnorm_rows", "gemm_qkv_rope", "attention_tiles", "gemm(wo)",
+                                            "gemm_gate_up", "gemm(w2)", "classifier"};
+    const std::vector<std::string> single = {"rmsnorm_rows", "gemm(wq)", "gemm(wk)", "gemm(wv)", "attention_rows",
+                                             "gemm(wo)", "gemm(w1)", "gemm(w3)", "gemm(w2)", "classifier"};
+    Config q8 = small_config(2, false);
+    q8.weight_format = WeightFormat{ElementType::q8_0, 4};
+    for (const Config& c : {small_config(2, false), q8}) {
+        for (const int batch : {40, 7}) {
+            const int prompt = 33;
+            for (const auto& names : {fused, single}) {
+                double bytes = 0, flops = 0;
+                for (const std::string& name : names) {
+                    bytes += prefill_command_bytes(name, c, prompt, batch);
+                    flops += prefill_command_flops(name, c, prompt);
+                }
+                EXPECT_NEAR(bytes * prompt, prefill_bytes(c, prompt, batch), 1e-6 * prefill_bytes(c, prompt, batch))
+                    << names[1] << " batch " << batch;
+                EXPECT_NEAR(flops * prompt, prefill_flops(c, prompt), 1e-6 * prefill_flops(c, prompt)) << names[1];
+            }
+        }
+    }
+    const Config c = small_config();
+    // Five batches of 7 read each layer's weights five times: w2's 100 x 48 floats, 3 layers.
+    EXPECT_DOUBLE_EQ(prefill_command_bytes("gemm(w2)", c, 33, 7), 3.0 * 5 * 100 * 48 * 4 / 33);
+    EXPECT_DOUBLE_EQ(prefill_command_flops("gemm(w2)", c, 33), 3.0 * 2 * 100 * 48);
+    EXPECT_DOUBLE_EQ(prefill_command_bytes("write_embeddings", c, 33, 7), 48.0 * 4);
+    EXPECT_DOUBLE_EQ(prefill_command_bytes("read_logits", c, 33, 7), 300.0 * 4 / 33);
+    EXPECT_EQ(prefill_command_flops("swiglu", c, 33), 0);
+    EXPECT_TRUE(is_gemm_command("gemm_gate_up"));
+    EXPECT_TRUE(is_gemm_command("gemm(wq)"));
+    EXPECT_FALSE(is_gemm_command("attention_tiles"));
+}
+
 TEST(BenchRun, JsonFieldsAgreeWithTheRuntimesCounters) {
     const Config c = small_config();  // 3 layers, resident
     const Checkpoint ck = in_memory(c);
@@ -309,7 +346,7 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
     }
     schedule.emplace_back("read_tokens", batches_per_token);
     ASSERT_EQ(r.profile.size(), schedule.size());
-    std::uint64_t kernel_bytes = 0;
+    double kernel_bytes = 0;
     double commands = 0;
     for (std::size_t i = 0; i < schedule.size(); ++i) {
         const CommandProfile& p = r.profile[i];
@@ -321,7 +358,7 @@ TEST(BenchProfile, EveryCommandOfTheScheduleIsTimedWithItsBytes) {
         if (p.name != "write_embedding" && p.name != "argmax_embed" && p.name != "read_tokens")
             kernel_bytes += p.bytes_per_token;
     }
-    EXPECT_EQ(kernel_bytes, r.traffic.total()) << "the kernels' bytes are the token's bytes";
+    EXPECT_EQ(kernel_bytes, static_cast<double>(r.traffic.total())) << "the kernels' bytes are the token's bytes";
     EXPECT_DOUBLE_EQ(commands, r.enqueues_per_token) << "every enqueued command is in the profile";
 
     const Json j = Json::parse(format_bench_json(r));
@@ -434,7 +471,7 @@ TEST(BenchReport, JsonHasEveryFieldInItsOrder) {
     std::vector<std::string> row_keys;
     for (const auto& item : j.at("profile").at(0).items()) row_keys.push_back(item.key());
     EXPECT_EQ(row_keys, (std::vector<std::string>{"name", "count_per_token", "ms_per_token", "share_pct",
-                                                  "bytes_per_token", "gbs", "flops_per_token"}));
+                                                  "bytes_per_token", "gbs", "flops_per_token", "gflops"}));
     EXPECT_EQ(j.at("profile").at(0).at("name"), "classifier");
     EXPECT_EQ(j.at("profile").at(0).at("bytes_per_token"), 4096);
 }
@@ -673,10 +710,21 @@ TEST(BenchPrompt, PrefillRateFlopsAndProfile) {
     EXPECT_NE(text.find("prefill:     "), std::string::npos) << text;
     EXPECT_NE(text.find("of the FMA throughput"), std::string::npos) << text;
     EXPECT_NE(text.find("prefilled prompt positions"), std::string::npos) << text;
+    // The GEMMs' rate is their flops over their event time.
+    double gemm_ms = 0, gemm_flops = 0;
+    for (const CommandProfile& p : r.prompt_profile) {
+        EXPECT_DOUBLE_EQ(p.flops_per_token, prefill_command_flops(p.name, c, o.prompt)) << p.name;
+        if (is_gemm_command(p.name)) gemm_ms += p.ms_per_token, gemm_flops += p.flops_per_token;
+    }
+    ASSERT_GT(gemm_ms, 0);
+    EXPECT_DOUBLE_EQ(r.prompt_gemm_gflops, gemm_flops / (gemm_ms * 1e-3) / 1e9);
+    EXPECT_DOUBLE_EQ(r.prompt_gemm_fma_pct, r.prompt_gemm_gflops / r.device_fma_gflops * 100);
+    EXPECT_NE(text.find("the GEMMs (gemm*) together: "), std::string::npos) << text;
     const nlohmann::ordered_json j = nlohmann::ordered_json::parse(format_bench_json(r));
     EXPECT_EQ(j.at("prompt"), 20);
     EXPECT_EQ(j.at("prompt_tok_s"), r.prompt_tok_s);
     EXPECT_EQ(j.at("prompt_profile").size(), r.prompt_profile.size());
+    EXPECT_EQ(j.at("prompt_gemm_fma_pct"), r.prompt_gemm_fma_pct);
     // On tensor cores their probe is the prompt's roof too; any GPU that has them does more with them than
     // with its SIMT cores' multiply-adds.
     if (r.prompt_tensor_cores) {

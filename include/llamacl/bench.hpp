@@ -41,6 +41,15 @@ std::uint64_t command_bytes_per_token(const std::string& name, const Config& con
 std::uint64_t command_flops_per_token(const std::string& name, const Config& config, Finalize finalize,
                                       int first_pos, int tokens);
 
+// A prefill command's (LaunchRecord::name) bytes and flops per prompt position, for a prefill of `prompt`
+// positions in batches of `batch`, counted as prefill_bytes() and prefill_flops() count the whole: the
+// kernels' shares sum to those over `prompt`. The embeddings' upload and the logits' read-back get their
+// transfer sizes; 0 for a name the prefill does not use.
+double prefill_command_bytes(const std::string& name, const Config& config, int prompt, int batch);
+double prefill_command_flops(const std::string& name, const Config& config, int prompt);
+// Whether a command is one of the prefill's matrix-matrix products (gemm_qkv_rope, gemm(wo), ...).
+bool is_gemm_command(const std::string& name);
+
 // The flops of a prefill of `prompt` positions from position 0: every layer's matrices for each position
 // (a multiply-add is two), attention's scores and weighted sums over positions 0..p (4 x dim x (p + 1) per
 // position and layer), and the classifier once, for the last position.
@@ -74,9 +83,10 @@ struct CommandProfile {
     double count_per_token = 0;
     double ms_per_token = 0;    // summed event durations (end - start) per token
     double share_pct = 0;       // of the token's wall time
-    std::uint64_t bytes_per_token = 0;  // command_bytes_per_token()
-    double gbs = 0;             // bytes_per_token over ms_per_token
-    std::uint64_t flops_per_token = 0;  // command_flops_per_token()
+    double bytes_per_token = 0;  // command_bytes_per_token() (a prompt's: prefill_command_bytes())
+    double gbs = 0;              // bytes_per_token over ms_per_token
+    double flops_per_token = 0;  // command_flops_per_token() (prefill_command_flops())
+    double gflops = 0;           // flops_per_token over ms_per_token
 };
 
 struct BenchResult {
@@ -122,6 +132,8 @@ struct BenchResult {
     double device_mma_gops = 0;            // measure_mma_gops of their instruction (0: not on tensor cores)
     double prompt_mma_pct = 0;             // prompt_gflops x tensor_core_products / device_mma_gops x 100
     std::vector<CommandProfile> prompt_profile;  // per prompt position
+    double prompt_gemm_gflops = 0;               // the profile's GEMM commands together: their flops over their time
+    double prompt_gemm_fma_pct = 0;              // prompt_gemm_gflops / device_fma_gflops x 100
     double prompt_profiled_ms_per_token = 0;
 };
 
