@@ -22,27 +22,23 @@
 #error GEMM_TR and GEMM_TP must be 64 or 128
 #endif
 // The work-group: GEMM_GROUP_R work-items along the tile's rows (local dimension 0) by GEMM_GROUP_P along
-// its positions, 16 x 16, but 8 x 16 for the SIMT cores' 64 x 64 tile: each work-item's 8 rows by 4
+// its positions, 16 x 16, but 16 x 8 for the SIMT cores' 64 x 64 tile: each work-item's 4 rows by 8
 // positions take 12 floats of local memory a step of k for 32 multiply-adds, where 4 x 4 took 8 for 16
 // (a lane's float costs local memory a cycle whatever the vector). The kernels declare it (GEMM_KERNEL)
 // and the host reads it from them (KernelSet::gemm).
 #if defined(FLOAT_WEIGHTS) && !defined(GEMM_MMA) && GEMM_TR == 64 && GEMM_TP == 64
-#define GEMM_GROUP_R 8
+#define GEMM_SIMT_SMALL 1
+#define GEMM_GROUP_P 8
 #else
-#define GEMM_GROUP_R 16
-#endif
+#define GEMM_SIMT_SMALL 0
 #define GEMM_GROUP_P 16
+#endif
+#define GEMM_GROUP_R 16
 #define GEMM_THREADS (GEMM_GROUP_R * GEMM_GROUP_P)
 #define GEMM_KERNEL __kernel __attribute__((reqd_work_group_size(GEMM_GROUP_R, GEMM_GROUP_P, 1)))
 inline int gemm_flat(void) { return get_local_id(1) * GEMM_GROUP_R + get_local_id(0); }
 // (The tile's geometry above is Q8_0's too: prefill_q8.cl. The block below reads float weights.)
 #ifdef FLOAT_WEIGHTS
-#ifndef GEMM_TK  // elements of k per step (a tunable: LLAMACL_BUILD_OPTIONS=-DGEMM_TK=32)
-#define GEMM_TK 16
-#endif
-#if GEMM_TK != 16 && GEMM_TK != 32
-#error GEMM_TK must be 16 or 32
-#endif
 #define GEMM_HALF (GEMM_TR / 2)
 #define GEMM_BLOCK_ROWS GEMM_TR
 #define GEMM_W_LOADS (GEMM_TR * GEMM_TK / GEMM_THREADS)
@@ -113,6 +109,19 @@ inline int gemm_ty(void) { return (gemm_flat() % 32) / 8 + 4 * (gemm_flat() / (3
 #endif
 #define GEMM_WL_STRIDE (GEMM_TR + GEMM_PAD)
 #define GEMM_XL_STRIDE (GEMM_TP + GEMM_PAD)
+// Elements of k per step (a tunable: LLAMACL_BUILD_OPTIONS=-DGEMM_TK=16): 32 for the SIMT cores' 64 x 64
+// tile, half as many barriers a product, where local memory holds its two buffers of 32 (34 KiB: not on
+// GPUs of 32 KiB; the host passes LOCAL_MEM_BYTES); else 16.
+#ifndef GEMM_TK
+#if GEMM_SIMT_SMALL && 2 * 32 * (GEMM_WL_STRIDE + GEMM_XL_STRIDE) * 4 <= LOCAL_MEM_BYTES
+#define GEMM_TK 32
+#else
+#define GEMM_TK 16
+#endif
+#endif
+#if GEMM_TK != 16 && GEMM_TK != 32
+#error GEMM_TK must be 16 or 32
+#endif
 
 // The work-group's one block and its first position.
 #define GEMM_FOR_BLOCKS(block, p0, blocks, positions) \

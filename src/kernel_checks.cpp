@@ -41,9 +41,9 @@ bool correctly_rounded_division(const Device& d) {
 }  // namespace
 
 KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFormat& w, bool warp_shuffles,
-                             TensorCores tensor_cores)
+                             TensorCores tensor_cores, const std::string& build_options)
     : device(d),
-      kernels(d, shape, w, warp_shuffles, "", tensor_cores),
+      kernels(d, shape, w, warp_shuffles, build_options, tensor_cores),
       weights(w),
       exact(shape.family() == ShapeFamily::exact && correctly_rounded_division(d)),
       exact_exp(exact && kernels.glibc_expf()),

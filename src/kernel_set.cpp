@@ -136,6 +136,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
     if (glibc_expf()) common_options_ += glibc_expf_option();
+    common_options_ += " -DLOCAL_MEM_BYTES=" + std::to_string(device.info().local_mem_bytes);
     if (tensor_cores_) common_options_ += tensor_cores == TensorCores::emulated ? " -DGEMM_MMA -DMMA_EMULATE" : " -DGEMM_MMA";
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
@@ -336,14 +337,17 @@ int gemm_blocks(std::initializer_list<int> row_extents, int block_rows) {
     return blocks;
 }
 
-GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units, int share_percent) {
+GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units, GemmTileRule rule) {
     const auto groups = [&](const GemmTile& t) {
         return static_cast<std::int64_t>(gemm_blocks(row_extents, t.rows)) * ((positions + t.positions - 1) / t.positions);
     };
+    const std::int64_t units = compute_units;
     const GemmTile* most = &kGemmTiles[0];
     for (const GemmTile& t : kGemmTiles) {
-        if (groups(t) * 100 >= static_cast<std::int64_t>(compute_units) * share_percent) return t;
-        if (groups(t) > groups(*most)) most = &t;
+        const std::int64_t n = groups(t), rounds = (n + units - 1) / units;
+        if (n * 100 >= units * rule.share_percent && (rounds < 2 || n * 100 >= rounds * units * rule.fill_percent))
+            return t;
+        if (n > groups(*most)) most = &t;
     }
     return *most;
 }
@@ -358,7 +362,7 @@ KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_ext
     const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_q8.cl's portable tile)
                             : tile_asked         ? *tile_asked
                                                  : gemm_tile(row_extents, positions, static_cast<int>(compute_units_),
-                                                             tensor_cores_ ? kTensorCoreTileShare : 100);
+                                                             tensor_cores_ ? kTensorCoreTileRule : kPortableTileRule);
     GemmBuild& build = gemm_build(wanted);
     const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, build.tile.rows));
     const std::size_t position_tiles =

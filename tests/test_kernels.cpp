@@ -43,6 +43,9 @@ Device& test_device() {
 }
 
 const std::string kTensorCoresEmulated = "tensor_cores_emulated";
+// The GPU shape with the GEMMs' steps of k at 16 (the tunable GEMM_TK), as GPUs whose local memory is
+// under the 64 x 64 tile's buffers of 32 steps build it.
+const std::string kGemmStepsOf16 = "gpu_gemm_steps_of_16";
 
 KernelHarness& harness(const std::string& shape_name, const WeightFormat& weights) {
     static std::map<std::pair<std::string, std::string>, std::unique_ptr<KernelHarness>> cache;
@@ -51,8 +54,10 @@ KernelHarness& harness(const std::string& shape_name, const WeightFormat& weight
         Device& device = test_device();
         // "tensor_cores_emulated": the GPU shape with prefill's tensor-core GEMMs, their instruction emulated.
         const bool emulated = shape_name == kTensorCoresEmulated;
-        h = std::make_unique<KernelHarness>(device, parse_launch_shape(emulated ? "gpu" : shape_name, device.info()),
-                                            weights, true, emulated ? TensorCores::emulated : TensorCores::where_present);
+        const bool short_steps = shape_name == kGemmStepsOf16;
+        h = std::make_unique<KernelHarness>(
+            device, parse_launch_shape(emulated || short_steps ? "gpu" : shape_name, device.info()), weights, true,
+            emulated ? TensorCores::emulated : TensorCores::where_present, short_steps ? "-DGEMM_TK=16" : "");
     }
     return *h;
 }
@@ -97,7 +102,7 @@ TEST_P(Q8KernelVsReference, RopeRows) { EXPECT_KERNEL_CHECK_PASSES(check_rope_ro
 TEST_P(Q8KernelVsReference, Swiglu) { EXPECT_KERNEL_CHECK_PASSES(check_swiglu(h())); }
 
 // The GEMMs on the tensor-core kernels, their instruction emulated here (on NVIDIA's GPUs of compute
-// capability 8.0 on, the "gpu" shape runs them for real).
+// capability 8.0 on, the "gpu" shape runs them for real), and on the portable kernels in steps of 16.
 class GemmVsReference : public KernelVsReference {};
 TEST_P(GemmVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
 TEST_P(GemmVsReference, GemmQkvRope) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_qkv_rope(h())); }
@@ -171,21 +176,27 @@ TEST(MaxAttentionChunks, CappedUntilChunksWouldOutgrowTheScoreCapacity) {
 }
 
 // The rule that chooses a GEMM's tile: the largest that gives at least the share asked of the compute
-// units (132 in these cases: 93 work-groups for 70 %) a work-group, else the one with the most
-// work-groups; blocks per matrix, each matrix's rows rounded up.
+// units (132 in these cases: 93 work-groups for 70 %) a work-group and, on the portable kernels, past one
+// round, rounds 80 % full on average; else the one with the most work-groups; blocks per matrix, each
+// matrix's rows rounded up.
 TEST(GemmTile, LargestTileThatGivesTheShareOfComputeUnitsAWorkGroup) {
     EXPECT_EQ(gemm_blocks({2048, 512, 512}, 128), 24);
     EXPECT_EQ(gemm_blocks({288, 288, 288}, 128), 9);  // 3 blocks each, the last of each part-filled
-    const int tc = kTensorCoreTileShare;
-    EXPECT_EQ(gemm_tile({2 * 8192}, 512, 132, tc), (GemmTile{128, 128}));      // 1B's gate_up: 512 groups
+    const GemmTileRule tc = kTensorCoreTileRule, simt = kPortableTileRule;
+    EXPECT_EQ(gemm_tile({2 * 8192}, 512, 132, tc), (GemmTile{128, 128}));       // 1B's gate_up: 512 groups
+    EXPECT_EQ(gemm_tile({2 * 8192}, 512, 132, simt), (GemmTile{128, 128}));     // 4 rounds, 97 % full
     EXPECT_EQ(gemm_tile({2048, 512, 512}, 512, 132, tc), (GemmTile{128, 128}));  // 1B's qkv: 96
-    EXPECT_EQ(gemm_tile({2048, 512, 512}, 512, 132, 100), (GemmTile{128, 64})); // 96, then 192
+    // 96; 192, 2 rounds 73 % full; 384, 3 rounds 97 % full.
+    EXPECT_EQ(gemm_tile({2048, 512, 512}, 512, 132, simt), (GemmTile{64, 64}));
     EXPECT_EQ(gemm_tile({2048}, 512, 132, tc), (GemmTile{128, 64}));            // 1B's wo: 64, then 128
-    EXPECT_EQ(gemm_tile({2048}, 512, 132, 100), (GemmTile{64, 64}));            // 64, 128, then 256
+    EXPECT_EQ(gemm_tile({2048}, 512, 132, simt), (GemmTile{64, 64}));           // 64, 128, then 256
+    EXPECT_EQ(gemm_tile({2 * 11008}, 512, 132, simt), (GemmTile{128, 128}));    // 7B's gate_up: 688, 87 % of 6
+    EXPECT_EQ(gemm_tile({4096}, 512, 132, simt), (GemmTile{128, 64}));          // 7B's wo: 128, then 256
     EXPECT_EQ(gemm_tile({2048}, 256, 132, tc), (GemmTile{64, 64}));             // 32, 64, then 128
     EXPECT_EQ(gemm_tile({768}, 512, 132, tc), (GemmTile{64, 64}));              // 110M's wo: 24, 48, then 96
-    EXPECT_EQ(gemm_tile({768}, 64, 132, 100), (GemmTile{64, 64}));              // 6, 6, 12: the most
-    EXPECT_EQ(gemm_tile({5}, 1, 132, 100), (GemmTile{128, 128}));                // one group whichever: the largest
+    EXPECT_EQ(gemm_tile({768}, 64, 132, simt), (GemmTile{64, 64}));             // 6, 6, 12: the most
+    EXPECT_EQ(gemm_tile({768, 768, 768}, 512, 132, simt), (GemmTile{64, 64}));  // 110M's qkv: 72; 144, 55 %; 288, 73 %: the most
+    EXPECT_EQ(gemm_tile({5}, 1, 132, simt), (GemmTile{128, 128}));               // one group whichever: the largest
 }
 
 // A tile the device cannot run (its compiler refuses the build, or its work-group is beyond the device's
@@ -375,7 +386,7 @@ INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference,
 INSTANTIATE_TEST_SUITE_P(KernelShapes, FloatKernelVsReference, ::testing::Combine(kShapes, kFloatFormats), param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8KernelVsReference, ::testing::Combine(kShapes, kQ8Formats), param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, GemmVsReference,
-                         ::testing::Combine(::testing::Values(kTensorCoresEmulated),
+                         ::testing::Combine(::testing::Values(kTensorCoresEmulated, kGemmStepsOf16),
                                             ::testing::Values(WeightFormat{ElementType::f32},
                                                               WeightFormat{ElementType::f16})),
                          param_name);

@@ -60,7 +60,8 @@ struct KernelCheckResult {
 class KernelHarness {
 public:
     KernelHarness(Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
-                  bool warp_shuffles = true, TensorCores tensor_cores = TensorCores::where_present);
+                  bool warp_shuffles = true, TensorCores tensor_cores = TensorCores::where_present,
+                  const std::string& build_options = "");
 
     Device& device;
     KernelSet kernels;

@@ -114,13 +114,21 @@ inline constexpr GemmTile kGemmTiles[] = {{128, 128}, {128, 64}, {64, 64}};
 inline constexpr GemmTile kOwnGemmTile = {64, 64};
 // Blocks of `block_rows` rows a product over matrices of `row_extents` rows takes (KernelSet::gemm).
 int gemm_blocks(std::initializer_list<int> row_extents, int block_rows);
-// The tile for such a product of `positions` positions on a device of `compute_units`: the largest tile
-// that gives at least `share_percent` of the compute units a work-group, else the one with the most
-// work-groups.
-GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units, int share_percent);
-// That share on tensor cores: a larger tile moves fewer bytes per multiply-add, worth leaving a few
-// compute units idle. The portable GEMM, bound by its SIMT multiply-adds, asks for every one (100).
-constexpr int kTensorCoreTileShare = 70;
+// What a product's tile must give the device (gemm_tile): work-groups for at least `share_percent` of
+// its compute units, and, past one round of them (a work-group a compute unit), rounds at least
+// `fill_percent` full on average (0: any).
+struct GemmTileRule {
+    int share_percent;
+    int fill_percent;
+};
+// The tile for such a product of `positions` positions on a device of `compute_units`: the largest that
+// keeps `rule`, else the one with the most work-groups.
+GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units, GemmTileRule rule);
+// On tensor cores a larger tile moves fewer bytes per multiply-add, worth leaving a few compute units idle.
+// The portable GEMM, bound by its SIMT multiply-adds, asks for every one, and for rounds that keep them
+// busy: a round three-quarters empty at the end costs more than the smaller tile's extra loads.
+constexpr GemmTileRule kTensorCoreTileRule = {70, 0};
+constexpr GemmTileRule kPortableTileRule = {100, 80};
 
 // Whether prefill's GEMMs run on tensor cores (kernels/tensor_cores.cl): where the device has them, never
 // (the portable path everywhere), or emulated (tests: the tensor-core kernels on any device, the
