@@ -119,35 +119,50 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
 #endif
 }
 
-#ifdef QUANTIZE_W2_ONCE
+#if defined(QUANTIZE_W2_ONCE) || defined(QUANTIZE_WO_INPUT)
 #if !defined(WEIGHT_Q8_0) || !defined(WORD_SCALES)
-#error "QUANTIZE_W2_ONCE is Q8_0's, with warp shuffles (dot_q8.cl's word_scale)"
+#error "QUANTIZE_W2_ONCE and QUANTIZE_WO_INPUT are Q8_0's, with warp shuffles (dot_q8.cl's word_scale)"
 #endif
-// w2's input quantized once, into xq (laid out as `staged`), between two grid barriers, and copied from
-// there by every work-group: where hb is long its staging takes a work-group longer than that barrier
-// (the host's choice: TokenKernel::create). A word a work-item, the launch's work-items taking the words
-// in turn (a group's words in one warp): the same bits as stage_input's.
-inline void quantize_w2_input(__global float* xq, __global const float* hb) {
-    const int words = HIDDEN_DIM / 4, lid = get_local_id(0);
-    __global char4* values = (__global char4*)(xq + HIDDEN_DIM / GROUP_SIZE);
-    for (int i = get_group_id(0) * LOCAL + lid; i - lid < words; i += LOCAL * get_num_groups(0)) {
-        const float4 v = i < words ? vload4(i, hb) : (float4)(0.0f);
+// A step's input quantized once, into xq (laid out as `staged` for its n values), and copied from there by
+// every work-group of the step instead of each quantizing it. A word a work-item: word base + lid for each
+// base from `first` below `end` by `step` (group-aligned, so that a group's words fall in one warp), every
+// work-item taking every pass (word_scale's shuffles): the same bits as stage_input's.
+inline void quantize_words(__global float* xq, __global const float* in, int n, int first, int end, int step) {
+    __global char4* values = (__global char4*)(xq + n / GROUP_SIZE);
+    for (int base = first; base < end; base += step) {
+        const int i = base + get_local_id(0);
+        const float4 v = i < end ? vload4(i, in) : (float4)(0.0f);
         const float scale = word_scale(v);
-        if (i >= words) continue;
+        if (i >= end) continue;
         const int g = i / (GROUP_SIZE / 4);
         if (i % (GROUP_SIZE / 4) == 0) xq[g] = scale;
-        values[q8_int(HIDDEN_DIM / GROUP_SIZE, g, i % (GROUP_SIZE / 4))] = quantized4(v, scale);
+        values[q8_int(n / GROUP_SIZE, g, i % (GROUP_SIZE / 4))] = quantized4(v, scale);
     }
 }
 // xq into `staged`: the scales, then the values, a word (four bytes) at a time.
-inline void copy_w2_input(__local float* staged, __global const float* xq) {
-    const int words = HIDDEN_DIM / GROUP_SIZE + HIDDEN_DIM / 4;
+inline void copy_quantized_input(__local float* staged, __global const float* xq, int n) {
+    const int words = n / GROUP_SIZE + n / 4;
     for (int i = get_local_id(0); i < words; i += LOCAL) ((__local uint*)staged)[i] = ((__global const uint*)xq)[i];
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 }
+#endif
+// w2's input where hb is long, between two grid barriers: its staging would take a work-group longer than
+// that barrier (the host's choice: TokenKernel::create). The launch's work-items take its words in turn.
+#ifdef QUANTIZE_W2_ONCE
 #define W2_INPUT xq
 #else
 #define W2_INPUT hb
+#endif
+// wo's input, head by head, by the work-group that completes the head's output (its only unit, or the last
+// of its chunks), so that no barrier is added: every head's words are whole groups (the host's condition).
+#ifdef QUANTIZE_WO_INPUT
+inline void quantize_head_output(__global float* xq, __global const float* xb, int h) {
+    barrier(CLK_GLOBAL_MEM_FENCE);  // the head's output, written by the work-group's own work-items
+    quantize_words(xq, xb, DIM, h * (HEAD_SIZE / 4), (h + 1) * (HEAD_SIZE / 4), LOCAL);
+}
+#define WO_INPUT xq
+#else
+#define WO_INPUT xb
 #endif
 
 // dot.cl's: the step's input staged by the work-group's first unit of the step, once its first weights
@@ -155,8 +170,12 @@ inline void copy_w2_input(__local float* staged, __global const float* xq) {
 void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
                       __local float* scratch) {
     if (weight) stage_normed(staged, x, weight, scratch);  // (x is the residual stream: n == DIM)
+    // (x is xq; the host asks for either only where DIM != HIDDEN_DIM, so n tells w2's input from wo's.)
 #ifdef QUANTIZE_W2_ONCE
-    else if (n == HIDDEN_DIM) copy_w2_input(staged, x);  // (x is xq: the host asks for it where DIM != HIDDEN_DIM)
+    else if (n == HIDDEN_DIM) copy_quantized_input(staged, x, n);
+#endif
+#ifdef QUANTIZE_WO_INPUT
+    else if (n == DIM) copy_quantized_input(staged, x, n);
 #endif
     else stage_input(staged, x, 0, 0.0f, n);
 }
@@ -230,12 +249,17 @@ __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
                                    wv + (size_t)l * STRIDE_KV, rope, q, keys, values, DIM, KV_DIM, HEAD_SIZE, pos,
                                    staged, STAGED(u, DIM), scratch);
             GRID_BARRIER();
-            FOR_UNITS(u, N_HEADS * chunks)
+            FOR_UNITS(u, N_HEADS * chunks) {
                 attention_unit(u, q, keys, values, 0, xb, att_partial, att_arrivals, HEAD_SIZE, KV_DIM, KV_MUL,
                                SEQ_LEN, pos, chunk_len, scratch, partial, scores, &last);
+#ifdef QUANTIZE_WO_INPUT
+                if (chunks == 1 || last) quantize_head_output(xq, xb, u / chunks);  // (last: uniform)
+#endif
+            }
             GRID_BARRIER();
             FOR_UNITS(u, UNITS(DIM))
-                matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, xb, x, DIM, DIM, staged, STAGED(u, DIM), scratch);
+                matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, WO_INPUT, x, DIM, DIM, staged, STAGED(u, DIM),
+                                     scratch);
             GRID_BARRIER();
             norm = rms_ffn + (size_t)l * STRIDE_NORM;
             FOR_UNITS(u, UNITS(HIDDEN_DIM))
@@ -243,7 +267,7 @@ __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
                                  HIDDEN_DIM, staged, STAGED(u, DIM), scratch);
             GRID_BARRIER();
 #ifdef QUANTIZE_W2_ONCE
-            quantize_w2_input(xq, hb);
+            quantize_words(xq, hb, HIDDEN_DIM, get_group_id(0) * LOCAL, HIDDEN_DIM / 4, LOCAL * get_num_groups(0));
             GRID_BARRIER();
 #endif
             FOR_UNITS(u, UNITS(DIM))

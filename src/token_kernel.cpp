@@ -31,10 +31,14 @@ static_assert(kGroupsPerComputeUnit <= kMinGroupsPerComputeUnit, "argmax_partial
 // this many words (four values) a work-item (token.cl's QUANTIZE_W2_ONCE): a work-group staging a longer
 // input itself waits longer than that barrier takes, a shorter one less.
 constexpr int kQuantizeOnceWords = 4;
+// wo's input is quantized by attention's work-groups (QUANTIZE_WO_INPUT) where it is at least this many
+// words a work-item: a head's quantizing lengthens the attention step, whose few work-groups on a small
+// model (12 heads) then cost more than the staging saves.
+constexpr int kQuantizeWoWords = 2;
 
 // Whether the kernels quantize a Q8_0 input a word a work-item, a group's words in one warp: the
-// condition of dot_q8.cl's one-pass stage_input (WORD_SCALES), which QUANTIZE_W2_ONCE takes; token.cl
-// refuses to build without it.
+// condition of dot_q8.cl's one-pass stage_input (WORD_SCALES), which token.cl's inputs quantized once
+// take; token.cl refuses to build them without it.
 bool quantizes_by_words(const KernelSet& kernels, int group_size) {
     return kernels.warp_shuffles() && group_size <= 128 && (group_size & (group_size - 1)) == 0;
 }
@@ -110,13 +114,19 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     // only one work-group per compute unit runs (CL_KERNEL_WORK_GROUP_SIZE does not show it: 256 either way).
     const std::string cap = register_cap_option(device.info(), kGroupsPerComputeUnit, local);
     const bool capped = !cap.empty();
-    // (token.cl tells w2's input from wo's by its length.)
-    const bool quantize_once = gpu && c.weight_format.type == ElementType::q8_0 &&
-                               quantizes_by_words(kernels, c.weight_format.group_size) && c.hidden_dim != c.dim &&
-                               c.hidden_dim / 4 > kQuantizeOnceWords * local;
+    // Q8_0 inputs quantized once (token.cl tells w2's input from wo's by its length), where they are long:
+    // w2's, and wo's by attention's work-groups where every head's output is whole groups that one pass
+    // of a work-group's work-items covers.
+    const int gs = c.weight_format.group_size;
+    const bool by_words = gpu && c.weight_format.type == ElementType::q8_0 && quantizes_by_words(kernels, gs) &&
+                          c.hidden_dim != c.dim;
+    const bool quantize_once = by_words && c.hidden_dim / 4 > kQuantizeOnceWords * local;
+    const bool quantize_wo = by_words && c.head_size() % gs == 0 && c.head_size() / 4 <= local &&
+                             c.dim / 4 >= kQuantizeWoWords * local;
     cl::Kernel kernel;
     try {
-        const std::string options = model + cap + (quantize_once ? " -DQUANTIZE_W2_ONCE" : "");
+        const std::string options = model + cap + (quantize_once ? " -DQUANTIZE_W2_ONCE" : "") +
+                                    (quantize_wo ? " -DQUANTIZE_WO_INPUT" : "");
         kernel = cl::Kernel(kernels.token_program(options, staged, c.dim), "forward_token");
     } catch (const Error& e) {
         why_not = std::string("the device's compiler refused the token kernel: ") + e.what();
@@ -148,8 +158,10 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     cl::Buffer chunk_lens = device.allocate(lengths.size() * sizeof(cl_int), "attention chunk lengths");
     device.queue().enqueueWriteBuffer(chunk_lens, CL_TRUE, 0, lengths.size() * sizeof(cl_int), lengths.data());
     cl::Buffer sync = device.allocate(3 * sizeof(cl_uint), "token kernel barrier");
-    cl::Buffer xq = device.allocate(quantize_once ? staged_input_bytes(c.weight_format, c.hidden_dim) : 1,
-                                    "w2's input quantized");
+    const std::uint64_t xq_bytes = std::max({std::uint64_t{1},
+                                             quantize_once ? staged_input_bytes(c.weight_format, c.hidden_dim) : 0,
+                                             quantize_wo ? staged_input_bytes(c.weight_format, c.dim) : 0});
+    cl::Buffer xq = device.allocate(xq_bytes, "the token kernel's quantized inputs");
 
     // The arguments that stay; launch() binds the positions and the barrier's base.
     std::vector<KernelArg> args = {

@@ -400,11 +400,15 @@ TEST(DeviceCapacity, VerboseReportsThePlanAndCountersThroughTheCli) {
 TEST(TokenSchedule, LogitsMatchTheReference) {
     Device device = open_test_device();
     // The last one's hb is 1040 words, more than 4 a work-item of 256: on GPUs its Q8_0 input to w2 is
-    // quantized once for every work-group (token.cl's QUANTIZE_W2_ONCE).
+    // quantized once for every work-group (token.cl's QUANTIZE_W2_ONCE). The one before has dim 2560, 640
+    // words, at least 2 a work-item, and heads of 128 in groups of 64 (16 words: a warp's butterfly): on
+    // GPUs its Q8_0 input to wo is quantized by attention's work-groups (QUANTIZE_WO_INPUT), from position
+    // 32 on from a head's chunks.
     const Config configs[] = {{36, 100, 3, 6, 6, 300, 24, true},
                               {36, 100, 3, 6, 2, 300, 24, false},
                               {36, 100, 3, 6, 1, 300, 24, true},
                               {128, 100, 2, 1, 1, 300, 300, true},
+                              {2560, 64, 1, 20, 20, 300, 40, true},
                               {64, 4160, 2, 4, 2, 300, 12, true}};
     for (const std::optional<ElementType> weights : {std::optional<ElementType>(), std::optional(ElementType::q8_0)}) {
         for (const Config& c : configs) {

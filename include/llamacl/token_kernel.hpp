@@ -73,7 +73,7 @@ private:
     cl::Kernel kernel_;
     cl::Buffer chunk_lens_;  // attention's chunk length at each position (int, seq_len)
     cl::Buffer sync_;    // arrival count, give-up flag, greedy decoding's classifier count (token.cl)
-    cl::Buffer xq_;      // w2's input quantized once (token.cl's QUANTIZE_W2_ONCE; else a byte)
+    cl::Buffer xq_;      // inputs quantized once (token.cl's QUANTIZE_W2_ONCE, QUANTIZE_WO_INPUT; else a byte)
     cl::Buffer logits_;    // the working buffer's, for its give-up mark
     cl::Buffer arrivals_;  // the working buffer's attention chunk counts
     int vocab_, n_heads_;
