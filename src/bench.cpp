@@ -1,8 +1,8 @@
 #include "llamacl/bench.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <functional>
 
 #include "llamacl/bandwidth_probes.hpp"

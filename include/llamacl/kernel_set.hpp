@@ -126,7 +126,8 @@ struct GemmTileRule {
 GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int compute_units, GemmTileRule rule);
 // On tensor cores a larger tile moves fewer bytes per multiply-add, worth leaving a few compute units idle.
 // The portable GEMM, bound by its SIMT multiply-adds, asks for every one, and for rounds that keep them
-// busy: a round three-quarters empty at the end costs more than the smaller tile's extra loads.
+// busy: a last round about half empty (1B's qkv on 128 x 64 tiles) costs more than the smaller tile's
+// extra loads.
 constexpr GemmTileRule kTensorCoreTileRule = {70, 0};
 constexpr GemmTileRule kPortableTileRule = {100, 80};
 
