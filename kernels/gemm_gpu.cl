@@ -73,8 +73,8 @@ inline int gemm_warp(void) { return gemm_flat() / 32; }
 #else
 // SIMT cores: each work-item GEMM_HR consecutive rows of each half by GEMM_HP consecutive positions of
 // each half of the tile's positions, read from local memory as vectors. Local rows: wa's half, then
-// wb's. A local row of the tile is padded by 4 floats, which spreads the k-major stores over the banks
-// and keeps the vector reads aligned.
+// wb's. A local row of the tile is padded by 4 floats, which keeps the vector reads aligned and spreads
+// the k-major stores over the banks: a warp's 32 stores meet 2 to a bank at steps of 16, 4 at steps of 32.
 #define GEMM_HR (GEMM_TR / (2 * GEMM_GROUP_R))
 #define GEMM_HP (GEMM_TP / (2 * GEMM_GROUP_P))
 #define GEMM_SLOTS_R (2 * GEMM_HR)
@@ -111,9 +111,9 @@ inline int gemm_ty(void) { return (gemm_flat() % 32) / 8 + 4 * (gemm_flat() / (3
 #define GEMM_XL_STRIDE (GEMM_TP + GEMM_PAD)
 // Elements of k per step (a tunable: LLAMACL_BUILD_OPTIONS=-DGEMM_TK=16): 32 for the SIMT cores' 64 x 64
 // tile, half as many barriers a product, where local memory holds its two buffers of 32 (34 KiB: not on
-// GPUs of 32 KiB; the host passes LOCAL_MEM_BYTES); else 16.
+// GPUs of 32 KiB; the host passes LOCAL_MEM_BYTES) and 1 KiB for the compiler's own; else 16.
 #ifndef GEMM_TK
-#if GEMM_SIMT_SMALL && 2 * 32 * (GEMM_WL_STRIDE + GEMM_XL_STRIDE) * 4 <= LOCAL_MEM_BYTES
+#if GEMM_SIMT_SMALL && 2 * 32 * (GEMM_WL_STRIDE + GEMM_XL_STRIDE) * 4 + 1024 <= LOCAL_MEM_BYTES
 #define GEMM_TK 32
 #else
 #define GEMM_TK 16

@@ -144,8 +144,10 @@ std::string format_bench_text(const BenchResult& r) {
         if (r.prompt > 0) {
             t += profile_table(r, r.prompt_profile, static_cast<int>(r.run_prompt_tok_s.size()) * r.prompt,
                                r.prompt_profiled_ms_per_token, "prefilled prompt positions");
-            t += format("  the GEMMs (gemm*) together: %.2f GFLOP/s = %.1f%% of the FMA throughput\n",
-                        r.prompt_gemm_gflops, r.prompt_gemm_fma_pct);
+            if (r.prompt_gemm_gflops > 0)  // (none where the prompt ran position by position)
+                t += format("  the GEMMs (gemm*) together: %.2f GFLOP/s = %.1f%% of the FMA throughput%s\n",
+                            r.prompt_gemm_gflops, r.prompt_gemm_fma_pct,
+                            r.prompt_tensor_cores ? " (the SIMT cores' roof; on tensor cores, not theirs)" : "");
         }
     }
     return t;

@@ -165,10 +165,24 @@ TEST(BenchTraffic, PrefillCommandsSplitThePromptExactly) {
             }
         }
     }
-    const Config c = small_config();
-    // Five batches of 7 read each layer's weights five times: w2's 100 x 48 floats, 3 layers.
-    EXPECT_DOUBLE_EQ(prefill_command_bytes("gemm(w2)", c, 33, 7), 3.0 * 5 * 100 * 48 * 4 / 33);
-    EXPECT_DOUBLE_EQ(prefill_command_flops("gemm(w2)", c, 33), 3.0 * 2 * 100 * 48);
+    const Config c = small_config();  // dim 48, hidden 100, kv_dim 16, 3 layers, vocab 300
+    // Five batches of 7 read each layer's weights five times, e.g. w2's 100 x 48 floats; attention reads
+    // the K and V rows of positions 0..p, 17 on average; the classifier's 300 x 48 and the final norm once.
+    const double batches = 3.0 * 5 / 33;
+    const std::pair<const char*, double> rows[] = {{"gemm_qkv_rope", 80}, {"gemm(wq)", 48}, {"gemm(wk)", 16},
+                                                   {"gemm(wv)", 16},      {"gemm(wo)", 48}, {"gemm_gate_up", 200},
+                                                   {"gemm(w1)", 100},     {"gemm(w3)", 100}, {"gemm(w2)", 100}};
+    for (const auto& [name, matrix_rows] : rows) {
+        EXPECT_DOUBLE_EQ(prefill_command_bytes(name, c, 33, 7), batches * matrix_rows * 48 * 4) << name;
+        EXPECT_DOUBLE_EQ(prefill_command_flops(name, c, 33), 3.0 * 2 * matrix_rows * 48) << name;
+    }
+    EXPECT_DOUBLE_EQ(prefill_command_bytes("rmsnorm_rows", c, 33, 7), batches * 2 * 48 * 4);
+    for (const char* attention : {"attention_rows", "attention_tiles"}) {
+        EXPECT_DOUBLE_EQ(prefill_command_bytes(attention, c, 33, 7), 3.0 * 2 * 16 * 4 * 17);
+        EXPECT_DOUBLE_EQ(prefill_command_flops(attention, c, 33), 3.0 * 4 * 48 * 17);
+    }
+    EXPECT_DOUBLE_EQ(prefill_command_bytes("classifier", c, 33, 7), (300.0 * 48 + 48) * 4 / 33);
+    EXPECT_DOUBLE_EQ(prefill_command_flops("classifier", c, 33), 2.0 * 300 * 48 / 33);
     EXPECT_DOUBLE_EQ(prefill_command_bytes("write_embeddings", c, 33, 7), 48.0 * 4);
     EXPECT_DOUBLE_EQ(prefill_command_bytes("read_logits", c, 33, 7), 300.0 * 4 / 33);
     EXPECT_EQ(prefill_command_flops("swiglu", c, 33), 0);
@@ -710,12 +724,17 @@ TEST(BenchPrompt, PrefillRateFlopsAndProfile) {
     EXPECT_NE(text.find("prefill:     "), std::string::npos) << text;
     EXPECT_NE(text.find("of the FMA throughput"), std::string::npos) << text;
     EXPECT_NE(text.find("prefilled prompt positions"), std::string::npos) << text;
-    // The GEMMs' rate is their flops over their event time.
-    double gemm_ms = 0, gemm_flops = 0;
+    // The rows the prefill's commands logged split the prompt's bytes and flops (the transfers aside),
+    // and the GEMMs' rate is their flops over their event time.
+    double kernel_bytes = 0, flops = 0, gemm_ms = 0, gemm_flops = 0;
     for (const CommandProfile& p : r.prompt_profile) {
-        EXPECT_DOUBLE_EQ(p.flops_per_token, prefill_command_flops(p.name, c, o.prompt)) << p.name;
+        if (p.name != "write_embeddings" && p.name != "read_logits") kernel_bytes += p.bytes_per_token;
+        flops += p.flops_per_token;
         if (is_gemm_command(p.name)) gemm_ms += p.ms_per_token, gemm_flops += p.flops_per_token;
     }
+    const double bytes_want = prefill_bytes(c, o.prompt, r.plan.prefill_batch), flops_want = prefill_flops(c, o.prompt);
+    EXPECT_NEAR(kernel_bytes * o.prompt, bytes_want, 1e-9 * bytes_want);
+    EXPECT_NEAR(flops * o.prompt, flops_want, 1e-9 * flops_want);
     ASSERT_GT(gemm_ms, 0);
     EXPECT_DOUBLE_EQ(r.prompt_gemm_gflops, gemm_flops / (gemm_ms * 1e-3) / 1e9);
     EXPECT_DOUBLE_EQ(r.prompt_gemm_fma_pct, r.prompt_gemm_gflops / r.device_fma_gflops * 100);

@@ -43,9 +43,10 @@ Device& test_device() {
 }
 
 const std::string kTensorCoresEmulated = "tensor_cores_emulated";
-// The GPU shape with the GEMMs' steps of k at 16 (the tunable GEMM_TK), as GPUs whose local memory is
-// under the 64 x 64 tile's buffers of 32 steps build it.
-const std::string kGemmStepsOf16 = "gpu_gemm_steps_of_16";
+// The GPU shape with prefill's portable GEMMs even where the device has tensor cores; and those built with
+// steps of k of 16 (the tunable GEMM_TK), as GPUs whose local memory is under the 64 x 64 tile's buffers
+// of 32 steps build them.
+const std::string kPortableGemm = "gpu_portable_gemm", kGemmStepsOf16 = "gpu_portable_gemm_steps_of_16";
 
 KernelHarness& harness(const std::string& shape_name, const WeightFormat& weights) {
     static std::map<std::pair<std::string, std::string>, std::unique_ptr<KernelHarness>> cache;
@@ -54,10 +55,11 @@ KernelHarness& harness(const std::string& shape_name, const WeightFormat& weight
         Device& device = test_device();
         // "tensor_cores_emulated": the GPU shape with prefill's tensor-core GEMMs, their instruction emulated.
         const bool emulated = shape_name == kTensorCoresEmulated;
-        const bool short_steps = shape_name == kGemmStepsOf16;
+        const bool short_steps = shape_name == kGemmStepsOf16, portable = short_steps || shape_name == kPortableGemm;
         h = std::make_unique<KernelHarness>(
-            device, parse_launch_shape(emulated || short_steps ? "gpu" : shape_name, device.info()), weights, true,
-            emulated ? TensorCores::emulated : TensorCores::where_present, short_steps ? "-DGEMM_TK=16" : "");
+            device, parse_launch_shape(emulated || portable ? "gpu" : shape_name, device.info()), weights, true,
+            emulated ? TensorCores::emulated : portable ? TensorCores::never : TensorCores::where_present,
+            short_steps ? "-DGEMM_TK=16" : "");
     }
     return *h;
 }
@@ -102,7 +104,8 @@ TEST_P(Q8KernelVsReference, RopeRows) { EXPECT_KERNEL_CHECK_PASSES(check_rope_ro
 TEST_P(Q8KernelVsReference, Swiglu) { EXPECT_KERNEL_CHECK_PASSES(check_swiglu(h())); }
 
 // The GEMMs on the tensor-core kernels, their instruction emulated here (on NVIDIA's GPUs of compute
-// capability 8.0 on, the "gpu" shape runs them for real), and on the portable kernels in steps of 16.
+// capability 8.0 on, the "gpu" shape runs them for real), and on the portable kernels, in steps of 32 where
+// local memory holds them and in steps of 16.
 class GemmVsReference : public KernelVsReference {};
 TEST_P(GemmVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
 TEST_P(GemmVsReference, GemmQkvRope) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_qkv_rope(h())); }
@@ -386,7 +389,7 @@ INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference,
 INSTANTIATE_TEST_SUITE_P(KernelShapes, FloatKernelVsReference, ::testing::Combine(kShapes, kFloatFormats), param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8KernelVsReference, ::testing::Combine(kShapes, kQ8Formats), param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, GemmVsReference,
-                         ::testing::Combine(::testing::Values(kTensorCoresEmulated, kGemmStepsOf16),
+                         ::testing::Combine(::testing::Values(kTensorCoresEmulated, kPortableGemm, kGemmStepsOf16),
                                             ::testing::Values(WeightFormat{ElementType::f32},
                                                               WeightFormat{ElementType::f16})),
                          param_name);
