@@ -53,15 +53,18 @@ inline float word_scale(float4 v) {
     for (int s = GROUP_SIZE / 8; s > 0; s >>= 1) wmax = larger(wmax, shuffle_xor(wmax, s));
     return wmax / 127.0f;
 }
+// Word i of the n values, v, quantized into `staged` with its group's scale (every work-item of the warp
+// calls it; those past the input store nothing).
+inline void stage_word(__local float* staged, float4 v, int n, int i) {
+    const float scale = word_scale(v);
+    if (i >= n / 4) return;
+    if (i % (GROUP_SIZE / 4) == 0) staged[i / (GROUP_SIZE / 4)] = scale;
+    store_word(staged, v, scale, n, i);
+}
 inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n) {
     const int words = n / 4;
-    for (int i = get_local_id(0); i - get_local_id(0) < words; i += LOCAL) {
-        const float4 v = i < words ? input_word(x, weight, ss, i) : (float4)(0.0f);
-        const float scale = word_scale(v);
-        if (i >= words) continue;
-        if (i % (GROUP_SIZE / 4) == 0) staged[i / (GROUP_SIZE / 4)] = scale;
-        store_word(staged, v, scale, n, i);
-    }
+    for (int i = get_local_id(0); i - get_local_id(0) < words; i += LOCAL)
+        stage_word(staged, i < words ? input_word(x, weight, ss, i) : (float4)(0.0f), n, i);
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 }
 #elif SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0

@@ -92,6 +92,30 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
 //
 // rmsnorm(x) * weight staged in local memory (stage_input's values with rms_scale's scale), x and the
 // weights read together once: rms_scale and then stage_input would wait on memory twice.
+#if defined(WEIGHT_Q8_0) && defined(WORD_SCALES)
+// Q8_0 with warp shuffles: x and the weights loaded once as the words stage_input quantizes (a word a
+// work-item in turn), the sum of squares formed from them, and each word normalized and quantized where
+// it lies: one wait on memory, where the norm's pass and stage_input's would be two. (Without shuffles,
+// stage_input reads them again, from the cache.)
+#define NORM_WORDS ((DIM / 4 + LOCAL - 1) / LOCAL)
+inline void stage_normed(__local float* staged, __global const float* x, __global const float* weight,
+                          __local float* scratch) {
+    float4 xv[NORM_WORDS], wv[NORM_WORDS];
+#pragma unroll
+    for (int k = 0; k < NORM_WORDS; k++) {
+        const int i = get_local_id(0) + k * LOCAL;
+        xv[k] = i < DIM / 4 ? vload4(i, x) : (float4)(0.0f);
+        wv[k] = i < DIM / 4 ? vload4(i, weight) : (float4)(0.0f);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_WORDS; k++) ss += dot4(xv[k], xv[k]);
+    ss = rms_from_sum(group_reduce(ss, 0, scratch), DIM);
+#pragma unroll
+    for (int k = 0; k < NORM_WORDS; k++) stage_word(staged, wv[k] * (ss * xv[k]), DIM, get_local_id(0) + k * LOCAL);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
+}
+#else
 #define NORM_LOADS ((DIM + LOCAL - 1) / LOCAL)
 inline void stage_normed(__local float* staged, __global const float* x, __global const float* weight,
                           __local float* scratch) {
@@ -118,6 +142,7 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 }
+#endif
 
 #if defined(QUANTIZE_W2_ONCE) || defined(QUANTIZE_WO_INPUT)
 #if !defined(WEIGHT_Q8_0) || !defined(WORD_SCALES)
