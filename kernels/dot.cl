@@ -12,9 +12,9 @@ inline void write_norm(__global float* out, __global const float* x, __global co
 inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
 #ifdef FEW_GROUPS
-// The token kernel stages a step's input in the work-group's first unit of the step (float weights: after
-// that unit has issued its first batch of weight loads, which do not depend on the input, so that the two
-// waits on memory overlap rather than follow each other). A unit learns it from a negative staged_n: the
+// The token kernel stages a step's input in the work-group's first unit of the step, after that unit has
+// issued its first weight loads (float weights: a batch; Q8_0: each row's first group of the lane), which
+// do not depend on the input, so that the two waits on memory overlap rather than follow each other. A unit learns it from a negative staged_n: the
 // input is not staged yet, and row_dot and row_pair stage it. (token.cl defines it: n floats of x,
 // normalized with `weight` when given, staged by stage_input.)
 void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,

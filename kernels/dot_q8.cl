@@ -195,21 +195,30 @@ inline int4 group_dots4(__global const weight_t* w, __local const char* x, int g
     return pairs.even + pairs.odd;
 }
 #else
-inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
-    // Words (the GPU family's up to 16 bytes, the CPU families' 4): one load where the row's start allows
-    // it (rows of a multiple of Q8_WORD bytes), else Q8_WORD / 4 loads of ints. The staged input is read
-    // as ints either way: local memory is aligned only to a float (a vector load faults on NVIDIA).
+// Group g's words (the GPU family's up to 16 bytes, the CPU families' 4): one load where the row's start
+// allows it (rows of a multiple of Q8_WORD bytes), else Q8_WORD / 4 loads of ints.
+inline void load_group(__private q8_word_t* words, __global const weight_t* w, int groups, int g) {
     __global const int* wi = (__global const int*)w;
-    __local const int* xi = (__local const int*)x;
     const bool aligned = ((size_t)w & (Q8_WORD - 1)) == 0;
-    int sum = 0;
 #pragma unroll
     for (int k = 0; k < GROUP_SIZE / Q8_WORD; k++) {
         const int at = q8_word(groups, g, k);
-        const q8_word_t wv = aligned ? ((__global const q8_word_t*)w)[at] : Q8_VLOAD(at, wi);
-        sum = word_dot(wv, Q8_VLOAD(at, xi), sum);
+        words[k] = aligned ? ((__global const q8_word_t*)w)[at] : Q8_VLOAD(at, wi);
     }
+}
+// The group's words' dot product with the staged input's, read as ints: local memory is aligned only to
+// a float (a vector load faults on NVIDIA).
+inline int loaded_group_dot(__private const q8_word_t* words, __local const char* x, int groups, int g) {
+    __local const int* xi = (__local const int*)x;
+    int sum = 0;
+#pragma unroll
+    for (int k = 0; k < GROUP_SIZE / Q8_WORD; k++) sum = word_dot(words[k], Q8_VLOAD(q8_word(groups, g, k), xi), sum);
     return sum;
+}
+inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
+    q8_word_t words[GROUP_SIZE / Q8_WORD];
+    load_group(words, w, groups, g);
+    return loaded_group_dot(words, x, groups, g);
 }
 #endif
 
@@ -229,12 +238,10 @@ inline float4 q8_terms4(__global const weight_t* w, __global const float* w_scal
 #endif
 
 // This lane's part of a row's product with the staged input: runq.c's terms of every ROW_THREADS-th group
-// from `lane`, in order.
-inline float q8_dot(__global const weight_t* w, __local const float* staged, int n, int lane) {
+// from g (its lane, or the group after the lane's first: row_dot), added in order to sum.
+inline float q8_dot(__global const weight_t* w, __local const float* staged, int n, int g, float sum) {
     const int groups = n / GROUP_SIZE;
     __global const float* w_scales = Q8_SCALES(w, n);
-    float sum = 0.0f;
-    int g = lane;
 #if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
     // CPU families (one lane a row): four groups' terms formed together, then added one at a time in order.
     for (; g + 4 <= groups; g += 4) {
@@ -277,14 +284,43 @@ inline float2 q8_dot2(__global const weight_t* wa, __global const weight_t* wb, 
 }
 #endif
 
+#ifdef FEW_GROUPS
+// The token kernel's first unit of a step loads each row's first group of the lane (g = lane) before it
+// stages the input, so that the two waits on memory overlap rather than follow each other.
+typedef struct {
+    q8_word_t words[GROUP_SIZE / Q8_WORD];
+    float scale;
+} q8_group_t;
+inline void load_first_group(__private q8_group_t* first, __global const weight_t* w, int n, int lane) {
+    // Lanes past a short row's groups load its last group, and drop its term: every lane loads, as loads
+    // under a branch made NVIDIA's build of small models slower.
+    const int g = min(lane, n / GROUP_SIZE - 1);
+    load_group(first->words, w, n / GROUP_SIZE, g);
+    first->scale = Q8_SCALES(w, n)[g];
+}
+// The lane's part of the row's product: the first group's term (q8_term's), then q8_dot's from the next.
+inline float first_group_dot(__private const q8_group_t* first, __global const weight_t* w, __local const float* staged,
+                             int n, int lane) {
+    const int groups = n / GROUP_SIZE, g = min(lane, groups - 1);
+    const float term =
+        (float)loaded_group_dot(first->words, STAGED_VALUES(staged, n), groups, g) * first->scale * staged[g];
+    return q8_dot(w, staged, n, lane + ROW_THREADS, lane < groups ? term : 0.0f);
+}
+#endif
+
 // One row's product with the staged input (the token kernel: staged_n < 0 stages it first; every other
 // caller staged it, staged_n > 0: KernelSet::staged_count), this lane's part.
 inline float row_dot(__global const weight_t* w, __global const float* x, __global const float* weight, float ss,
                      __local float* staged, int staged_n, int n, int lane, __local float* scratch) {
 #ifdef FEW_GROUPS
-    if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
+    if (staged_n < 0) {
+        q8_group_t first;
+        load_first_group(&first, w, n, lane);
+        stage_step_input(staged, x, weight, n, scratch);
+        return first_group_dot(&first, w, staged, n, lane);
+    }
 #endif
-    return q8_dot(w, staged, n, lane);
+    return q8_dot(w, staged, n, lane, 0.0f);
 }
 
 // Two rows' products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum; with
@@ -293,13 +329,20 @@ inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb,
                        __global const float* weight, float ss, __local float* staged, int staged_n, int n,
                        int lane, __local float* scratch) {
 #ifdef FEW_GROUPS
-    if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
-    return row_sum2((float2)(q8_dot(wa, staged, n, lane), q8_dot(wb, staged, n, lane)), scratch);
+    if (staged_n < 0) {
+        q8_group_t first_a, first_b;
+        load_first_group(&first_a, wa, n, lane);
+        load_first_group(&first_b, wb, n, lane);
+        stage_step_input(staged, x, weight, n, scratch);
+        return row_sum2((float2)(first_group_dot(&first_a, wa, staged, n, lane),
+                                 first_group_dot(&first_b, wb, staged, n, lane)), scratch);
+    }
+    return row_sum2((float2)(q8_dot(wa, staged, n, lane, 0.0f), q8_dot(wb, staged, n, lane, 0.0f)), scratch);
 #elif SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
     return q8_dot2(wa, wb, staged, n);  // (a row a work-item: no lanes to sum)
 #else
-    const float a = row_sum(q8_dot(wa, staged, n, lane), scratch);
-    const float b = row_sum(q8_dot(wb, staged, n, lane), scratch);
+    const float a = row_sum(q8_dot(wa, staged, n, lane, 0.0f), scratch);
+    const float b = row_sum(q8_dot(wb, staged, n, lane, 0.0f), scratch);
     return (float2)(a, b);
 #endif
 }
