@@ -14,9 +14,9 @@ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z
 #ifdef FEW_GROUPS
 // The token kernel stages a step's input in the work-group's first unit of the step, after that unit has
 // issued its first weight loads (float weights: a batch; Q8_0: each row's first group of the lane), which
-// do not depend on the input, so that the two waits on memory overlap rather than follow each other. A unit learns it from a negative staged_n: the
-// input is not staged yet, and row_dot and row_pair stage it. (token.cl defines it: n floats of x,
-// normalized with `weight` when given, staged by stage_input.)
+// do not depend on the input, so that the two waits on memory overlap rather than follow each other. A
+// unit learns it from a negative staged_n: the input is not staged yet, and row_dot and row_pair stage it.
+// (token.cl defines it: n floats of x, normalized with `weight` when given, staged by stage_input.)
 void stage_step_input(__local float* staged, __global const float* x, __global const float* weight, int n,
                       __local float* scratch);
 #endif
