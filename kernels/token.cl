@@ -91,47 +91,40 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
 // A work-group stages a step's input in local memory once and reuses it for every unit it takes.
 //
 // rmsnorm(x) * weight staged in local memory (stage_input's values with rms_scale's scale), x and the
-// weights read together once: rms_scale and then stage_input would wait on memory twice.
+// weights read together once: rms_scale and then stage_input would wait on memory twice. Q8_0 with warp
+// shuffles loads them as the words stage_input quantizes (a word a work-item in turn), forms the sum of
+// squares from those, and normalizes and quantizes each word where it lies; without shuffles stage_input
+// reads them again, from the cache. The other formats load floats, and sum in rms_scale's order.
 #if defined(WEIGHT_Q8_0) && defined(WORD_SCALES)
-// Q8_0 with warp shuffles: x and the weights loaded once as the words stage_input quantizes (a word a
-// work-item in turn), the sum of squares formed from them, and each word normalized and quantized where
-// it lies: one wait on memory, where the norm's pass and stage_input's would be two. (Without shuffles,
-// stage_input reads them again, from the cache.)
-#define NORM_WORDS ((DIM / 4 + LOCAL - 1) / LOCAL)
-inline void stage_normed(__local float* staged, __global const float* x, __global const float* weight,
-                          __local float* scratch) {
-    float4 xv[NORM_WORDS], wv[NORM_WORDS];
-#pragma unroll
-    for (int k = 0; k < NORM_WORDS; k++) {
-        const int i = get_local_id(0) + k * LOCAL;
-        xv[k] = i < DIM / 4 ? vload4(i, x) : (float4)(0.0f);
-        wv[k] = i < DIM / 4 ? vload4(i, weight) : (float4)(0.0f);
-    }
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NORM_WORDS; k++) ss += dot4(xv[k], xv[k]);
-    ss = rms_from_sum(group_reduce(ss, 0, scratch), DIM);
-#pragma unroll
-    for (int k = 0; k < NORM_WORDS; k++) stage_word(staged, wv[k] * (ss * xv[k]), DIM, get_local_id(0) + k * LOCAL);
-    barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
-}
+typedef float4 norm_t;
+#define NORM_ELEMENTS (DIM / 4)
+#define NORM_LOAD(p, i) vload4(i, p)
+#define SQUARES(v) dot4(v, v)
 #else
-#define NORM_LOADS ((DIM + LOCAL - 1) / LOCAL)
+typedef float norm_t;
+#define NORM_ELEMENTS DIM
+#define NORM_LOAD(p, i) ((p)[i])
+#define SQUARES(v) ((v) * (v))
+#endif
+#define NORM_LOADS ((NORM_ELEMENTS + LOCAL - 1) / LOCAL)
 inline void stage_normed(__local float* staged, __global const float* x, __global const float* weight,
                           __local float* scratch) {
-    float xv[NORM_LOADS], wv[NORM_LOADS];
+    norm_t xv[NORM_LOADS], wv[NORM_LOADS];
 #pragma unroll
     for (int k = 0; k < NORM_LOADS; k++) {
-        const int j = get_local_id(0) + k * LOCAL;
-        xv[k] = j < DIM ? x[j] : 0.0f;
-        wv[k] = j < DIM ? weight[j] : 0.0f;
+        const int i = get_local_id(0) + k * LOCAL;
+        xv[k] = i < NORM_ELEMENTS ? NORM_LOAD(x, i) : (norm_t)(0.0f);
+        wv[k] = i < NORM_ELEMENTS ? NORM_LOAD(weight, i) : (norm_t)(0.0f);
     }
     float ss = 0.0f;
 #pragma unroll
-    for (int k = 0; k < NORM_LOADS; k++) ss += xv[k] * xv[k];  // rms_scale's order (the padding adds zeros)
+    for (int k = 0; k < NORM_LOADS; k++) ss += SQUARES(xv[k]);  // (the padding adds zeros)
     ss = rms_from_sum(group_reduce(ss, 0, scratch), DIM);
-#ifdef WEIGHT_Q8_0
-    // Quantized (dot_q8.cl) from x and the weights read again, from the cache: the values are these.
+#if defined(WEIGHT_Q8_0) && defined(WORD_SCALES)
+#pragma unroll
+    for (int k = 0; k < NORM_LOADS; k++) stage_word(staged, wv[k] * (ss * xv[k]), DIM, get_local_id(0) + k * LOCAL);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
+#elif defined(WEIGHT_Q8_0)
     stage_input(staged, x, weight, ss, DIM);
 #else
 #pragma unroll
@@ -139,10 +132,9 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
         const int j = get_local_id(0) + k * LOCAL;
         if (j < DIM) staged[j] = wv[k] * (ss * xv[k]);
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 #endif
 }
-#endif
 
 #if defined(QUANTIZE_W2_ONCE) || defined(QUANTIZE_WO_INPUT)
 #if !defined(WEIGHT_Q8_0) || !defined(WORD_SCALES)
