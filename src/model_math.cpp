@@ -10,6 +10,7 @@
 #include <limits>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <stdexcept>
 
 #include "llamacl/row_shares.hpp"
@@ -42,7 +43,7 @@ void matmul_rows(float* out, const float* x, const Weight* w, int n, int first, 
 // rows shorter than kShortRowBytes end before the core's prefetchers learn them, so the next blocks'
 // rows (contiguous) are prefetched instead, spread over this block's steps.
 using Float8 = float __attribute__((vector_size(32)));
-constexpr int kBlockRows = 8, kBlocks = 2, kPrefetchAhead = 64;
+constexpr int kBlockRows = kRowBlockRows, kBlocks = 2, kPrefetchAhead = 64;
 constexpr std::size_t kShortRowBytes = 8192;
 
 #define LLAMACL_INLINE inline __attribute__((always_inline))
@@ -166,6 +167,46 @@ void matmul_widened(float* out, const float* x, const Weight* w, int n, int firs
     const int blocks = (last - i) / kBlockRows;
     if (blocks > 0) vectorized<MatmulBlocks<Weight>>(out, x, w, n, i, blocks);
     matmul_rows(out, x, w, n, i + blocks * kBlockRows, last);
+}
+
+// MatmulBlocks' sums from a laid-out copy of the matrix (lay_out_row_blocks): no transposes, and each
+// block's run read in order, kLaidOutAhead steps of it prefetched ahead (a block's run is a stream the
+// core's prefetchers pick up only after a while); the columns past the last whole step from the plain
+// rows, as MatmulBlocks reads them.
+constexpr int kLaidOutAhead = 16;
+template <int blocks>
+struct MatmulLaidOut {
+    template <bool Native>
+    static LLAMACL_INLINE void run(float* out, const float* x, const float* w, const float* laid, int n, int first) {
+        Float8 acc[blocks] = {};
+        const int steps = n / 8;
+        const std::size_t block = static_cast<std::size_t>(kBlockRows) * n;  // a block's floats, in either layout
+        const float* base = laid + static_cast<std::size_t>(first) * n;
+        for (int s = 0; s < steps; s++) {
+            for (int b = 0; b < blocks; b++) {
+                const float* step = base + b * block + static_cast<std::size_t>(s) * 64;
+                for (int line = 0; line < 64; line += 16) __builtin_prefetch(step + kLaidOutAhead * 64 + line);
+                for (int k = 0; k < 8; k++) acc[b] = acc[b] + load8<Native>(step + 8 * k) * x[8 * s + k];
+            }
+        }
+        for (int j = 8 * steps; j < n; j++) {
+            for (int b = 0; b < blocks; b++) {
+                Float8 c;
+                for (int i = 0; i < 8; i++) c[i] = w[static_cast<std::size_t>(first + b * kBlockRows + i) * n + j];
+                acc[b] = acc[b] + c * x[j];
+            }
+        }
+        for (int b = 0; b < blocks; b++) std::memcpy(out + first + b * kBlockRows, &acc[b], sizeof acc[b]);
+    }
+};
+
+// Rows [first, last) of run.c's matmul, the whole blocks from the laid-out copy.
+void matmul_laid_out(float* out, const float* x, const float* w, const float* laid, int n, int first, int last) {
+    int i = std::min(last, (first + kBlockRows - 1) / kBlockRows * kBlockRows);
+    matmul_rows(out, x, w, n, first, i);  // (rows before the share's first block)
+    for (; i + kBlockGroup <= last; i += kBlockGroup) vectorized<MatmulLaidOut<kBlocks>>(out, x, w, laid, n, i);
+    for (; i + kBlockRows <= last; i += kBlockRows) vectorized<MatmulLaidOut<1>>(out, x, w, laid, n, i);
+    matmul_rows(out, x, w, n, i, last);
 }
 
 // A block of kBlockRows rows for kBatchInputs inputs at once (a prompt's positions): the block's columns
@@ -317,7 +358,11 @@ void matmul_batch_widened(const MatmulOutput& o, std::span<const MatmulInput> in
             for (int p = 0; p < kBatchInputs; p++) xs[p] = x[p]->x();
             vectorized<MatmulBatchBlock<Weight>>(out, xs, w, n, row);
         },
-        [&](float* out, const MatmulInput& x, int from, int to) { matmul_widened(out, x.x(), w, n, from, to); });
+        [&](float* out, const MatmulInput& x, int from, int to) {
+            if constexpr (std::is_same_v<Weight, float>)
+                if (o.w.row_blocks) return matmul_laid_out(out, x.x(), w, o.w.row_blocks, n, from, to);
+            matmul_widened(out, x.x(), w, n, from, to);
+        });
 }
 
 void matmul_batch_q8(const MatmulOutput& o, std::span<const MatmulInput> inputs, int first, int last) {
@@ -515,13 +560,25 @@ void swiglu(float* hb, const float* hb2, int hidden_dim) {
     }
 }
 
-void classify(const Checkpoint& ck, const float* hidden, float* normed, float* logits) {
+void classify(const Checkpoint& ck, const WeightTensor& classifier, const float* hidden, float* normed, float* logits) {
     const Config& c = ck.config();
     // run.c normalizes x in place; normalizing into a separate buffer computes the same values.
     rmsnorm(normed, hidden, ck.rms_final(), c.dim);
     MatmulInput input(ck.weight_format(), c.dim);  // runq.c quantizes the normalized x here
     input.set(normed);
-    matmul(logits, input, ck.classifier(), c.vocab_size);
+    matmul(logits, input, classifier, c.vocab_size);
+}
+
+void lay_out_row_blocks(float* out, const float* w, int n, int first, int last) {
+    const int steps = n / 8;
+    for (int row = first; row + kBlockRows <= last; row += kBlockRows) {
+        float* block = out + static_cast<std::size_t>(row) * n;
+        for (int s = 0; s < steps; s++)
+            for (int k = 0; k < 8; k++)
+                for (int i = 0; i < kBlockRows; i++)
+                    block[static_cast<std::size_t>(s) * 64 + k * kBlockRows + i] =
+                        w[static_cast<std::size_t>(row + i) * n + 8 * s + k];
+    }
 }
 
 }  // namespace llamacl

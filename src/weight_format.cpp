@@ -35,6 +35,7 @@ std::string WeightFormat::describe() const {
 
 WeightTensor WeightTensor::from(std::uint64_t first) const {
     WeightTensor t = *this;
+    t.row_blocks = nullptr;  // (a view's rows need not start a block)
     switch (format.type) {
         case ElementType::f32: t.values = f32() + first; break;
         case ElementType::f16: t.values = f16() + first; break;

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -127,7 +128,8 @@ TEST(Reference, MatmulMatchesDefinition) {
 
 // The matmul's rows are summed eight at a time, by several threads, but each must equal run.c's loop
 // bit for bit: sizes with rows past the blocks and the shares, columns past the eight-column steps,
-// and work below and above the threshold for sharing; f32 and f16 weights.
+// and work below and above the threshold for sharing; f32 and f16 weights, and f32 read from a laid-out
+// copy (lay_out_row_blocks, made in two parts as the reference's threads make it).
 TEST(Reference, MatmulSumsEveryRowInRunCsOrder) {
     struct Size {
         int n, d;
@@ -142,7 +144,12 @@ TEST(Reference, MatmulSumsEveryRowInRunCsOrder) {
             halves[e] = static_cast<std::uint16_t>((e * 2654435761u) & 0x7bff);  // finite halves, both signs
             widened[e] = half_to_float(halves[e]);
         }
-        for (const bool f16 : {false, true}) {
+        std::vector<float> laid(elements, std::numeric_limits<float>::quiet_NaN());  // (what is not written: NaN)
+        const int half = s.d / 2 / kRowBlockRows * kRowBlockRows;
+        lay_out_row_blocks(laid.data(), w.data(), s.n, 0, half);
+        lay_out_row_blocks(laid.data(), w.data(), s.n, half, s.d);
+        for (const int variant : {0, 1, 2}) {  // f32, f16, f32 laid out
+            const bool f16 = variant == 1;
             const float* wf = f16 ? widened.data() : w.data();
             std::vector<float> expect(static_cast<std::size_t>(s.d));
             for (int i = 0; i < s.d; ++i) {
@@ -154,10 +161,13 @@ TEST(Reference, MatmulSumsEveryRowInRunCsOrder) {
             MatmulInput in(format, s.n);
             in.set(x.data());
             std::vector<float> out(static_cast<std::size_t>(s.d), -1.0f);
-            matmul(out.data(), in, WeightTensor{format, f16 ? static_cast<const void*>(halves.data()) : w.data()}, s.d);
+            const WeightTensor tensor{format, f16 ? static_cast<const void*>(halves.data()) : w.data(), nullptr,
+                                      variant == 2 ? laid.data() : nullptr};
+            matmul(out.data(), in, tensor, s.d);
             for (int i = 0; i < s.d; ++i)
                 ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(expect[i]))
-                    << (f16 ? "f16" : "f32") << " n=" << s.n << " d=" << s.d << " row " << i;
+                    << (f16 ? "f16" : variant == 2 ? "f32 laid out" : "f32") << " n=" << s.n << " d=" << s.d << " row "
+                    << i;
         }
     }
 }
@@ -190,21 +200,29 @@ struct TestMatrices {
 };
 
 // Matmuls of one input shared as one (matmuls): each output is matmul()'s alone, bit for bit, with
-// products whose rows do not fill the blocks (so that shares span two products) and with Q8_0 weights.
+// products whose rows do not fill the blocks (so that shares span two products, and a share starts inside
+// a block), with Q8_0 weights, and with f32 read from laid-out copies (lay_out_row_blocks).
 TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
     const int n = 64;
     const int rows[] = {64, 37, 5, 172};
     const auto x = random_vector(n, 7);
-    for (const WeightFormat format : {WeightFormat{ElementType::f32}, WeightFormat{ElementType::q8_0, 16}}) {
+    for (const int variant : {0, 1, 2}) {  // f32, Q8_0, f32 laid out
+        const WeightFormat format = variant == 1 ? WeightFormat{ElementType::q8_0, 16} : WeightFormat{ElementType::f32};
         const TestMatrices matrices(format, rows, n, 20);
-        const std::vector<WeightTensor>& tensors = matrices.tensors;
+        std::vector<WeightTensor> tensors = matrices.tensors;
+        std::vector<std::vector<float>> laid(4);
+        for (int m = 0; variant == 2 && m < 4; ++m) {
+            laid[m].assign(matrices.w[m].size(), std::numeric_limits<float>::quiet_NaN());
+            lay_out_row_blocks(laid[m].data(), matrices.w[m].data(), n, 0, rows[m]);
+            tensors[m].row_blocks = laid[m].data();
+        }
         MatmulInput in(format, n);
         in.set(x.data());
         std::vector<std::vector<float>> alone(4), together(4);
         for (int m = 0; m < 4; ++m) {
             alone[m].assign(static_cast<std::size_t>(rows[m]), -1.0f);
             together[m].assign(static_cast<std::size_t>(rows[m]), -2.0f);
-            matmul(alone[m].data(), in, tensors[m], rows[m]);
+            matmul(alone[m].data(), in, matrices.tensors[m], rows[m]);  // (never laid out)
         }
         matmuls(in, {{together[0].data(), tensors[0], rows[0]},
                      {together[1].data(), tensors[1], rows[1]},
@@ -213,7 +231,7 @@ TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
         for (int m = 0; m < 4; ++m)
             for (int i = 0; i < rows[m]; ++i)
                 ASSERT_EQ(std::bit_cast<std::uint32_t>(together[m][i]), std::bit_cast<std::uint32_t>(alone[m][i]))
-                    << format.describe() << " product " << m << " row " << i;
+                    << format.describe() << (variant == 2 ? " laid out" : "") << " product " << m << " row " << i;
     }
 }
 
@@ -381,7 +399,7 @@ TEST(Reference, ReportsEveryBoundaryInOrderWithItsSize) {
     // classify() of the last residual reproduces the logits (the --finalize=cpu path).
     final_logits.assign(logits.begin(), logits.end());
     std::vector<float> normed(c.dim), again(c.vocab_size);
-    classify(ck, last_residual.data(), normed.data(), again.data());
+    classify(ck, ck.classifier(), last_residual.data(), normed.data(), again.data());
     EXPECT_EQ(again, final_logits);
 }
 

@@ -73,8 +73,18 @@ std::vector<float> rope_table(int seq_len, int head_size);
 
 void swiglu(float* hb, const float* hb2, int hidden_dim);  // hb = silu(hb) * hb2
 
-// The final RMSNorm of `hidden` into `normed` (dim), then the classifier into `logits` (vocab), in the
-// checkpoint's weight format.
-void classify(const Checkpoint& checkpoint, const float* hidden, float* normed, float* logits);
+// The final RMSNorm of `hidden` into `normed` (dim), then `classifier` (the checkpoint's, or the
+// reference's laid-out copy of it) into `logits` (vocab), in the checkpoint's weight format.
+void classify(const Checkpoint& checkpoint, const WeightTensor& classifier, const float* hidden, float* normed,
+              float* logits);
+
+// An f32 matrix w(d, n) laid out for matmul's row blocks (a vector lane per row, kRowBlockRows rows, each
+// summed in run.c's order): rows 8b .. 8b + 7 and columns 8s .. 8s + 7 as those columns one after another,
+// eight rows each, which the blocks otherwise load row by row and transpose at every step; a block's steps
+// then read one contiguous run. Rows [first, last) of `out` (d * n floats, as the matrix; first a multiple
+// of kRowBlockRows), whole blocks of whole steps: the rows past the last block and the columns past the
+// last step stay unwritten, and matmul reads them from w. WeightTensor::row_blocks points at the result.
+inline constexpr int kRowBlockRows = 8;
+void lay_out_row_blocks(float* out, const float* w, int n, int first, int last);
 
 }  // namespace llamacl

@@ -3,6 +3,7 @@
 // so that its logits match llama2.c bit for bit on x86-64. It is a backend of its own (--backend cpu) and the oracle the OpenCL
 // runtime is tested and --compare-cpu'd against. Its building blocks are model_math.hpp's.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -47,6 +48,11 @@ private:
     // act_ grown to hold `positions` positions.
     void hold(int positions);
 
+    // The f32 matrices laid out for matmul's row blocks (lay_out_row_blocks) into row_blocks_, where the
+    // run repays the copy (reference.cpp's lays_out_row_blocks); layers_ and classifier_ are the matrices
+    // the passes read: the checkpoint's, with row_blocks set where laid out.
+    void lay_out_matrices();
+
     const Checkpoint& ck_;
     Config c_;  // seq_len: the positions this run can reach (within_positions)
     // run.c's RunState, (positions, width) each: activations rewritten every layer, one position's for
@@ -60,6 +66,9 @@ private:
     Activations act_;
     std::vector<float> att_, logits_;
     std::vector<float> key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
+    std::unique_ptr<float[]> row_blocks_;
+    std::vector<LayerWeights> layers_;
+    WeightTensor classifier_;
 };
 
 }  // namespace llamacl

@@ -38,6 +38,9 @@ struct WeightTensor {
     WeightFormat format;
     const void* values = nullptr;   // float, std::uint16_t (half bits) or std::int8_t elements
     const float* scales = nullptr;  // q8_0: one per group of format.group_size elements
+    // f32: the same matrix laid out for the CPU reference's row blocks (model_math.hpp's
+    // lay_out_row_blocks), where the reference made one; null otherwise.
+    const float* row_blocks = nullptr;
 
     const float* f32() const { return static_cast<const float*>(values); }
     const std::uint16_t* f16() const { return static_cast<const std::uint16_t*>(values); }
