@@ -569,6 +569,15 @@ int run_info(const std::string& path) {
     std::printf("cpu reference prompt batch bytes: %s, with every position's logits (perplexity, --compare-cpu) %s\n",
                 bytes_str(ReferenceForward::batch_bytes(c, false)).c_str(),
                 bytes_str(ReferenceForward::batch_bytes(c, true)).c_str());
+    if (const std::uint64_t laid_out = ReferenceForward::laid_out_bytes(c); laid_out > 0)
+        std::printf("cpu reference laid-out f32 matrices: %s, for runs of %d positions or more, within an eighth of "
+                    "the machine's memory\n",
+                    bytes_str(laid_out).c_str(), ReferenceForward::kLayOutPositions);
+    else
+        std::printf("cpu reference laid-out f32 matrices: none (%s)\n",
+                    ck.weight_format().type != ElementType::f32
+                        ? "the weights are not f32"
+                        : ("over " + std::to_string(ReferenceForward::kLayOutBytes >> 20) + " MiB").c_str());
     return 0;
 }
 

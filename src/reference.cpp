@@ -33,19 +33,9 @@ Config checked_for_host_memory(const Checkpoint& ck, int positions) {
     return c;
 }
 
-// Laying an f32 model's matrices out for the row blocks reads and writes each once; the laid-out blocks
-// then read faster, which repays the copy within kLayOutPositions positions (docs/benchmarks.md). The
-// copy, beside the mapped file, is made up to kLayOutBytes and an eighth of the machine's memory.
-constexpr int kLayOutPositions = 64;
-constexpr std::uint64_t kLayOutBytes = std::uint64_t{1024} << 20;
 std::uint64_t matrix_floats(const Config& c) {
     const std::uint64_t d = c.dim, kv = c.kv_dim(), h = c.hidden_dim;
     return c.n_layers * (2 * d * d + 2 * kv * d + 3 * h * d) + static_cast<std::uint64_t>(c.vocab_size) * d;
-}
-bool lays_out_row_blocks(const Config& c) {
-    const std::uint64_t bytes = matrix_floats(c) * sizeof(float), memory = host_memory_bytes();
-    return c.weight_format.type == ElementType::f32 && c.seq_len >= kLayOutPositions && bytes <= kLayOutBytes &&
-           (memory == 0 || bytes <= memory / 8);
 }
 
 }  // namespace
@@ -59,8 +49,17 @@ ReferenceForward::ReferenceForward(const Checkpoint& checkpoint, int positions)
       value_cache_(key_cache_.size()),
       classifier_(checkpoint.classifier()) {
     for (int l = 0; l < c_.n_layers; l++) layers_.push_back(ck_.layer(l));
-    if (lays_out_row_blocks(c_)) lay_out_matrices();
+    const std::uint64_t laid_out = laid_out_bytes(c_), memory = host_memory_bytes();
+    if (laid_out > 0 && c_.seq_len >= kLayOutPositions && (memory == 0 || laid_out <= memory / 8)) lay_out_matrices();
     hold(1);
+}
+
+// Laying an f32 model's matrices out for the row blocks reads and writes each once; the laid-out blocks
+// then read faster, which repays the copy within kLayOutPositions positions (docs/benchmarks.md). The copy
+// is made beside the mapped file, so it is kept to small models.
+std::uint64_t ReferenceForward::laid_out_bytes(const Config& c) {
+    const std::uint64_t bytes = matrix_floats(c) * sizeof(float);
+    return c.weight_format.type == ElementType::f32 && bytes <= kLayOutBytes ? bytes : 0;
 }
 
 void ReferenceForward::lay_out_matrices() {

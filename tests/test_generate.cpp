@@ -109,7 +109,13 @@ TEST(Info, PrintsTheMemoryContract) {
         "cpu reference activation bytes: " + std::to_string(size.reference_activation_bytes),
         "cpu reference prompt batch bytes: " + std::to_string(llamacl::ReferenceForward::batch_bytes(c, false)),
         "with every position's logits (perplexity, --compare-cpu) " +
-            std::to_string(llamacl::ReferenceForward::batch_bytes(c, true))};
+            std::to_string(llamacl::ReferenceForward::batch_bytes(c, true)),
+        // every matrix a position reads once, as floats: wq and wo, wk and wv, w1, w2 and w3, the classifier
+        "cpu reference laid-out f32 matrices: " +
+            std::to_string(4ull * (c.n_layers * (2ull * c.dim * c.dim + 2ull * c.kv_dim() * c.dim +
+                                                 3ull * c.hidden_dim * c.dim) +
+                                   1ull * c.vocab_size * c.dim)) +
+            " ", "for runs of 64 positions or more"};
     for (const std::string& expect : expected)
         EXPECT_NE(r.out.find(expect), std::string::npos) << expect << "\n" << r.out;
 }

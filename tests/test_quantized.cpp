@@ -313,7 +313,8 @@ TEST(Version2, InfoPrintsTheFormatGroupSizeAndRealBytes) {
     for (const std::string& expect : {std::string("format: llama2.c version 2 (ak42 export, Q8_0)\n"),
                                       std::string("weights: q8_0 (group size 4)\n"),
                                       "bytes per layer: " + std::to_string(size.layer_bytes()) + " ",
-                                      "weight bytes: " + std::to_string(size.weight_bytes()) + " "})
+                                      "weight bytes: " + std::to_string(size.weight_bytes()) + " ",
+                                      std::string("cpu reference laid-out f32 matrices: none (the weights are not f32)\n")})
         EXPECT_NE(r.out.find(expect), std::string::npos) << expect << "\n" << r.out;
 }
 

@@ -376,6 +376,24 @@ TEST(ReferencePrefill, EveryPositionHasForwardsBitsAndCache) {
     }
 }
 
+// A run that reaches ReferenceForward::kLayOutPositions reads its f32 matrices from a laid-out copy; a
+// shorter one reads the file's. Every position's logits are the same bits either way, on a model whose
+// rows are not whole steps of eight columns (dim 36) nor whole blocks of eight rows (kv_dim 12).
+TEST(Reference, LaidOutMatricesGiveTheFilesLogits) {
+    test::TempDir dir;
+    Config c{36, 100, 2, 6, 2, 300, ReferenceForward::kLayOutPositions, true};
+    const Checkpoint ck = Checkpoint::open(test::write_model(dir, c, 3).string());
+    ASSERT_GT(ReferenceForward::laid_out_bytes(ck.config()), 0u);
+    const int positions = 16;
+    ReferenceForward laid_out(ck), plain(ck, positions);
+    int token = 1;
+    for (int pos = 0; pos < positions; ++pos) {
+        const std::span<float> want = plain.forward(token, pos), got = laid_out.forward(token, pos);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size_bytes())) << "logits at " << pos;
+        token = static_cast<int>(std::max_element(want.begin(), want.end()) - want.begin());
+    }
+}
+
 TEST(Reference, ReportsEveryBoundaryInOrderWithItsSize) {
     test::TempDir dir;
     const Config c = test::small_config();

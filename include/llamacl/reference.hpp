@@ -28,6 +28,12 @@ public:
     // kBatch - 1 more positions' rows and matmul inputs, and with every_logit (perplexity, --compare-cpu)
     // the batch's logits.
     static std::uint64_t batch_bytes(const Config& c, bool every_logit);
+    // The copy of the f32 matrices laid out for matmul's row blocks (lay_out_row_blocks), made for a run
+    // that reaches kLayOutPositions positions where it takes at most kLayOutBytes and an eighth of the
+    // machine's memory: its bytes, or 0 where the weights are not f32 or the copy would be larger.
+    static constexpr int kLayOutPositions = 64;
+    static constexpr std::uint64_t kLayOutBytes = std::uint64_t{1024} << 20;
+    static std::uint64_t laid_out_bytes(const Config& c);
     // The keys (op k) or values (op v) of `layer` at positions [first, first + count), kv_dim each.
     std::span<const float> cache_rows(int layer, Op op, int first, int count) const;
 
@@ -49,8 +55,8 @@ private:
     void hold(int positions);
 
     // The f32 matrices laid out for matmul's row blocks (lay_out_row_blocks) into row_blocks_, where the
-    // run repays the copy (reference.cpp's lays_out_row_blocks); layers_ and classifier_ are the matrices
-    // the passes read: the checkpoint's, with row_blocks set where laid out.
+    // run repays the copy (laid_out_bytes); layers_ and classifier_ are the matrices the passes read: the
+    // checkpoint's, with row_blocks set where laid out.
     void lay_out_matrices();
 
     const Checkpoint& ck_;
