@@ -72,6 +72,15 @@ LLAMACL_INLINE Float8 load8(const std::uint16_t* p) {
                   widen(p[4]), widen(p[5]), widen(p[6]), widen(p[7])};
 }
 
+// Column j of the eight rows from `rows` (rows of n weights), widened: the columns past a block's last
+// whole step of eight.
+template <typename Weight>
+LLAMACL_INLINE Float8 column8(const Weight* rows, int n, int j) {
+    Float8 c;
+    for (int i = 0; i < 8; i++) c[i] = widen(rows[static_cast<std::size_t>(i) * n + j]);
+    return c;
+}
+
 // c[k] = (r[0][k], ..., r[7][k]): the 8 x 8 transpose in three rounds of pairwise shuffles.
 LLAMACL_INLINE void transpose8(const Float8 (&r)[8], Float8 (&c)[8]) {
     Float8 t[8], u[8];
@@ -116,13 +125,9 @@ struct MatmulBlocks {
                 for (int k = 0; k < 8; k++) acc[b] = acc[b] + c[k] * x[j + k];
             }
         }
-        for (; j < n; j++) {
-            for (int b = 0; b < blocks; b++) {
-                Float8 c;
-                for (int i = 0; i < 8; i++) c[i] = widen(base[static_cast<std::size_t>(b * kBlockRows + i) * n + j]);
-                acc[b] = acc[b] + c * x[j];
-            }
-        }
+        for (; j < n; j++)
+            for (int b = 0; b < blocks; b++)
+                acc[b] = acc[b] + column8(base + static_cast<std::size_t>(b * kBlockRows) * n, n, j) * x[j];
         for (int b = 0; b < blocks; b++) std::memcpy(out + first + b * kBlockRows, &acc[b], sizeof acc[b]);
     }
 };
@@ -189,13 +194,9 @@ struct MatmulLaidOut {
                 for (int k = 0; k < 8; k++) acc[b] = acc[b] + load8<Native>(step + 8 * k) * x[8 * s + k];
             }
         }
-        for (int j = 8 * steps; j < n; j++) {
-            for (int b = 0; b < blocks; b++) {
-                Float8 c;
-                for (int i = 0; i < 8; i++) c[i] = w[static_cast<std::size_t>(first + b * kBlockRows + i) * n + j];
-                acc[b] = acc[b] + c * x[j];
-            }
-        }
+        for (int j = 8 * steps; j < n; j++)
+            for (int b = 0; b < blocks; b++)
+                acc[b] = acc[b] + column8(w + static_cast<std::size_t>(first + b * kBlockRows) * n, n, j) * x[j];
         for (int b = 0; b < blocks; b++) std::memcpy(out + first + b * kBlockRows, &acc[b], sizeof acc[b]);
     }
 };
@@ -228,8 +229,7 @@ struct MatmulBatchBlock {
                 for (int k = 0; k < 8; k++) acc[p] = acc[p] + c[k] * x[p][j + k];
         }
         for (; j < n; j++) {
-            Float8 c;
-            for (int i = 0; i < 8; i++) c[i] = widen(base[static_cast<std::size_t>(i) * n + j]);
+            const Float8 c = column8(base, n, j);
             for (int p = 0; p < kBatchInputs; p++) acc[p] = acc[p] + c * x[p][j];
         }
         for (int p = 0; p < kBatchInputs; p++) std::memcpy(out[p] + first, &acc[p], sizeof acc[p]);

@@ -33,9 +33,10 @@ Config checked_for_host_memory(const Checkpoint& ck, int positions) {
     return c;
 }
 
+// Every matrix a position reads: each layer's tensors but its two norms, and the classifier.
 std::uint64_t matrix_floats(const Config& c) {
-    const std::uint64_t d = c.dim, kv = c.kv_dim(), h = c.hidden_dim;
-    return c.n_layers * (2 * d * d + 2 * kv * d + 3 * h * d) + static_cast<std::uint64_t>(c.vocab_size) * d;
+    const ModelSize size(c);
+    return c.n_layers * (size.layer_params - 2 * static_cast<std::uint64_t>(c.dim)) + size.embedding_params;
 }
 
 }  // namespace
