@@ -8,6 +8,7 @@
 #include <charconv>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -95,5 +96,10 @@ int usable_cpus() {
 }
 
 bool every_cpu_usable() { return affinity_cpus() >= sysconf(_SC_NPROCESSORS_ONLN); }
+
+ZeroedFloats::ZeroedFloats(std::size_t n)
+    : floats_(static_cast<float*>(std::calloc(n > 0 ? n : 1, sizeof(float)))), size_(n) {
+    if (!floats_) throw std::bad_alloc();
+}
 
 }  // namespace llamacl

@@ -231,9 +231,9 @@ std::span<float> ReferenceForward::prefill(std::span<const int> tokens, int firs
 }
 
 std::span<const float> ReferenceForward::cache_rows(int layer, Op op, int first, int count) const {
-    const std::vector<float>& cache = op == Op::k ? key_cache_ : value_cache_;
+    const ZeroedFloats& cache = op == Op::k ? key_cache_ : value_cache_;
     const std::size_t kv_dim = static_cast<std::size_t>(c_.kv_dim());
-    return std::span<const float>(cache).subspan((static_cast<std::size_t>(layer) * c_.seq_len + first) * kv_dim,
+    return std::span<const float>(cache.data(), cache.size()).subspan((static_cast<std::size_t>(layer) * c_.seq_len + first) * kv_dim,
                                                  count * kv_dim);
 }
 

@@ -2,7 +2,10 @@
 // What the host machine has to give: the CPU reference refuses a context it cannot hold, weight staging
 // keeps a pinned mirror only where it fits, and a CPU device's buffers (its plan, bench's probes) are
 // this process's memory; the reference's threads and a CPU device's token kernel take one CPU each.
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 namespace llamacl {
 
@@ -23,5 +26,23 @@ bool every_cpu_usable();
 // Whole CPUs a CPU bandwidth limit of `quota` µs each `period` µs allows, rounded up; 0 where there is
 // no limit (a quota of -1).
 int cpus_of_quota(long long quota, long long period);
+
+// n floats that read as zero, from calloc: a large block comes from the system already zeroed and takes
+// memory only as its pages are first written, so a cache sized for a long context holds what the positions
+// a run reaches wrote, not the whole context up front. Throws std::bad_alloc where calloc fails.
+class ZeroedFloats {
+public:
+    explicit ZeroedFloats(std::size_t n);
+    float* data() { return floats_.get(); }
+    const float* data() const { return floats_.get(); }
+    std::size_t size() const { return size_; }
+
+private:
+    struct Free {
+        void operator()(float* p) const { std::free(p); }
+    };
+    std::unique_ptr<float[], Free> floats_;
+    std::size_t size_;
+};
 
 }  // namespace llamacl

@@ -9,6 +9,7 @@
 
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/forward.hpp"
+#include "llamacl/host_memory.hpp"
 #include "llamacl/model_math.hpp"
 
 namespace llamacl {
@@ -70,8 +71,9 @@ private:
         std::vector<MatmulInput> xin, hin;
     };
     Activations act_;
-    std::vector<float> att_, logits_;
-    std::vector<float> key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
+    ZeroedFloats att_;  // (head, c_.seq_len)
+    std::vector<float> logits_;
+    ZeroedFloats key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
     std::unique_ptr<float[]> row_blocks_;
     std::vector<LayerWeights> layers_;
     WeightTensor classifier_;
