@@ -137,9 +137,9 @@ void check_generate_args(const GenerateArgs& a) {
     // (Finite as the float it is stored in, as run.c stores it.)
     if (!(a.temperature >= 0.0 && std::isfinite(static_cast<float>(a.temperature))))
         throw usage_error("-t: temperature must be a finite number >= 0, at most a float's 3.40282e+38 (got " +
-                          number_text("%g", a.temperature) + ")");
+                          number_text("%.9g", a.temperature) + ")");
     if (!(a.topp >= 0.0 && a.topp <= 1.0))
-        throw usage_error("-p: top-p must be in [0, 1] (got " + number_text("%g", a.topp) + ")");
+        throw usage_error("-p: top-p must be in [0, 1] (got " + number_text("%.9g", a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
     if (a.tolerance && !(*a.tolerance >= 0 && std::isfinite(*a.tolerance)))
         throw usage_error("--tolerance: must be a finite number >= 0 (got " + number_text("%g", *a.tolerance) + ")");
@@ -387,7 +387,7 @@ int run_generate(const GenerateArgs& a) {
     Sampler sampler = make_sampler(a, c.vocab_size);
     Backend backend(a, ck, fault, steps, steps);
     const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
-    if (stats.positions > 1) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
+    if (stats.tokens_per_s > 0) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
     if (a.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
     return backend.report(a, stats.positions);
 }

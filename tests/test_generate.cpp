@@ -83,6 +83,21 @@ TEST(GenerateCpu, PromptLongerThanStepsOrContextIsRejectedBeforeAnyOutput) {
     EXPECT_EQ(context.out, "");
 }
 
+// achieved tok/s times the positions decoded after the prompt: a prompt that fills -n has none to time
+// (its rate is -v's), one more position has.
+TEST(GenerateCpu, TheDecodeRateNeedsAPositionAfterThePrompt) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    const std::string base = "generate " + quote((shared / "models/stories260K.bin").string()) + " -z " +
+                             quote((shared / "models/tok512.bin").string()) + " --backend cpu -i 'a b'";
+    ASSERT_EQ(run_llama_cl("tokenize " + quote((shared / "models/tok512.bin").string()) + " 'a b'").out, "1 261 268\n");
+    const CommandResult filled = run_llama_cl(base + " -n 3");
+    ASSERT_EQ(filled.exit_code, 0) << filled.err;
+    EXPECT_EQ(filled.err, "");
+    const CommandResult decoded = run_llama_cl(base + " -n 4");
+    ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+    EXPECT_EQ(decoded.err.rfind("achieved tok/s: ", 0), 0u) << decoded.err;
+}
+
 TEST(GenerateCpu, TokenizerSmallerThanTheVocabularyIsRejected) {
     TempDir dir;
     const auto model = write_model(dir, small_config());

@@ -946,6 +946,8 @@ TEST(HostileFlags, BlanksAroundANumberAreDroppedAndNothingElseFollowsIt) {
     expect_error(with("-t ' '"), 2, {"-t: must be a number", "(got '')"}, "-t blank");
     expect_error(with("--tolerance '1 e'"), 2, {"--tolerance: must be a number", "(got '1 e')"}, "--tolerance 1 e");
     expect_error(with("-p '0.8 8'"), 2, {"-p: top-p must be a number in [0, 1] (got '0.8 8')"}, "-p 0.8 8");
+    // Just past a bound, the value is shown as given, not rounded onto the bound.
+    expect_error(with("-p 1.0000001"), 2, {"-p: top-p must be in [0, 1] (got 1.0000001)"}, "-p 1.0000001");
     expect_error(with("-n '1 2'"), 2, {"-n: must be a decimal integer", "(got 1 2)"}, "-n 1 2");
     expect_error(with("--backend opencl --max-device-memory '64 MiB'"), 2, {"--max-device-memory: must be positive"},
                  "--max-device-memory 64 MiB");

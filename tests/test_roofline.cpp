@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "llamacl/error.hpp"
 #include "llamacl/roofline_svg.hpp"
 #include "models.hpp"
 #include "support.hpp"
@@ -216,6 +218,21 @@ TEST(Roofline, BenchPromptAddsTheFmaRoofAndThePromptPoint) {
     char gflops[64];
     std::snprintf(gflops, sizeof gflops, "%.4g GFLOP/s", j.at("prompt_gflops").get<double>());
     EXPECT_NE(svg.find(std::string(gflops), at), std::string::npos) << gflops;
+}
+
+// A plot that cannot be written is an error naming the path; a file left part written is removed, a
+// device is not (writing /dev/full fails as a full disk does).
+TEST(Roofline, AFailedWriteIsAnErrorAndLeavesNoFile) {
+    if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full to write to";
+    Roofline roofline;
+    roofline.copy_gbs = 100.0;
+    try {
+        write_roofline_svg("/dev/full", roofline);
+        ADD_FAILURE() << "writing to /dev/full succeeded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--plot: cannot write /dev/full"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(std::filesystem::exists("/dev/full"));
 }
 
 TEST(Roofline, BenchPlotNeedsTheProfile) {
