@@ -84,56 +84,55 @@ inline float dot_staged_from(__global const weight_t* w, __local const float* in
 }
 
 #ifdef FEW_GROUPS
-// The token kernel's spans are single weights (weights.cl), so a row of n weights is n spans from its start.
-#if WEIGHT_SPAN != 1
-#error "the token kernel's row products load one weight at a time"
-#endif
+// The token kernel's rows are whole spans from their start (weights.cl), so a row of n weights is
+// n / WEIGHT_SPAN spans.
 
-// The lane's first batch of a row, masked as the rest is, and its sum: dot_staged_from's first trip,
-// apart, so that it can be loaded before the input is staged.
-inline void load_first_batch(__private float* a, __global const weight_t* w, int n, int lane) {
+// The lane's first batch of a row of `spans` spans, masked as the rest is, and its sum: dot_staged_from's
+// first trip, apart, so that it can be loaded before the input is staged.
+inline void load_first_batch(__private weight_span_t* a, __global const weight_t* w, int spans, int lane) {
 #pragma unroll
-    for (int k = 0; k < DOT_BATCH; k++) a[k] = lane + k * ROW_THREADS < n ? WEIGHT(w, lane + k * ROW_THREADS) : 0.0f;
+    for (int k = 0; k < DOT_BATCH; k++)
+        a[k] = lane + k * ROW_THREADS < spans ? WEIGHT_SPAN_AT(w, lane + k * ROW_THREADS) : WEIGHT_SPAN_ZERO;
 }
-inline float first_batch_dot(__private const float* a, __local const float* in, int n, int lane) {
+inline float first_batch_dot(__private const weight_span_t* a, __local const float* in, int spans, int lane) {
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < DOT_BATCH; k++)
-        if (lane + k * ROW_THREADS < n) sum += a[k] * in[lane + k * ROW_THREADS];
+        if (lane + k * ROW_THREADS < spans) sum = span_dot(sum, a[k], in, lane + k * ROW_THREADS);
     return sum;
 }
 
 // dot_staged_from of two rows, wa's in x and wb's in y, each batch's loads of both rows issued together: a
 // unit that needs two rows (w1's and w3's, a RoPE pair) would otherwise wait on memory twice, the second
 // row's loads held behind the first row's reduction. Each sum is formed in dot_staged_from's order.
-inline float2 dot2_staged_from(__global const weight_t* wa, __global const weight_t* wb, __local const float* in, int n,
-                               int j, float2 sum) {
-    for (; j + (DOT_BATCH - 1) * ROW_THREADS < n; j += DOT_BATCH * ROW_THREADS) {
-        float a[DOT_BATCH], b[DOT_BATCH];
+inline float2 dot2_staged_from(__global const weight_t* wa, __global const weight_t* wb, __local const float* in,
+                               int spans, int j, float2 sum) {
+    for (; j + (DOT_BATCH - 1) * ROW_THREADS < spans; j += DOT_BATCH * ROW_THREADS) {
+        weight_span_t a[DOT_BATCH], b[DOT_BATCH];
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++) {
-            a[k] = WEIGHT(wa, j + k * ROW_THREADS);
-            b[k] = WEIGHT(wb, j + k * ROW_THREADS);
+            a[k] = WEIGHT_SPAN_AT(wa, j + k * ROW_THREADS);
+            b[k] = WEIGHT_SPAN_AT(wb, j + k * ROW_THREADS);
         }
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++) {
-            sum.x += a[k] * in[j + k * ROW_THREADS];
-            sum.y += b[k] * in[j + k * ROW_THREADS];
+            sum.x = span_dot(sum.x, a[k], in, j + k * ROW_THREADS);
+            sum.y = span_dot(sum.y, b[k], in, j + k * ROW_THREADS);
         }
     }
-    if (j < n) {
-        float a[DOT_BATCH], b[DOT_BATCH];
+    if (j < spans) {
+        weight_span_t a[DOT_BATCH], b[DOT_BATCH];
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++) {
-            const int inside = j + k * ROW_THREADS < n;
-            a[k] = inside ? WEIGHT(wa, j + k * ROW_THREADS) : 0.0f;
-            b[k] = inside ? WEIGHT(wb, j + k * ROW_THREADS) : 0.0f;
+            const int inside = j + k * ROW_THREADS < spans;
+            a[k] = inside ? WEIGHT_SPAN_AT(wa, j + k * ROW_THREADS) : WEIGHT_SPAN_ZERO;
+            b[k] = inside ? WEIGHT_SPAN_AT(wb, j + k * ROW_THREADS) : WEIGHT_SPAN_ZERO;
         }
 #pragma unroll
         for (int k = 0; k < DOT_BATCH; k++)
-            if (j + k * ROW_THREADS < n) {
-                sum.x += a[k] * in[j + k * ROW_THREADS];
-                sum.y += b[k] * in[j + k * ROW_THREADS];
+            if (j + k * ROW_THREADS < spans) {
+                sum.x = span_dot(sum.x, a[k], in, j + k * ROW_THREADS);
+                sum.y = span_dot(sum.y, b[k], in, j + k * ROW_THREADS);
             }
     }
     return sum;
@@ -147,10 +146,12 @@ inline float row_dot(__global const weight_t* w, __global const float* x, __glob
                      __local float* staged, int staged_n, int n, int lane, __local float* scratch) {
 #ifdef FEW_GROUPS
     if (staged_n != 0) {
-        float a[DOT_BATCH];
-        load_first_batch(a, w, n, lane);
+        const int spans = n / WEIGHT_SPAN;
+        weight_span_t a[DOT_BATCH];
+        load_first_batch(a, w, spans, lane);
         if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
-        return dot_staged_from(w, staged, n, lane + DOT_BATCH * ROW_THREADS, first_batch_dot(a, staged, n, lane));
+        return dot_staged_from(w, staged, spans, lane + DOT_BATCH * ROW_THREADS,
+                               first_batch_dot(a, staged, spans, lane));
     }
 #endif
     if (staged_n > 0) {
@@ -169,12 +170,14 @@ inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb,
                        int lane, __local float* scratch) {
 #ifdef FEW_GROUPS
     if (staged_n != 0) {
-        float a[DOT_BATCH], b[DOT_BATCH];
-        load_first_batch(a, wa, n, lane);
-        load_first_batch(b, wb, n, lane);
+        const int spans = n / WEIGHT_SPAN;
+        weight_span_t a[DOT_BATCH], b[DOT_BATCH];
+        load_first_batch(a, wa, spans, lane);
+        load_first_batch(b, wb, spans, lane);
         if (staged_n < 0) stage_step_input(staged, x, weight, n, scratch);
-        const float2 first = (float2)(first_batch_dot(a, staged, n, lane), first_batch_dot(b, staged, n, lane));
-        return row_sum2(dot2_staged_from(wa, wb, staged, n, lane + DOT_BATCH * ROW_THREADS, first), scratch);
+        const float2 first =
+            (float2)(first_batch_dot(a, staged, spans, lane), first_batch_dot(b, staged, spans, lane));
+        return row_sum2(dot2_staged_from(wa, wb, staged, spans, lane + DOT_BATCH * ROW_THREADS, first), scratch);
     }
 #endif
     const float a = row_sum(row_dot(wa, x, weight, ss, staged, staged_n, n, lane, scratch), scratch);

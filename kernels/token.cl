@@ -234,14 +234,15 @@ inline void classifier_pair_unit(int unit, __global const weight_t* wcls, __glob
 // pipelined: a work-group issues its next unit's loads before it reduces the current one's, so that each
 // wait on memory overlaps the reduction before it instead of following it. (Float weights: its loads are
 // dot.cl's.)
-#if defined(FLOAT_WEIGHTS) && DIM <= DOT_BATCH * ROW_THREADS && DOT_BATCH <= 16
+#if defined(FLOAT_WEIGHTS) && DIM / WEIGHT_SPAN <= DOT_BATCH * ROW_THREADS && DOT_BATCH <= 16
 #define CLASSIFIER_PIPELINED
 // This work-item's rows of classifier unit `unit` (classifier_pair_unit's) loaded into a and b.
-inline void load_classifier_pair(int unit, __global const weight_t* wcls, __private float* a, __private float* b) {
+inline void load_classifier_pair(int unit, __global const weight_t* wcls, __private weight_span_t* a,
+                                 __private weight_span_t* b) {
     ROW_SETUP(2 * unit, VOCAB);
     const int second = min(row_unclamped + ROWS_PER_GROUP, VOCAB - 1);
-    load_first_batch(a, WEIGHT_ROW(wcls, row, DIM), DIM, lane);
-    load_first_batch(b, WEIGHT_ROW(wcls, second, DIM), DIM, lane);
+    load_first_batch(a, WEIGHT_ROW(wcls, row, DIM), DIM / WEIGHT_SPAN, lane);
+    load_first_batch(b, WEIGHT_ROW(wcls, second, DIM), DIM / WEIGHT_SPAN, lane);
 }
 #endif
 
@@ -297,14 +298,15 @@ __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
 #ifdef CLASSIFIER_PIPELINED
         const int pairs = (UNITS(VOCAB) + 1) / 2;
         if (get_group_id(0) < pairs) {  // (uniform in the work-group: the barriers below)
-            float a[DOT_BATCH], b[DOT_BATCH];
+            weight_span_t a[DOT_BATCH], b[DOT_BATCH];
             load_classifier_pair(get_group_id(0), wcls, a, b);
             stage_step_input(staged, x, rms_final, DIM, scratch);
             const int lane = get_local_id(0) % ROW_THREADS;
             FOR_UNITS(u, pairs) {
-                float next_a[DOT_BATCH], next_b[DOT_BATCH];  // the next unit's, or this one's again at the end
+                weight_span_t next_a[DOT_BATCH], next_b[DOT_BATCH];  // the next unit's, or this one's again at the end
                 load_classifier_pair(min(u + (int)get_num_groups(0), pairs - 1), wcls, next_a, next_b);
-                const float2 v = (float2)(first_batch_dot(a, staged, DIM, lane), first_batch_dot(b, staged, DIM, lane));
+                const float2 v = (float2)(first_batch_dot(a, staged, DIM / WEIGHT_SPAN, lane),
+                                          first_batch_dot(b, staged, DIM / WEIGHT_SPAN, lane));
                 keep_classifier_pair(u, row_sum2(v, scratch), logits, &best_v, &best_i);
 #pragma unroll
                 for (int k = 0; k < DOT_BATCH; k++) {

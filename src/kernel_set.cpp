@@ -119,8 +119,8 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     : device_(device),
       layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1, shape.gpu_family() ? gpu_q8_word(weights.group_size) : 4},
       // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
-      common_options_(layout_.build_options() +
-                      (device.info().warp_size == 32 && shape.gpu_family() ? " -DINLINE_PTX" : "")),
+      inline_ptx_(device.info().warp_size == 32 && shape.gpu_family()),
+      common_options_(layout_.build_options() + (inline_ptx_ ? " -DINLINE_PTX" : "")),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
@@ -225,7 +225,7 @@ cl::Program KernelSet::build_with_scopes(int row_threads, int dot_batch, const s
     throw no_memory_scopes(device_.info());
 }
 
-cl::Program KernelSet::token_program(const std::string& model_options, int longest_row, int dim) const {
+cl::Program KernelSet::token_program(const std::string& model_options, int dim, int hidden_dim) const {
     if (!shape_.gpu_family()) {
         // CPU shapes: their own build is OpenCL C 1.2 (first_build); the token kernel's needs the scopes of
         // its grid barrier, and its steps are the per-op kernels' (one work-item a row, no batch).
@@ -238,8 +238,12 @@ cl::Program KernelSet::token_program(const std::string& model_options, int longe
     // dim elements takes a work-item, up to the long batch: a unit issues its first batch before the step's
     // input is staged (dot.cl), and a row of the steps that read x then needs no trip to memory after
     // it. (A longer batch would hold more registers across the staging than the cap leaves.)
+    // (In spans: weights.cl's rule for the token kernel's.)
+    const int span = layout_.format.type == ElementType::f16 && inline_ptx_ && dim % 2 == 0 && hidden_dim % 2 == 0
+                         ? layout_.span()
+                         : 1;
     const int threads = std::min(kTokenRowThreads, shape_.local_size);
-    return build_program(threads, token_dot_batch(longest_row, dim, threads),
+    return build_program(threads, token_dot_batch(std::max(dim, hidden_dim) / span, dim / span, threads),
                          " -DTOKEN_KERNEL -DFEW_GROUPS" + model_options);
 }
 

@@ -127,7 +127,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     try {
         const std::string options = model + cap + (quantize_once ? " -DQUANTIZE_W2_ONCE" : "") +
                                     (quantize_wo ? " -DQUANTIZE_WO_INPUT" : "");
-        kernel = cl::Kernel(kernels.token_program(options, staged, c.dim), "forward_token");
+        kernel = cl::Kernel(kernels.token_program(options, c.dim, c.hidden_dim), "forward_token");
     } catch (const Error& e) {
         why_not = std::string("the device's compiler refused the token kernel: ") + e.what();
         return nullptr;

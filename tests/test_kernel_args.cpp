@@ -93,7 +93,7 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     if (!kernels.device_fences()) return;  // no token kernel without OpenCL C 2.0 (CPU shapes)
     cl::Program token;
     try {
-        token = kernels.token_program(kTokenModel, 96, 64);
+        token = kernels.token_program(kTokenModel, 64, 96);
     } catch (const Error& e) {
         GTEST_SKIP() << "the device does not build the token kernel: " << e.what();
     }

@@ -59,7 +59,8 @@ int widened_row_threads(const LaunchShape& shape, int rows, int n, int min_group
 constexpr int kLongDotBatch = 32, kShortDotBatch = 8;
 int dot_batch(int n, int row_threads);
 // The token kernel's batch, one for every step: dot_batch of its longest rows, but no shorter than a row
-// of dim elements takes a work-item while that fits a long batch (KernelSet::token_program says why).
+// of dim elements takes a work-item while that fits a long batch (KernelSet::token_program says why); both
+// lengths in loads, as dot_batch's n.
 int token_dot_batch(int longest_row, int dim, int row_threads);
 
 // The compiler option that caps a kernel's registers so that `groups` work-groups of `local` work-items fit
@@ -263,10 +264,10 @@ public:
     bool tensor_cores() const { return tensor_cores_; }
 
     // The program holding the token kernel (kernels/token.cl, token_cpu.cl) for a model, `model_options`
-    // giving its shape as -D options (and any option of the device's own compiler), `longest_row` the most
-    // elements a row of its matrices has and `dim` the model's. Throws Error where the compiler takes no
-    // OpenCL C 2.0 or later (GPU shapes: without device_fences()), which its grid barriers need.
-    cl::Program token_program(const std::string& model_options, int longest_row, int dim) const;
+    // giving its shape as -D options (and any option of the device's own compiler), dim and hidden_dim
+    // the model's. Throws Error where the compiler takes no OpenCL C 2.0 or later (GPU shapes: without
+    // device_fences()), which its grid barriers need.
+    cl::Program token_program(const std::string& model_options, int dim, int hidden_dim) const;
 
 private:
     // The matrix-vector kernels of one program build, indexed by Matvec.
@@ -297,6 +298,7 @@ private:
 
     Device device_;
     DeviceWeightLayout layout_;
+    bool inline_ptx_;  // builds take inline PTX (NVIDIA's compiler)
     std::string common_options_;  // every build's: the weight layout, correctly rounded division and sqrt, the caller's
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;

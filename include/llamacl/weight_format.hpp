@@ -59,8 +59,9 @@ struct DeviceWeightLayout {
     int word = 4;        // Q8_0: the bytes of a group a lane loads at once (4, 8 or 16, dividing the group)
 
     // Float formats: consecutive weights one load of a lane of a GPU shape's per-op matrix kernels brings
-    // (kernels/weights.cl's WEIGHT_SPAN: a float, or two halves; the token kernel's, one weight), so such a
-    // row of n weights is about n / span() loads.
+    // (kernels/weights.cl's WEIGHT_SPAN: a float, or two halves; the token kernel's too where its rows are
+    // whole spans and PTX widens halves, else one weight), so such a row of n weights is about n / span()
+    // loads.
     int span() const { return format.type == ElementType::f16 ? 2 : 1; }
 
     // The -D options that select the kernels' weight loads for this layout.
