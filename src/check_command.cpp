@@ -98,9 +98,16 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     const Tokenizer tokenizer =
         generated ? generated_tokenizer(ck.config().vocab_size)
                   : Tokenizer::load_flag(a.tokenizer, a.tokenizer_given, ck.config().vocab_size);
-    // A path the picture cannot be written to is found before the ladder runs, not at its last rung.
-    if (!a.plot.empty() && !std::ofstream(a.plot, std::ios::binary))
-        throw Error("--plot: cannot write " + a.plot + "; give a path in a writable directory");
+    // A path the picture cannot be written to is found before the ladder runs, not at its last rung: opened
+    // to append (a file there keeps its bytes until the picture replaces them), and a file the test made is
+    // removed again, so that a run that ends before the picture leaves none.
+    if (!a.plot.empty()) {
+        std::error_code ignored;
+        const bool existed = std::filesystem::exists(a.plot, ignored);
+        if (!std::ofstream(a.plot, std::ios::binary | std::ios::app))
+            throw Error("--plot: cannot write " + a.plot + "; give a path in a writable directory");
+        if (!existed) std::filesystem::remove(a.plot, ignored);
+    }
     Device device = Device::open(a.runtime.platform, a.runtime.device, !a.plot.empty());
     o.device = device_options(a.runtime, device.info());
     // The text report's lines are printed as the rungs are climbed, so that a slow rung is seen as it runs.

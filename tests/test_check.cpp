@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -294,6 +296,20 @@ TEST(Check, PlotThatCannotBeWrittenFailsTheCommandNotARung) {
     EXPECT_NE(r.out.find("check: passed: "), std::string::npos) << r.out;
     EXPECT_EQ(r.err, "llama-cl: --plot: cannot write /dev/full: " + std::string(std::strerror(ENOSPC)) +
                          "; give a path in a writable directory with room\n");
+}
+
+// The path is tested before the ladder without being left behind: a ladder that stops before the picture
+// leaves no new file, and a file already there keeps its bytes.
+TEST(Check, AFailedLadderLeavesThePlotPathAsItWas) {
+    TempDir dir;
+    const std::filesystem::path fresh = dir / "fresh.svg", kept = dir / "kept.svg";
+    const CommandResult r = check_with_fault("rung:kernels:f32", " --plot " + quote(fresh.string()));
+    EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+    EXPECT_FALSE(std::filesystem::exists(fresh));
+    std::ofstream(kept) << "an earlier picture";
+    const CommandResult again = check_with_fault("rung:kernels:f32", " --plot " + quote(kept.string()));
+    EXPECT_EQ(again.exit_code, 4) << again.out << again.err;
+    EXPECT_EQ(read_file(kept), "an earlier picture");
 }
 
 TEST(Check, UnwritablePlotIsABadFileBeforeAnyRung) {
