@@ -49,11 +49,11 @@ typedef half weight_t;
 //   span_dot(sum, v, in, s) sum plus span v's products with in[WEIGHT_SPAN s ..], in the elements' order
 //   span_head(w)           the weights before the first 4-byte boundary at or after w
 // The per-op kernels take halves in pairs, one aligned 4-byte load as for a float, so that they move as
-// many bytes per load instruction as floats do. So does the token kernel (FEW_GROUPS) where PTX widens
-// them and every row is whole pairs (DIM and HIDDEN_DIM even): widened as they load, its batches of pairs
-// would hold twice the registers its cap allows (docs/benchmarks.md); elsewhere it takes them one at a
-// time. The host knows it as DeviceWeightLayout::span.
-#if defined(WEIGHT_F16) && (!defined(FEW_GROUPS) || (defined(INLINE_PTX) && DIM % 2 == 0 && HIDDEN_DIM % 2 == 0))
+// many bytes per load instruction as floats do. So does the token kernel (FEW_GROUPS) where the host
+// defines TOKEN_HALF_PAIRS (KernelSet::token_program: PTX widens them and every row is whole pairs):
+// widened as they load, its batches of pairs would hold twice the registers its cap allows; elsewhere it
+// takes them one at a time. The host knows it as DeviceWeightLayout::span.
+#if defined(WEIGHT_F16) && (!defined(FEW_GROUPS) || defined(TOKEN_HALF_PAIRS))
 #define WEIGHT_SPAN 2
 #define span_head(w) ((int)((size_t)(w) >> 1) & 1)
 #ifdef INLINE_PTX

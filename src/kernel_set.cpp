@@ -238,13 +238,15 @@ cl::Program KernelSet::token_program(const std::string& model_options, int dim, 
     // dim elements takes a work-item, up to the long batch: a unit issues its first batch before the step's
     // input is staged (dot.cl), and a row of the steps that read x then needs no trip to memory after
     // it. (A longer batch would hold more registers across the staging than the cap leaves.)
-    // (In spans: weights.cl's rule for the token kernel's.)
-    const int span = layout_.format.type == ElementType::f16 && inline_ptx_ && dim % 2 == 0 && hidden_dim % 2 == 0
-                         ? layout_.span()
-                         : 1;
+    // The batch counts loads: f16 halves go in pairs where PTX widens them and every row is whole pairs
+    // from its start (weights.cl's TOKEN_HALF_PAIRS), else one at a time.
+    const bool half_pairs =
+        layout_.format.type == ElementType::f16 && inline_ptx_ && dim % 2 == 0 && hidden_dim % 2 == 0;
+    const int span = half_pairs ? layout_.span() : 1;
     const int threads = std::min(kTokenRowThreads, shape_.local_size);
     return build_program(threads, token_dot_batch(std::max(dim, hidden_dim) / span, dim / span, threads),
-                         " -DTOKEN_KERNEL -DFEW_GROUPS" + model_options);
+                         " -DTOKEN_KERNEL -DFEW_GROUPS" + std::string(half_pairs ? " -DTOKEN_HALF_PAIRS" : "") +
+                             model_options);
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {

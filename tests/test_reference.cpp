@@ -407,7 +407,7 @@ std::uint64_t resident_bytes() {
 }
 
 // A version-1 file's size does not bound its context: a tiny model may claim millions of positions. Its
-// KV cache (256 MiB here) and attention scores are sized for them but take memory only as positions are
+// KV cache and attention scores are sized for all of them but take memory only as positions are
 // written, so a run that stops early never holds the rest.
 TEST(Reference, ALongContextTakesMemoryOnlyForThePositionsReached) {
     test::TempDir dir;
