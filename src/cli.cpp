@@ -288,7 +288,6 @@ struct Backend {
     Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions,
             long long run_positions)
         : opened(Clock::now()), device(open_device(a, ck, run_positions, auto_notice)) {
-        set_progress_quiet(a.quiet);
         if (!device) {
             // The self-test corrupts a device's result: on the reference it would inject nothing, silently.
             if (fault)
@@ -377,8 +376,15 @@ struct Backend {
     RuntimeCounters before;                    // the device's counters before the run
 };
 
+// The checkpoint the flags name, in --weights' format; progress lines heed -q from here on, the
+// conversion's first.
+Checkpoint open_model(const GenerateArgs& a) {
+    set_progress_quiet(a.quiet);
+    return with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
+}
+
 int run_generate(const GenerateArgs& a) {
-    const Checkpoint ck = with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
+    const Checkpoint ck = open_model(a);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "generate");  // a malformed one is an error on every backend
     const Tokenizer tokenizer = Tokenizer::load_flag(a.tokenizer, a.tokenizer_given, c.vocab_size);
@@ -407,7 +413,7 @@ void add_chat(CLI::App& app, ChatArgs& a) {
 }
 
 int run_chat(const ChatArgs& a) {
-    const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
+    const Checkpoint ck = open_model(a.run);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "chat");  // a malformed one is an error on every backend
     const Tokenizer tokenizer = Tokenizer::load_flag(a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
@@ -476,7 +482,7 @@ std::string read_text(const std::string& path) {
 }
 
 int run_perplexity(const PerplexityArgs& a) {
-    const Checkpoint ck = with_weights(Checkpoint::open(a.run.checkpoint), weights_format(a.run.weights));
+    const Checkpoint ck = open_model(a.run);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "perplexity");  // a malformed one is an error on every backend
     const Tokenizer tokenizer = Tokenizer::load_flag(a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);

@@ -3,13 +3,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "llamacl/error.hpp"
+#include "llamacl/host_memory.hpp"
+#include "llamacl/progress.hpp"
 
 namespace llamacl {
 
@@ -44,22 +49,52 @@ void for_each_export_tensor(const Checkpoint& ck, F f) {
 
 }  // namespace
 
-void encode_weights(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
+namespace {
+
+// Weights [begin, end) of the n at w (whole groups) stored as encode_weights stores all n.
+void encode_range(std::byte* out, const float* w, std::uint64_t n, std::uint64_t begin, std::uint64_t end,
+                  const WeightFormat& format) {
     switch (format.type) {
-        case ElementType::f32: std::memcpy(out, w, n * sizeof(float)); return;
+        case ElementType::f32: std::memcpy(out + begin * sizeof(float), w + begin, (end - begin) * sizeof(float)); return;
         case ElementType::f16:
-            for (std::uint64_t i = 0; i < n; ++i) {
+            for (std::uint64_t i = begin; i < end; ++i) {
                 const std::uint16_t half = float_to_half(w[i]);
                 std::memcpy(out + i * sizeof half, &half, sizeof half);
             }
             return;
         case ElementType::q8_0: {
-            std::vector<float> scales(n / static_cast<std::uint64_t>(format.group_size));
-            quantize_q80(reinterpret_cast<std::int8_t*>(out), scales.data(), w, n, format.group_size);
-            std::memcpy(out + n, scales.data(), scales.size() * sizeof(float));
+            // (The scales go through a vector: out + n need not be aligned to a float.)
+            const std::uint64_t gs = static_cast<std::uint64_t>(format.group_size);
+            std::vector<float> scales((end - begin) / gs);
+            quantize_q80(reinterpret_cast<std::int8_t*>(out) + begin, scales.data(), w + begin, end - begin,
+                         format.group_size);
+            std::memcpy(out + n + begin / gs * sizeof(float), scales.data(), scales.size() * sizeof(float));
             return;
         }
     }
+}
+
+}  // namespace
+
+void encode_weights(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
+    // In slices of whole groups, one thread per usable CPU taking the next slice: a 7B model's conversion
+    // on one thread takes most of a minute.
+    constexpr std::uint64_t kSliceWeights = 1u << 22;
+    const std::uint64_t gs = format.type == ElementType::q8_0 ? static_cast<std::uint64_t>(format.group_size) : 1;
+    const std::uint64_t slice = std::max(gs, kSliceWeights / gs * gs), slices = (n + slice - 1) / slice;
+    const auto threads = static_cast<unsigned>(std::min<std::uint64_t>(slices, static_cast<unsigned>(usable_cpus())));
+    if (threads <= 1) {
+        encode_range(out, w, n, 0, n, format);
+        return;
+    }
+    std::atomic<std::uint64_t> next{0};
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < threads; ++t)
+        workers.emplace_back([&] {
+            for (std::uint64_t s = next++; s < slices; s = next++)
+                encode_range(out, w, n, s * slice, std::min(n, (s + 1) * slice), format);
+        });
+    for (std::thread& worker : workers) worker.join();
 }
 
 namespace {
@@ -215,6 +250,8 @@ Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
     for_each_export_tensor(ck, [&](const float*, std::uint64_t n, bool quantized) {
         bytes += (quantized ? c.weight_format : WeightFormat{}).bytes(n);
     });
+    const ProgressLine progress("converting " + std::to_string(fp32_bytes(ck) >> 20) + " MiB of fp32 weights to " +
+                               element_name(*type));
     std::vector<std::byte> tensors(bytes);
     std::byte* at = tensors.data();
     for_each_export_tensor(ck, [&](const float* w, std::uint64_t n, bool quantized) {

@@ -168,6 +168,32 @@ TEST(Quantize, DefaultGroupSizeIsTheLargestPowerOfTwoUpTo64DividingBothWidths) {
     EXPECT_EQ(default_group_size(Config{6, 9, 1, 1, 1, 2, 1, true}), 1);
 }
 
+// A tensor of several of encode_weights' slices (threads) is stored as one pass over it stores it, the
+// group size (48) not dividing a slice's power of two.
+TEST(Quantize, ALargeTensorIsEncodedAsOnePassWould) {
+    const std::uint64_t n = (std::uint64_t{1} << 23) + 3 * 48;
+    const std::vector<float> w = random_vector(n, 5);
+    const WeightFormat q8{ElementType::q8_0, 48};
+    std::vector<std::byte> encoded(q8.bytes(n));
+    encode_weights(encoded.data(), w.data(), n, q8);
+    std::vector<std::int8_t> q(n);
+    std::vector<float> scales(n / 48);
+    quantize_q80(q.data(), scales.data(), w.data(), n, 48);
+    EXPECT_EQ(std::memcmp(encoded.data(), q.data(), n), 0);
+    EXPECT_EQ(std::memcmp(encoded.data() + n, scales.data(), scales.size() * sizeof(float)), 0);
+
+    const WeightFormat f16{ElementType::f16, 0};
+    encoded.assign(f16.bytes(n), std::byte{0});
+    encode_weights(encoded.data(), w.data(), n, f16);
+    std::uint64_t mismatches = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        std::uint16_t half = 0;
+        std::memcpy(&half, encoded.data() + 2 * i, sizeof half);
+        mismatches += half != float_to_half(w[i]);
+    }
+    EXPECT_EQ(mismatches, 0u);
+}
+
 TEST(Quantize, WritesTheBytesOfAnIndependentExportPyWriter) {
     TempDir dir;
     for (const bool shared : {true, false}) {
