@@ -147,6 +147,7 @@ std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, 
 
 void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) {
     const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden = c_.hidden_dim, n = static_cast<int>(tokens.size());
+    reach_position(pos + n - 1);
     const std::size_t row_bytes = static_cast<std::size_t>(dim) * sizeof(float);
     if (!embeddings_host_)
         embeddings_host_ = std::make_unique<PinnedBuffer>(device_, static_cast<std::size_t>(prefill_batch()) * row_bytes,
@@ -285,7 +286,13 @@ void DeviceForward::token_kernel_gave_up() {
     per_op_reason_ = "the token kernel's work-groups did not all run at once";
 }
 
+void DeviceForward::reach_position(int last) {
+    weights_.reach_position(last);
+    if (token_) token_->reach_position(last);
+}
+
 void DeviceForward::run(int token, int pos, const BoundaryObserver& observer) {
+    reach_position(pos);
     write_embedding(token);
     // The token kernel has no boundaries to read back or corrupt: --compare-cpu runs one command per step.
     const bool whole_token = token_ && !observer && !fault_;
@@ -422,7 +429,6 @@ void DeviceForward::start(int first, std::span<const int> forced, int end) {
         g.read_back =
             std::make_unique<PinnedBuffer>(device_, (static_cast<std::size_t>(c_.seq_len) + 1) * sizeof(cl_int),
                                            "greedy token read-back");
-        g.sequence.resize(static_cast<std::size_t>(c_.seq_len) + 1);
     }
     // The host copy of the forced tokens may still be on its way from an earlier start() (no position of it
     // was read); anything the device still runs of that earlier decoding is before this one on the queue.
@@ -435,7 +441,7 @@ void DeviceForward::start(int first, std::span<const int> forced, int end) {
     // Tokens up to position `end`, the last one next() returns.
     g.forced = static_cast<int>(std::min<std::size_t>(forced.size(), end + 1 - first));
     try {
-        std::copy(forced.begin(), forced.begin() + g.forced, g.sequence.begin() + first);
+        g.forced_tokens.assign(forced.begin(), forced.begin() + g.forced);
         // Positions read the token after theirs; the first one's is written straight to x.
         upload_forced(first + 1);
         write_embedding(g.current);
@@ -449,7 +455,7 @@ void DeviceForward::upload_forced(int from) {
     const int forced_end = g.first + g.forced;
     if (from >= forced_end) return;
     device_.queue().enqueueWriteBuffer(work_.tokens, CL_FALSE, from * sizeof(cl_int),
-                                       (forced_end - from) * sizeof(cl_int), &g.sequence[from], nullptr,
+                                       (forced_end - from) * sizeof(cl_int), &g.forced_tokens[from - g.first], nullptr,
                                        &g.forced_written);
     counters_.enqueues++;
 }
@@ -461,6 +467,7 @@ void DeviceForward::enqueue_greedy_batch() {
     const int batch = plan_.resident() ? kGreedyBatch : 1;
     const int first = g.enqueued, count = std::min(batch, g.end - first);
     const int chosen_from = g.first + g.forced;  // positions before it take the prompt's next token
+    reach_position(first + count - 1);
     if (token_) {
         token_->enqueue_greedy(first, count, chosen_from, log_event(Command::forward_token));
         counters_.enqueues++;

@@ -532,15 +532,20 @@ void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size) {
 
 std::vector<float> rope_table(int seq_len, int head_size) {
     std::vector<float> table(static_cast<std::size_t>(seq_len) * head_size);
-    for (int pos = 0; pos < seq_len; ++pos) {
+    rope_rows(table.data(), 0, seq_len, head_size);
+    return table;
+}
+
+void rope_rows(float* out, int first, int count, int head_size) {
+    for (int pos = first; pos < first + count; ++pos) {
+        float* row = out + static_cast<std::size_t>(pos - first) * head_size;
         for (int i = 0; i < head_size; i += 2) {
             const float freq = 1.0f / powf(10000.0f, static_cast<float>(i) / static_cast<float>(head_size));
             const float val = static_cast<float>(pos) * freq;
-            table[static_cast<std::size_t>(pos) * head_size + i] = cosf(val);
-            table[static_cast<std::size_t>(pos) * head_size + i + 1] = sinf(val);
+            row[i] = cosf(val);
+            row[i + 1] = sinf(val);
         }
     }
-    return table;
 }
 
 void swiglu(float* hb, const float* hb2, int hidden_dim) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -152,11 +153,15 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     const cl_uint spin_limit = gpu ? kGpuSpinLimit : kCpuSpinLimit;
     const ClassifierBlock& cls = weights.classifier().front();
     // Attention's chunk length at every position, as the per-op schedule passes it (a launch runs several).
-    std::vector<cl_int> lengths(static_cast<std::size_t>(c.seq_len));
-    for (int pos = 0; pos < c.seq_len; ++pos)
-        lengths[static_cast<std::size_t>(pos)] = kernels.attention_chunk_len(c.n_heads, c.head_size(), pos);
-    cl::Buffer chunk_lens = device.allocate(lengths.size() * sizeof(cl_int), "attention chunk lengths");
-    device.queue().enqueueWriteBuffer(chunk_lens, CL_TRUE, 0, lengths.size() * sizeof(cl_int), lengths.data());
+    PositionRows chunk_lens(
+        device, c.seq_len, sizeof(cl_int),
+        [&kernels, heads = c.n_heads, head_size = c.head_size()](int first, int count, std::byte* out) {
+            for (int i = 0; i < count; ++i) {
+                const cl_int length = kernels.attention_chunk_len(heads, head_size, first + i);
+                std::memcpy(out + i * sizeof length, &length, sizeof length);
+            }
+        },
+        "attention chunk lengths");
     cl::Buffer sync = device.allocate(3 * sizeof(cl_uint), "token kernel barrier");
     const std::uint64_t xq_bytes = std::max({std::uint64_t{1},
                                              quantize_once ? staged_input_bytes(c.weight_format, c.hidden_dim) : 0,
@@ -170,7 +175,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         {"xn", work.xn},         {"xq", xq},                     {"att_partial", work.att_partial},
         {"att_arrivals", work.att_arrivals}, {"rms_final", weights.rms_final()}, {"wcls", cls.weights},
         {"logits", work.logits}, {"tokens", work.tokens},        {"argmax_partial", work.argmax_partial},
-        {"chunk_lens", chunk_lens}, {"sync", sync},              {"spin_limit", spin_limit},
+        {"chunk_lens", chunk_lens.buffer()}, {"sync", sync},              {"spin_limit", spin_limit},
         {"staged", cl::Local(static_cast<std::size_t>(staged_input_bytes(kernels.weight_layout().format, staged)))},
         {"seq_len", c.seq_len}, {"stride_cache", static_cast<cl_int>(kv.all_keys().stride())}};
     for (const auto& [name, s] : stacks) args.emplace_back(name, s->whole());
@@ -179,12 +184,12 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     // before the classifier.
     const int barriers = (quantize_once ? 6 : 5) * c.n_layers + (gpu ? 0 : 1);
     std::unique_ptr<TokenKernel> token(
-        new TokenKernel(device, kernel, chunk_lens, sync, xq, work, c, groups, local, barriers, spin_limit));
+        new TokenKernel(device, kernel, std::move(chunk_lens), sync, xq, work, c, groups, local, barriers, spin_limit));
     token->clear();
     return token;
 }
 
-TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, cl::Buffer xq,
+TokenKernel::TokenKernel(Device& device, cl::Kernel kernel, PositionRows chunk_lens, cl::Buffer sync, cl::Buffer xq,
                          const WorkingBuffers& work, const Config& c, int groups, int local_size,
                          int barriers_per_position, cl_uint spin_limit)
     : device_(device),

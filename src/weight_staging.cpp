@@ -121,7 +121,16 @@ cl::Buffer constant(const Device& device, const void* data, std::size_t bytes, c
 WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const DeviceWeightLayout& weight_layout,
                              const CapacityPlan& plan, Finalize finalize, bool host_mirror, bool stacked,
                              RuntimeCounters& counters)
-    : device_(device), ck_(ck), layout_(weight_layout), plan_(plan), counters_(counters) {
+    : device_(device),
+      ck_(ck),
+      layout_(weight_layout),
+      plan_(plan),
+      counters_(counters),
+      rope_(device, plan.positions, static_cast<std::size_t>(ck.config().head_size()) * sizeof(float),
+            [head_size = ck.config().head_size()](int first, int count, std::byte* out) {
+                rope_rows(reinterpret_cast<float*>(out), first, count, head_size);
+            },
+            "RoPE table") {
     const Config& c = ck.config();
     // A CPU device reads the resident weights, the final norm and the classifier where they lie (the
     // mapped file, or the converted checkpoint) wherever its kernels' layout is the host's: float formats,
@@ -171,8 +180,6 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
                                                          " layers");
     }
 
-    const std::vector<float> rope = llamacl::rope_table(plan.positions, c.head_size());
-    rope_ = upload_once(device, rope.data(), rope.size() * sizeof(float), "RoPE table");
     if (finalize == Finalize::device) {
         rms_final_ = constant(device, ck.rms_final(), static_cast<std::size_t>(c.dim) * sizeof(float),
                               "final RMSNorm weights", in_place);

@@ -200,4 +200,11 @@ std::string generate_args(const fs::path& shared, const ReferenceCase& c, const 
     return args + (extra.empty() ? "" : " " + extra);
 }
 
+std::uint64_t resident_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    std::uint64_t pages = 0, resident = 0;
+    if (!(statm >> pages >> resident)) return 0;
+    return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
 }  // namespace llamacl::test

@@ -1,5 +1,6 @@
 #pragma once
 // Helpers shared by the tests: where the reference data lives, scratch files, running the binary.
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -41,6 +42,8 @@ std::string quote(const std::string& s);
 // rusage).
 CommandResult run_command(const std::string& command);
 std::string read_file(const std::filesystem::path& path);
+// Resident memory of this process in bytes (/proc/self/statm), 0 where the system does not say.
+std::uint64_t resident_bytes();
 
 }  // namespace llamacl::test
 

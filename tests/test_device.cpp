@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llamacl/device.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/layer_stack.hpp"
+#include "llamacl/position_rows.hpp"
 
 namespace llamacl {
 namespace {
@@ -226,6 +229,41 @@ TEST(DeviceAllocate, TurnsDriverErrorsIntoErrors) {
 // base-address alignment and are also sub-buffers; otherwise separate allocations. Either way each
 // layer's floats go in with write() and come back out of layer(l), and stacked, out of the whole at
 // l x stride.
+// A table of rows per position is written as positions are reached, in blocks that double from the first
+// (kFirstRows), each row its fill; the positions past the table's are clamped.
+TEST(DevicePositionRows, RowsAreWrittenInDoublingBlocksAsPositionsAreReached) {
+    Device device = Device::open("", "");
+    const int positions = 3 * PositionRows::kFirstRows + 5;
+    std::vector<std::pair<int, int>> blocks;
+    PositionRows table(
+        device, positions, 2 * sizeof(cl_int),
+        [&](int first, int count, std::byte* out) {
+            blocks.emplace_back(first, count);
+            for (int i = 0; i < count; ++i) {
+                const cl_int row[2] = {first + i, -(first + i)};
+                std::memcpy(out + i * sizeof row, row, sizeof row);
+            }
+        },
+        "test rows");
+    EXPECT_EQ(table.rows(), PositionRows::kFirstRows);
+    table.reach(PositionRows::kFirstRows - 1);
+    table.reach(PositionRows::kFirstRows);
+    EXPECT_EQ(table.rows(), 2 * PositionRows::kFirstRows);
+    table.reach(positions + 100);
+    EXPECT_EQ(table.rows(), positions);
+    const std::vector<std::pair<int, int>> expected = {
+        {0, PositionRows::kFirstRows},
+        {PositionRows::kFirstRows, PositionRows::kFirstRows},
+        {2 * PositionRows::kFirstRows, PositionRows::kFirstRows + 5}};
+    EXPECT_EQ(blocks, expected);
+    std::vector<cl_int> back(2 * static_cast<std::size_t>(positions));
+    device.queue().enqueueReadBuffer(table.buffer(), CL_TRUE, 0, back.size() * sizeof(cl_int), back.data());
+    for (int pos = 0; pos < positions; ++pos) {
+        ASSERT_EQ(back[2 * pos], pos);
+        ASSERT_EQ(back[2 * pos + 1], -pos);
+    }
+}
+
 TEST(DeviceLayerStack, EveryLayerRoundTripsThroughItsPartAndTheWhole) {
     Device device = Device::open("", "");
     const std::size_t floats = 37;  // not a multiple of any alignment

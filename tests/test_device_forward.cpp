@@ -11,6 +11,7 @@
 #include "llamacl/device_forward.hpp"
 #include "llamacl/export.hpp"
 #include "llamacl/host_memory.hpp"
+#include "llamacl/position_rows.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/sampler.hpp"
 #include "llamacl/synthetic.hpp"
@@ -467,6 +468,65 @@ TEST(TokenSchedule, AfterGivingUpTheTokenRunsAgainWithFewerGroupsThenPerOp) {
     }
     EXPECT_FALSE(dev->token_schedule());
     EXPECT_NE(dev->per_op_reason().find("did not all run at once"), std::string::npos) << dev->per_op_reason();
+}
+
+// A version-1 file's size does not bound its context: a tiny model may claim millions of positions
+// (Reference.ALongContextTakesMemoryOnlyForThePositionsReached). The tables the device keeps per position
+// (the RoPE table, the token kernel's chunk lengths) are written as a run reaches its positions, and greedy
+// decoding keeps only the prompt's tokens on the host: a run of a few dozen positions holds nothing
+// sized by the context. (On a CPU device its buffers are this process's memory; on a GPU only the host's
+// share shows here.)
+TEST(DeviceForwardMemory, ALongContextTakesHostMemoryOnlyForThePositionsReached) {
+    Device device = open_test_device();
+    TempDir dir;
+    Config c{8, 16, 1, 2, 2, 300, 1 << 22, true};
+    {
+        // The same shape with a short context first, so that the kernels' builds are behind the measurement.
+        Config short_context = c;
+        short_context.seq_len = 16;
+        const Checkpoint short_ck = Checkpoint::open(write_model(dir, short_context, 1, 7, "short.bin").string());
+        DeviceForward warm(device, short_ck, {});
+        warm.forward(1, 0);
+    }
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 1).string());
+    const std::uint64_t before = resident_bytes();
+    if (before == 0) GTEST_SKIP() << "no /proc/self/statm to read resident memory from";
+    DeviceForward model(device, ck, {});
+    int token = 1;
+    for (int pos = 0; pos < 8; ++pos) {
+        const std::span<float> logits = model.forward(token, pos);
+        ASSERT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+        token = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    GreedyDecoder* greedy = model.greedy_decoder();
+    ASSERT_NE(greedy, nullptr);
+    const std::vector<int> prompt = {token, 5, 6};
+    greedy->start(8, prompt, 40);
+    for (int pos = 8; pos < 40; ++pos) EXPECT_GE(greedy->next(pos), 0) << "pos " << pos;
+    EXPECT_LT(resident_bytes() - std::min(before, resident_bytes()), std::uint64_t{64} << 20);
+}
+
+// Past the tables' first block (PositionRows::kFirstRows positions), whose next block is written when a
+// run reaches it, every position's logits still match the reference (the RoPE rotation and attention's
+// chunks of those positions), and greedy decoding, which writes it when a batch reaches it, picks the
+// tokens of the host's argmax.
+TEST(DeviceForwardMemory, PositionsPastTheTablesFirstBlockMatchTheReference) {
+    Device device = open_test_device();
+    TempDir dir;
+    const Config c{8, 16, 1, 2, 2, 300, PositionRows::kFirstRows + 40, true};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 1).string());
+    DeviceForward dev(device, ck, {});
+    ReferenceForward ref(ck);
+    int token = 1;
+    for (int pos = 0; pos < c.seq_len; ++pos) {
+        const std::span<float> expected = ref.forward(token, pos);
+        const std::vector<float> want(expected.begin(), expected.end());
+        ASSERT_LT(relative_error(dev.forward(token, pos), want), 1e-4) << "pos " << pos;
+        token = static_cast<int>(std::max_element(want.begin(), want.end()) - want.begin());
+    }
+    DeviceForward decoding(device, ck, {});
+    ASSERT_NE(decoding.greedy_decoder(), nullptr);
+    EXPECT_EQ(device_tokens(*decoding.greedy_decoder(), {1}, c.seq_len), host_tokens(dev, {1}, c.seq_len));
 }
 
 // What -v and bench print for the schedule: the token kernel's launch size, or why each step is a command.

@@ -2,15 +2,12 @@
 // independent double-precision transformer written from the equations.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <utility>
 #include <vector>
@@ -398,14 +395,6 @@ TEST(Reference, LaidOutMatricesGiveTheFilesLogits) {
     }
 }
 
-// Resident memory of this process in bytes (/proc/self/statm), 0 where the system does not say.
-std::uint64_t resident_bytes() {
-    std::ifstream statm("/proc/self/statm");
-    std::uint64_t pages = 0, resident = 0;
-    if (!(statm >> pages >> resident)) return 0;
-    return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
 // A version-1 file's size does not bound its context: a tiny model may claim millions of positions. Its
 // KV cache and attention scores are sized for all of them but take memory only as positions are
 // written, so a run that stops early never holds the rest.
@@ -413,7 +402,7 @@ TEST(Reference, ALongContextTakesMemoryOnlyForThePositionsReached) {
     test::TempDir dir;
     const Config c{8, 16, 1, 2, 2, 300, 1 << 22, true};
     const Checkpoint ck = Checkpoint::open(test::write_model(dir, c, 1).string());
-    const std::uint64_t before = resident_bytes();
+    const std::uint64_t before = test::resident_bytes();
     if (before == 0) GTEST_SKIP() << "no /proc/self/statm to read resident memory from";
     ReferenceForward ref(ck);
     int token = 1;
@@ -422,7 +411,7 @@ TEST(Reference, ALongContextTakesMemoryOnlyForThePositionsReached) {
         ASSERT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
         token = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
-    EXPECT_LT(resident_bytes() - std::min(before, resident_bytes()), std::uint64_t{64} << 20);
+    EXPECT_LT(test::resident_bytes() - std::min(before, test::resident_bytes()), std::uint64_t{64} << 20);
 }
 
 TEST(Reference, ReportsEveryBoundaryInOrderWithItsSize) {

@@ -133,6 +133,9 @@ private:
     // The token's embedding row, straight from the mapped file into the residual stream x.
     void write_embedding(int token);
     void run(int token, int pos, const BoundaryObserver& observer);
+    // The tables kept per position (the RoPE table, the token kernel's chunk lengths) written through
+    // `last` before the commands that reach it are enqueued.
+    void reach_position(int last);
     // The layers and the classifier, one command per step (the per-op schedule): the logits land in the
     // working buffer, or with --finalize=cpu the final hidden state is left in x.
     void enqueue_per_op(int pos, const BoundaryObserver& observer);
@@ -187,10 +190,10 @@ private:
     struct Greedy {
         int first = 0, end = 0, enqueued = 0, current = 0;
         int forced = 0;                     // tokens given from `first`
-        std::vector<cl_int> sequence;       // seq_len + 1; written only in start(), after forced_written
+        std::vector<cl_int> forced_tokens;  // from `first`; written only in start(), after forced_written
         cl::Event forced_written;
-        // The tokens read back, at their positions (seq_len + 1). Declared after `sequence`, so destroyed
-        // before it: its destructor finishes the queue, which may still be copying from `sequence`.
+        // The tokens read back, at their positions (seq_len + 1). Declared after `forced_tokens`, so destroyed
+        // before it: its destructor finishes the queue, which may still be copying from `forced_tokens`.
         std::unique_ptr<PinnedBuffer> read_back;
         // The batches enqueued and not yet read past, oldest first: positions [first, first + count), the
         // read of their tokens, and whether the host has waited for it.

@@ -70,6 +70,8 @@ void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size);
 // rope()'s (cos, sin) for every position and frequency, (seq_len, head_size / 2, 2), computed with the
 // same float expressions, so that a device rotating by this table rotates by exactly the same angles.
 std::vector<float> rope_table(int seq_len, int head_size);
+// Its rows for positions first .. first + count - 1, at out.
+void rope_rows(float* out, int first, int count, int head_size);
 
 void swiglu(float* hb, const float* hb2, int hidden_dim);  // hb = silu(hb) * hb2
 

@@ -19,6 +19,7 @@
 #include "llamacl/device.hpp"
 #include "llamacl/kernel_set.hpp"
 #include "llamacl/kv_cache.hpp"
+#include "llamacl/position_rows.hpp"
 #include "llamacl/weight_staging.hpp"
 #include "llamacl/working_buffers.hpp"
 
@@ -57,13 +58,15 @@ public:
     bool fewer_groups();
     // Work-groups of a launch: one or two per compute unit on a GPU, one per usable CPU on a CPU.
     int groups() const;
+    // Attention's chunk lengths through position `last` on the device (PositionRows::reach).
+    void reach_position(int last) { chunk_lens_.reach(last); }
     // Tests: the next `launches` launches give up, as if one of their work-groups had not run. Each of
     // their work-groups polls a barrier once before it gives up, so every one but the last to arrive does
     // (and then the last too, at the next barrier).
     void give_up_next(int launches);
 
 private:
-    TokenKernel(Device& device, cl::Kernel kernel, cl::Buffer chunk_lens, cl::Buffer sync, cl::Buffer xq,
+    TokenKernel(Device& device, cl::Kernel kernel, PositionRows chunk_lens, cl::Buffer sync, cl::Buffer xq,
                 const WorkingBuffers& work, const Config& config, int groups, int local_size,
                 int barriers_per_position, cl_uint spin_limit);
     void clear();  // zeroes the barrier's counts and flag, the give-up mark and attention's chunk counts
@@ -71,7 +74,7 @@ private:
 
     Device& device_;
     cl::Kernel kernel_;
-    cl::Buffer chunk_lens_;  // attention's chunk length at each position (int, seq_len)
+    PositionRows chunk_lens_;  // attention's chunk length at each position (int, seq_len)
     cl::Buffer sync_;    // arrival count, give-up flag, greedy decoding's classifier count (token.cl)
     cl::Buffer xq_;      // inputs quantized once (token.cl's QUANTIZE_W2_ONCE, QUANTIZE_WO_INPUT; else a byte)
     cl::Buffer logits_;    // the working buffer's, for its give-up mark

@@ -22,6 +22,7 @@
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
 #include "llamacl/layer_stack.hpp"
+#include "llamacl/position_rows.hpp"
 #include "llamacl/runtime_counters.hpp"
 
 namespace llamacl {
@@ -56,7 +57,9 @@ public:
     // of; nullptr when streaming.
     const LayerStack* stack(cl::Buffer LayerBuffers::*tensor) const;
 
-    const cl::Buffer& rope_table() const { return rope_; }  // (seq_len, head_size/2) x (cos, sin)
+    const cl::Buffer& rope_table() const { return rope_.buffer(); }  // (seq_len, head_size/2) x (cos, sin)
+    // The RoPE table's rows through position `last` on the device (PositionRows::reach).
+    void reach_position(int last) { rope_.reach(last); }
     const cl::Buffer& rms_final() const { return rms_final_; }
     const std::vector<ClassifierBlock>& classifier() const { return classifier_; }  // empty with --finalize=cpu
 
@@ -78,7 +81,8 @@ private:
     std::vector<std::unique_ptr<PinnedBuffer>> mirror_;  // the pinned mirror: one buffer per chunk
     std::unique_ptr<PinnedBuffer> pinned_;  // without a mirror: the host side of streaming uploads (K layers)
     cl::Event pinned_in_use_;               // the last copy out of pinned_
-    cl::Buffer rope_, rms_final_;
+    PositionRows rope_;
+    cl::Buffer rms_final_;
     std::vector<ClassifierBlock> classifier_;
 };
 
