@@ -47,15 +47,13 @@ void for_each_export_tensor(const Checkpoint& ck, F f) {
     if (!c.shared_classifier) f(ck.classifier().f32(), vocab * dim, true);
 }
 
-}  // namespace
-
-namespace {
-
 // Weights [begin, end) of the n at w (whole groups) stored as encode_weights stores all n.
 void encode_range(std::byte* out, const float* w, std::uint64_t n, std::uint64_t begin, std::uint64_t end,
                   const WeightFormat& format) {
     switch (format.type) {
-        case ElementType::f32: std::memcpy(out + begin * sizeof(float), w + begin, (end - begin) * sizeof(float)); return;
+        case ElementType::f32:
+            std::memcpy(out + begin * sizeof(float), w + begin, (end - begin) * sizeof(float));
+            return;
         case ElementType::f16:
             for (std::uint64_t i = begin; i < end; ++i) {
                 const std::uint16_t half = float_to_half(w[i]);
