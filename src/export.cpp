@@ -75,8 +75,8 @@ void encode_range(std::byte* out, const float* w, std::uint64_t n, std::uint64_t
 }  // namespace
 
 void encode_weights(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
-    // In slices of whole groups, one thread per usable CPU taking the next slice: a 7B model's conversion
-    // on one thread takes most of a minute.
+    // In slices of whole groups (a group's scale is its own, so slices are independent), one thread per
+    // usable CPU taking the next slice.
     constexpr std::uint64_t kSliceWeights = 1u << 22;
     const std::uint64_t gs = format.type == ElementType::q8_0 ? static_cast<std::uint64_t>(format.group_size) : 1;
     const std::uint64_t slice = std::max(gs, kSliceWeights / gs * gs), slices = (n + slice - 1) / slice;
