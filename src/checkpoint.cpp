@@ -229,15 +229,15 @@ ModelSize::ModelSize(const Config& c) {
 
 struct Checkpoint::Storage {
     std::optional<MappedFile> file;  // the mapped file, or
-    std::vector<std::byte> image;    // an in-memory file image
+    std::optional<HostBytes> image;  // an in-memory file image
     // Q8_0 scales that follow a count of int8 values not a multiple of 4 (group sizes 1 and 2), copied to
     // aligned floats at load. A list: its elements never move.
     std::list<std::vector<float>> aligned_scales;
     // The embedding table in fp32 when stored in another format, made at its first use.
     std::once_flag widened;
     std::vector<float> token_embedding;
-    const std::byte* data() const { return file ? file->data() : image.data(); }
-    std::uint64_t size() const { return file ? file->size() : image.size(); }
+    const std::byte* data() const { return file ? file->data() : image->data(); }
+    std::uint64_t size() const { return file ? file->size() : image->size(); }
 };
 
 Checkpoint Checkpoint::open(const std::string& path) {
@@ -269,7 +269,7 @@ Checkpoint Checkpoint::open(const std::string& path) {
     return ck;
 }
 
-Checkpoint Checkpoint::from_image(std::vector<std::byte> image, const std::string& name) {
+Checkpoint Checkpoint::from_image(HostBytes image, const std::string& name) {
     Checkpoint ck;
     ck.storage_ = std::make_shared<Storage>();
     ck.storage_->image = std::move(image);
@@ -278,8 +278,7 @@ Checkpoint Checkpoint::from_image(std::vector<std::byte> image, const std::strin
     return ck;
 }
 
-Checkpoint Checkpoint::from_tensors(const Config& config, std::vector<std::byte> tensors, const std::string& name,
-                                    int version) {
+Checkpoint Checkpoint::from_tensors(const Config& config, HostBytes tensors, const std::string& name, int version) {
     Checkpoint ck;
     ck.storage_ = std::make_shared<Storage>();
     ck.storage_->image = std::move(tensors);
@@ -287,7 +286,7 @@ Checkpoint Checkpoint::from_tensors(const Config& config, std::vector<std::byte>
     ck.config_ = config;
     ck.version_ = version;
     bool overflow = false;
-    if (tensor_bytes(config, false, overflow) != ck.storage_->image.size() || overflow)
+    if (tensor_bytes(config, false, overflow) != ck.storage_->image->size() || overflow)
         throw std::logic_error("Checkpoint::from_tensors: the tensors do not match the config");
     ck.map_weights(ck.storage_->data(), false);
     return ck;

@@ -250,7 +250,7 @@ Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
     });
     const ProgressLine progress("converting " + std::to_string(fp32_bytes(ck) >> 20) + " MiB of fp32 weights to " +
                                element_name(*type));
-    std::vector<std::byte> tensors(bytes);
+    HostBytes tensors(bytes);
     std::byte* at = tensors.data();
     for_each_export_tensor(ck, [&](const float* w, std::uint64_t n, bool quantized) {
         const WeightFormat as = quantized ? c.weight_format : WeightFormat{};

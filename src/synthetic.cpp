@@ -176,9 +176,9 @@ std::uint64_t checkpoint_file_bytes(const Config& c, int version) {
     return header_bytes(c, version).size() + floats * sizeof(float);
 }
 
-std::vector<std::byte> synthetic_checkpoint_image(const Config& c, int version, std::uint64_t seed) {
+HostBytes synthetic_checkpoint_image(const Config& c, int version, std::uint64_t seed) {
     check_config(c);
-    std::vector<std::byte> image(checkpoint_file_bytes(c, version));
+    HostBytes image(checkpoint_file_bytes(c, version));
     generate(c, version, seed, 0, [&](std::uint64_t offset, const std::byte* data, std::uint64_t bytes) {
         std::memcpy(image.data() + offset, data, bytes);
     });

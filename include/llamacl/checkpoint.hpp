@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "llamacl/host_memory.hpp"
 #include "llamacl/weight_format.hpp"
 
 namespace llamacl {
@@ -73,12 +74,11 @@ public:
     // llamacl::Error naming the file and the problem for anything malformed; never reads past the file.
     static Checkpoint open(const std::string& path);
     // A checkpoint held in memory: `data` is a complete file image (header and tensors).
-    static Checkpoint from_image(std::vector<std::byte> image, const std::string& name);
+    static Checkpoint from_image(HostBytes image, const std::string& name);
     // Tensors without a header, in export order (versions 1 and 2: the fp32 norms, then the embedding
     // table, each layer's matrices and the unshared classifier in `config.weight_format`), as written by
     // convert_weights() (export.hpp).
-    static Checkpoint from_tensors(const Config& config, std::vector<std::byte> tensors, const std::string& name,
-                                   int version);
+    static Checkpoint from_tensors(const Config& config, HostBytes tensors, const std::string& name, int version);
 
     const Config& config() const { return config_; }
     const WeightFormat& weight_format() const { return config_.weight_format; }

@@ -45,4 +45,19 @@ private:
     std::size_t size_;
 };
 
+// n bytes as the allocator gives them, never zeroed: whoever makes one writes every byte (a weight
+// conversion, a synthetic model's image), so that the pages of a large block are first touched by the
+// threads that fill it, not by one thread zeroing it beforehand.
+class HostBytes {
+public:
+    explicit HostBytes(std::size_t n) : bytes_(new std::byte[n > 0 ? n : 1]), size_(n) {}
+    std::byte* data() { return bytes_.get(); }
+    const std::byte* data() const { return bytes_.get(); }
+    std::size_t size() const { return size_; }
+
+private:
+    std::unique_ptr<std::byte[]> bytes_;
+    std::size_t size_;
+};
+
 }  // namespace llamacl

@@ -18,7 +18,7 @@ std::vector<std::string> preset_names();
 // The complete file for `config` as `version` (0 or 1). Every weight is a pure function of
 // (seed, tensor, index), so the bytes do not depend on the number of threads.
 std::uint64_t checkpoint_file_bytes(const Config& config, int version);
-std::vector<std::byte> synthetic_checkpoint_image(const Config& config, int version, std::uint64_t seed);
+HostBytes synthetic_checkpoint_image(const Config& config, int version, std::uint64_t seed);
 // Streams the same bytes to `path` with `threads` writers (0: hardware concurrency).
 void write_synthetic_checkpoint(const std::string& path, const Config& config, int version,
                                 std::uint64_t seed, unsigned threads = 0);

@@ -38,7 +38,7 @@ std::uint32_t touch(const llamacl::WeightTensor& t, std::uint64_t n) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    std::vector<std::byte> image(size);
+    llamacl::HostBytes image(size);
     if (size > 0) std::memcpy(image.data(), data, size);
     try {
         const llamacl::Checkpoint ck = llamacl::Checkpoint::from_image(std::move(image), "fuzz.bin");
