@@ -175,7 +175,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
         {"xn", work.xn},         {"xq", xq},                     {"att_partial", work.att_partial},
         {"att_arrivals", work.att_arrivals}, {"rms_final", weights.rms_final()}, {"wcls", cls.weights},
         {"logits", work.logits}, {"tokens", work.tokens},        {"argmax_partial", work.argmax_partial},
-        {"chunk_lens", chunk_lens.buffer()}, {"sync", sync},              {"spin_limit", spin_limit},
+        {"chunk_lens", chunk_lens.buffer()}, {"sync", sync}, {"spin_limit", spin_limit},
         {"staged", cl::Local(static_cast<std::size_t>(staged_input_bytes(kernels.weight_layout().format, staged)))},
         {"seq_len", c.seq_len}, {"stride_cache", static_cast<cl_int>(kv.all_keys().stride())}};
     for (const auto& [name, s] : stacks) args.emplace_back(name, s->whole());
