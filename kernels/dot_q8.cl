@@ -1,30 +1,60 @@
 // Every family's row products for Q8_0 weights (WEIGHT_Q8_0: weights.cl), as runq.c's matmul computes
-// them: the input quantized once per work-group into local memory (stage_input), then per row the sum
-// over its groups of (float)ival * w_scale * x_scale, ival the group's exact integer dot product. A row's
-// lane takes every ROW_THREADS-th group and adds its terms in order, so with one lane per row (the CPU
-// families) the sum is runq.c's, bit for bit; the GPU family adds its lanes' sums in a tree (row_sum).
-// The same three functions as dot.cl's: stage_input, row_dot and row_pair.
+// them (or ggml's: Q8_GGML below): the input quantized once per work-group into local memory
+// (stage_input), then per row the sum over its groups of a term (Q8_TERM) of ival, the group's exact
+// integer dot product, and the two scales. A row's lane takes every ROW_THREADS-th group and adds its
+// terms in order, so with one lane per row (the CPU families) the sum is the reference's, bit for bit;
+// the GPU family adds its lanes' sums in a tree (row_sum). The same three functions as dot.cl's:
+// stage_input, row_dot and row_pair.
 #ifdef WEIGHT_Q8_0
+
+// The rule of the format (QuantRule; the host defines Q8_GGML for ggml's). Both take a group's scale as
+// max |v| / 127. runq.c's quantize: q = round(v / scale), the scale kept as it is; a group's term
+// ((float)ival * w_scale) * x_scale. ggml's quantize_row_q8_0_ref: q = round(v * id), id = 1 / scale (0
+// for a zero scale), the scale kept rounded to a half; vec_dot_q8_0_q8_0's term (float)ival * (w_scale *
+// x_scale). q8_step(scale) is what quantized() applies to a value; Q8_TERM takes scalars or vectors.
+#ifdef Q8_GGML
+// f rounded to the nearest half (ties to even) and widened back, as ggml's GGML_FP32_TO_FP16 stores it.
+inline float half_rounded(float f) {
+    const uint bits = as_uint(f), magnitude = bits & 0x7fffffffu, sign = bits & 0x80000000u;
+    if (magnitude > 0x7f800000u) return f;                                 // NaN
+    if (magnitude >= 0x477ff000u) return as_float(sign | 0x7f800000u);     // rounds past 65504: infinity
+    if (magnitude < 0x38800000u) return rint(f * 0x1p24f) * 0x1p-24f;      // below 2^-14: multiples of 2^-24
+    // 13 mantissa bits dropped, to nearest even; a carry into the exponent is the next power of two.
+    const uint rest = magnitude & 0x1fffu;
+    uint kept = magnitude & ~0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (kept & 0x2000u) != 0)) kept += 0x2000u;
+    return as_float(sign | kept);
+}
+inline float q8_step(float scale) { return scale != 0.0f ? 1.0f / scale : 0.0f; }
+inline float q8_kept(float scale) { return half_rounded(scale); }
+#define Q8_APPLY(v, step) ((v) * (step))
+#define Q8_TERM(ival, w_scale, x_scale) ((ival) * ((w_scale) * (x_scale)))
+#else
+inline float q8_step(float scale) { return scale; }
+inline float q8_kept(float scale) { return scale; }
+#define Q8_APPLY(v, step) ((v) / (step))
+#define Q8_TERM(ival, w_scale, x_scale) ((ival) * (w_scale) * (x_scale))
+#endif
 
 // The staged input in local memory: its n / GROUP_SIZE scales, then its n values (chars) laid out as a
 // row's (q8_int).
 #define STAGED_VALUES(staged, n) ((__local char*)((staged) + (n) / GROUP_SIZE))
 
-// runq.c's (int8_t) round(v / scale) as gcc compiles it on x86-64 (model_math.cpp's quantize): round()
+// (int8_t) round(Q8_APPLY(v, step)) as gcc compiles it on x86-64 (model_math.cpp's quantize): round()
 // rounds halves away from zero; the float becomes an int32 (out of range or NaN: INT32_MIN), whose low
 // byte is kept. Only degenerate scales (zero, subnormal or infinite group maxima) leave [-127, 127].
-inline char quantized(float v, float scale) {
-    const float r = round(v / scale);
+inline char quantized(float v, float step) {
+    const float r = round(Q8_APPLY(v, step));
     const int whole = r >= -0x1p31f && r < 0x1p31f ? (int)r : INT_MIN;
     const int low = whole & 0xff;
     return (char)(low < 128 ? low : low - 256);
 }
 
-// runq.c's quantize of the input into `staged`: per group of GROUP_SIZE, scale = max |v| / 127 (the
-// division correctly rounded where the device offers it: KernelSet) and q = quantized(v, scale). The
-// work-items take the input's words (4 consecutive values) in turn, so that a warp's loads are whole
-// transactions. A maximum is a comparison, exact in any order; like runq.c's `val > wmax`, it never takes
-// a NaN. Needs every work-item.
+// The rule's quantize of the input into `staged`: per group of GROUP_SIZE, scale = max |v| / 127 (the
+// division correctly rounded where the device offers it: KernelSet), q = quantized(v, q8_step(scale)) and
+// the scale kept q8_kept(scale). The work-items take the input's words (4 consecutive values) in turn, so
+// that a warp's loads are whole transactions. A maximum is a comparison, exact in any order; like runq.c's
+// `val > wmax`, it never takes a NaN (for either rule). Needs every work-item.
 inline float4 input_word(__global const float* x, __global const float* weight, float ss, int word) {
     const float4 v = vload4(word, x);
     return weight ? vload4(word, weight) * (ss * v) : v;
@@ -34,12 +64,12 @@ inline float word_max(float4 v) {
     const float4 a = fabs(v);
     return larger(larger(larger(larger(0.0f, a.x), a.y), a.z), a.w);
 }
-inline char4 quantized4(float4 v, float scale) {
-    return (char4)(quantized(v.x, scale), quantized(v.y, scale), quantized(v.z, scale), quantized(v.w, scale));
+inline char4 quantized4(float4 v, float step) {
+    return (char4)(quantized(v.x, step), quantized(v.y, step), quantized(v.z, step), quantized(v.w, step));
 }
-inline void store_word(__local float* staged, float4 v, float scale, int n, int word) {
+inline void store_word(__local float* staged, float4 v, float step, int n, int word) {
     const int g = word / (GROUP_SIZE / 4);
-    ((__local char4*)STAGED_VALUES(staged, n))[q8_int(n / GROUP_SIZE, g, word % (GROUP_SIZE / 4))] = quantized4(v, scale);
+    ((__local char4*)STAGED_VALUES(staged, n))[q8_int(n / GROUP_SIZE, g, word % (GROUP_SIZE / 4))] = quantized4(v, step);
 }
 #if defined(WARP_SHUFFLE) && GROUP_SIZE <= 128 && (GROUP_SIZE & (GROUP_SIZE - 1)) == 0
 // In one pass: a group's GROUP_SIZE / 4 words are held by consecutive work-items of one warp, which take
@@ -58,8 +88,8 @@ inline float word_scale(float4 v) {
 inline void stage_word(__local float* staged, float4 v, int n, int i) {
     const float scale = word_scale(v);
     if (i >= n / 4) return;
-    if (i % (GROUP_SIZE / 4) == 0) staged[i / (GROUP_SIZE / 4)] = scale;
-    store_word(staged, v, scale, n, i);
+    if (i % (GROUP_SIZE / 4) == 0) staged[i / (GROUP_SIZE / 4)] = q8_kept(scale);
+    store_word(staged, v, q8_step(scale), n, i);
 }
 inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n) {
     const int words = n / 4;
@@ -70,8 +100,8 @@ inline void stage_input(__local float* staged, __global const float* x, __global
 #elif SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
 // CPU families: a work-item takes whole groups in turn, 16 values at a time, each lane quantized as
 // quantized() does one value: the same bits.
-inline char16 quantized16(floatw v, float scale) {
-    const floatw r = round(v / scale);
+inline char16 quantized16(floatw v, float step) {
+    const floatw r = round(Q8_APPLY(v, step));
     const int16 in_range = r >= -0x1p31f && r < 0x1p31f;
     const int16 low = select((int16)(INT_MIN), convert_int16(select((floatw)(0.0f), r, in_range)), in_range) & 0xff;
     return convert_char16(select(low, low - 256, low >= 128));
@@ -91,16 +121,18 @@ inline void stage_input(__local float* staged, __global const float* x, __global
         float wmax = 0.0f;
         for (int l = 0; l < 16; l++) wmax = larger(wmax, ((float*)&lane_max)[l]);
         const float scale = wmax / 127.0f;
-        staged[g] = scale;
+        staged[g] = q8_kept(scale);
 #pragma unroll
-        for (int k = 0; k < GROUP_SIZE / 16; k++) vstore16(quantized16(v[k], scale), 0, values + g * GROUP_SIZE + 16 * k);
+        for (int k = 0; k < GROUP_SIZE / 16; k++)
+            vstore16(quantized16(v[k], q8_step(scale)), 0, values + g * GROUP_SIZE + 16 * k);
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 }
 #else
 // In three passes with a barrier between: each word's maximum, kept in the values' place (n bytes: a
 // float per word); each group's maximum of its words' and its scale; the values, from the input read
-// again (a work-item's share of n is not known at build time, so it is not kept in registers).
+// again (a work-item's share of n is not known at build time, so it is not kept in registers). ggml's
+// rule then rounds the scales, once every value is quantized with the unrounded one.
 inline void stage_input(__local float* staged, __global const float* x, __global const float* weight, float ss, int n) {
     const int words = n / 4, groups = n / GROUP_SIZE, lid = get_local_id(0);
     __local float* maxima = (__local float*)STAGED_VALUES(staged, n);
@@ -113,7 +145,11 @@ inline void stage_input(__local float* staged, __global const float* x, __global
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the word maxima are read before the values overwrite them
     for (int i = lid; i < words; i += LOCAL)
-        store_word(staged, input_word(x, weight, ss, i), staged[i / (GROUP_SIZE / 4)], n, i);
+        store_word(staged, input_word(x, weight, ss, i), q8_step(staged[i / (GROUP_SIZE / 4)]), n, i);
+#ifdef Q8_GGML
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int g = lid; g < groups; g += LOCAL) staged[g] = q8_kept(staged[g]);
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
 }
 #endif
@@ -222,22 +258,21 @@ inline int group_dot(__global const weight_t* w, __local const char* x, int grou
 }
 #endif
 
-// Group g's term of a row (its scales at w_scales) with the staged input, ((float)ival * w_scale) * x_scale
-// as runq.c writes it.
+// Group g's term of a row (its scales at w_scales) with the staged input (Q8_TERM).
 inline float q8_term(__global const weight_t* w, __global const float* w_scales, __local const float* staged,
                      int groups, int g) {
-    return (float)group_dot(w, STAGED_VALUES(staged, groups * GROUP_SIZE), groups, g) * w_scales[g] * staged[g];
+    return Q8_TERM((float)group_dot(w, STAGED_VALUES(staged, groups * GROUP_SIZE), groups, g), w_scales[g], staged[g]);
 }
 #if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
 // Groups g .. g + 3's terms, formed together, lane by lane as q8_term forms one.
 inline float4 q8_terms4(__global const weight_t* w, __global const float* w_scales, __local const float* staged,
                         int groups, int g) {
-    return convert_float4(group_dots4(w, STAGED_VALUES(staged, groups * GROUP_SIZE), g)) * vload4(0, w_scales + g) *
-           vload4(0, staged + g);
+    return Q8_TERM(convert_float4(group_dots4(w, STAGED_VALUES(staged, groups * GROUP_SIZE), g)),
+                   vload4(0, w_scales + g), vload4(0, staged + g));
 }
 #endif
 
-// This lane's part of a row's product with the staged input: runq.c's terms of every ROW_THREADS-th group
+// This lane's part of a row's product with the staged input: the terms of every ROW_THREADS-th group
 // from g (its lane, or the group after the lane's first: row_dot), added in order to sum.
 inline float q8_dot(__global const weight_t* w, __local const float* staged, int n, int g, float sum) {
     const int groups = n / GROUP_SIZE;
@@ -303,7 +338,7 @@ inline float first_group_dot(__private const q8_group_t* first, __global const w
                              int n, int lane) {
     const int groups = n / GROUP_SIZE, g = min(lane, groups - 1);
     const float term =
-        (float)loaded_group_dot(first->words, STAGED_VALUES(staged, n), groups, g) * first->scale * staged[g];
+        Q8_TERM((float)loaded_group_dot(first->words, STAGED_VALUES(staged, n), groups, g), first->scale, staged[g]);
     return q8_dot(w, staged, n, lane + ROW_THREADS, lane < groups ? term : 0.0f);
 }
 #endif

@@ -1,8 +1,8 @@
 // Prefill's matrix-matrix products for Q8_0 weights (prefill.cl's for the float formats): each position's
 // input is quantized first (quantize_rows) into a row laid out as a weight row, and every output element
-// is runq.c's matmul of the two, its groups' terms ((float)ival * w_scale) * x_scale added in order, so a
-// prefilled position's values are the decode kernels' on the CPU families and runq.c's matmul on every
-// family. The products are not fused: RoPE and SwiGLU are kernels of their own (rope_rows, swiglu).
+// is the reference's matmul of the two, its groups' terms (Q8_TERM: the format's rule) added in order, so
+// a prefilled position's values are the decode kernels' on the CPU families and the reference's matmul
+// on every family. The products are not fused: RoPE and SwiGLU are kernels of their own (rope_rows, swiglu).
 #ifdef WEIGHT_Q8_0
 
 // Each position's row of x (positions x n floats) quantized as stage_input quantizes a decode step's
@@ -66,7 +66,7 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
                 for (int i = 0; i < GEMM_ROWS; i++)
 #pragma unroll
                     for (int k = 0; k < Q8_GEMM_POSITIONS; k++)
-                        acc[i][k] += (float)dots[i][k] * Q8_SCALES(wr[i], n)[g] * Q8_SCALES(xp[k], n)[g];
+                        acc[i][k] += Q8_TERM((float)dots[i][k], Q8_SCALES(wr[i], n)[g], Q8_SCALES(xp[k], n)[g]);
             }
 #pragma unroll
             for (int i = 0; i < GEMM_ROWS; i++) {
@@ -88,8 +88,8 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
 // through local memory a step of Q8_STEP_WORDS words of k at a time (64 weights where groups hold whole
 // steps of them, else 32: a step's loads wait on memory, so fewer, longer steps) with the scales of the
 // step's group, double-buffered, so one barrier per step suffices. A group's integer dots are exact in any
-// order; after its last step each element adds ((float)ival * w_scale) * x_scale to its sum, runq.c's
-// term in runq.c's order, so the sums are runq.c's bits.
+// order; after its last step each element adds its term (Q8_TERM) to its sum, the reference's terms in
+// the reference's order, so the sums are the reference's bits.
 #if GROUP_SIZE % 32 != 0
 #error "Q8_0's tensor-core gemm takes groups of a multiple of 32 weights"
 #endif
@@ -235,7 +235,7 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
         for (int k8 = 0; k8 < Q8_STEP_WORDS; k8 += 8) q8_mma(b, k8, wr, wp, dots, scratch);
         if (s % Q8_STEPS_PER_GROUP == Q8_STEPS_PER_GROUP - 1) {
 #pragma unroll
-            for (int e = 0; e < Q8_ELEMENTS; e++) acc[e] += (float)dots[e] * b->ws[Q8_ROW(e)] * b->xs[Q8_POS(e)];
+            for (int e = 0; e < Q8_ELEMENTS; e++) acc[e] += Q8_TERM((float)dots[e], b->ws[Q8_ROW(e)], b->xs[Q8_POS(e)]);
         }
         // Every work-item is done with the other buffer: it read it in the step before the last barrier.
         if (s + 1 < steps) q8_store(&steps_[(s + 1) % 2], &next, flat);
@@ -313,7 +313,7 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
         for (int i = 0; i < GEMM_BLOCK; i++)
 #pragma unroll
             for (int k = 0; k < GEMM_BLOCK; k++)
-                acc[i][k] += (float)dots[i][k] * ws[lr + i * GEMM_GROUP_R] * xs[lp + k * GEMM_GROUP_P];
+                acc[i][k] += Q8_TERM((float)dots[i][k], ws[lr + i * GEMM_GROUP_R], xs[lp + k * GEMM_GROUP_P]);
         barrier(CLK_LOCAL_MEM_FENCE);  // the next group's scales overwrite these
     }
 #pragma unroll

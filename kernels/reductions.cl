@@ -115,9 +115,14 @@ inline float group_reduce(float value, int is_max, __local float* scratch) {
     return total;
 }
 
+// RMSNorm's epsilon, the model's (Config::norm_eps), which the host defines as a hex float literal; the
+// default, run.c's, only keeps the program buildable on its own.
+#ifndef NORM_EPS
+#define NORM_EPS 1e-5f
+#endif
 // RMSNorm's scale from the sum of squares ss of n elements: 1/sqrt(ss/n + eps), in run.c's steps.
 inline float rms_from_sum(float ss, int n) {
     ss /= (float)n;
-    ss += 1e-5f;
+    ss += NORM_EPS;
     return 1.0f / sqrt(ss);
 }

@@ -152,8 +152,8 @@ inline void quantize_words(__global float* xq, __global const float* in, int n, 
         const float scale = word_scale(v);
         if (i >= end) continue;
         const int g = i / (GROUP_SIZE / 4);
-        if (i % (GROUP_SIZE / 4) == 0) xq[g] = scale;
-        values[q8_int(n / GROUP_SIZE, g, i % (GROUP_SIZE / 4))] = quantized4(v, scale);
+        if (i % (GROUP_SIZE / 4) == 0) xq[g] = q8_kept(scale);
+        values[q8_int(n / GROUP_SIZE, g, i % (GROUP_SIZE / 4))] = quantized4(v, q8_step(scale));
     }
 }
 // xq into `staged`: the scales, then the values, a word (four bytes) at a time.

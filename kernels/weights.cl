@@ -86,16 +86,16 @@ inline float span_dot(float sum, float v, __local const float* in, int s) { retu
 #define span_head(w) 0
 #endif
 
-// runq.c's Q8_0: GROUP_SIZE consecutive weights of a row share an fp32 scale; a weight is the int8 value
-// times its group's scale. On the device a matrix is its rows one after the other, each row its n values
-// (bytes) and then its n / GROUP_SIZE scales (WeightStaging writes them so: DeviceWeightLayout). A row's
-// values are read Q8_WORD bytes (4, 8 or 16, dividing GROUP_SIZE) at a time, a word, so groups hold a
-// multiple of 4 weights (the host refuses others). Groups lie in runs of Q8_INTERLEAVE whose words are
-// interleaved (word 0 of each group of the run, then word 1 of each, ...; the row's last run may be
-// shorter): the GPU family gives each of a row's lanes a group, and its lanes then read consecutive
-// words, whole memory transactions, where a group apiece would have them GROUP_SIZE bytes apart. With
-// Q8_INTERLEAVE 1 (CPU families) a group's weights are consecutive. The staged input (dot_q8.cl) lies as
-// the rows do.
+// runq.c's Q8_0 (and GGUF's, its half scales widened): GROUP_SIZE consecutive weights of a row share an
+// fp32 scale; a weight is the int8 value times its group's scale. On the device a matrix is its rows one
+// after the other, each row its n values (bytes) and then its n / GROUP_SIZE scales (WeightStaging writes
+// them so: DeviceWeightLayout). A row's values are read Q8_WORD bytes (4, 8 or 16, dividing GROUP_SIZE) at
+// a time, a word, so groups hold a multiple of 4 weights (the host refuses others). Groups lie in runs of
+// Q8_INTERLEAVE whose words are interleaved (word 0 of each group of the run, then word 1 of each, ...; the
+// row's last run may be shorter): the GPU family gives each of a row's lanes a group, and its lanes then
+// read consecutive words, whole memory transactions, where a group apiece would have them GROUP_SIZE bytes
+// apart. With Q8_INTERLEAVE 1 (CPU families) a group's weights are consecutive. The staged input
+// (dot_q8.cl) lies as the rows do.
 #ifdef WEIGHT_Q8_0
 #if GROUP_SIZE % 4 != 0
 #error "Q8_0 on the device needs groups of a multiple of 4 weights"

@@ -3,8 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
+#include "llamacl/atomic_file.hpp"
 #include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/number_text.hpp"
 #include "llamacl/progress.hpp"
@@ -88,6 +90,13 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
 int run_bench(const BenchArgs& a, std::FILE* out) {
     check_bench_args(a);
     set_progress_quiet(a.quiet);
+    const RunningCommand running("bench");
+    // The plot's file is made before anything is measured: a path it cannot go to costs no benchmark.
+    std::optional<AtomicFile> plot;
+    if (!a.plot.empty())
+        plot.emplace(a.plot, a.synthetic.empty() ? std::vector<InputFile>{{a.checkpoint, "the checkpoint"}}
+                                                 : std::vector<InputFile>{},
+                     "--plot");
     const Checkpoint ck = load_model(a);
     fault_from_environment(ck.config(), "bench");  // bench injects nothing, but a malformed value is still an error
     Device device = Device::open(a.runtime.platform, a.runtime.device, a.profile);
@@ -111,10 +120,11 @@ int run_bench(const BenchArgs& a, std::FILE* out) {
     }
     o.profile = a.profile;
     const BenchResult result = run_benchmark(device, ck, a.synthetic.empty() ? a.checkpoint : "synthetic:" + a.synthetic, o);
-    if (!a.plot.empty()) write_roofline_svg(a.plot, roofline_from_bench(result));
     const std::string report = a.json ? format_bench_json(result) : format_bench_text(result);
     std::fputs(report.c_str(), out);
     flush_or_throw(out);
+    // After the report: a plot that fails to write does not take the measurement with it.
+    if (plot) write_roofline_svg(*plot, roofline_from_bench(result));
     return 0;
 }
 

@@ -66,7 +66,7 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
         throw Error(device.name + ": the model has " + std::to_string(c.n_layers) +
                     " layers; the OpenCL runtime keeps buffers for each and takes at most " +
                     std::to_string(kMaxDeviceLayers) +
-                    " (no released model has more than a few hundred): run generate with --backend cpu");
+                    " (no released model has more than a few hundred): " + cpu_reference_remedy());
     const ModelSize size(c);
     const std::uint64_t f = sizeof(float);
     CapacityPlan p;
@@ -111,7 +111,7 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
     if (largest_tensor > device.max_alloc_bytes)
         throw Error(device.name + ": a single weight matrix needs " + mib(largest_tensor) +
                     " but the device's largest allocation is " + mib(device.max_alloc_bytes) +
-                    "; this model cannot run on this device (run generate with --backend cpu)");
+                    "; this model cannot run on this device (" + cpu_reference_remedy() + ")");
 
     const std::uint64_t fixed = p.persistent_bytes() + p.working_bytes;
     const std::uint64_t room = p.usable_bytes > fixed ? p.usable_bytes - fixed : 0;
@@ -135,7 +135,7 @@ CapacityPlan plan_capacity(const Config& model, const DeviceInfo& device, Finali
         throw Error("model does not fit on the device even one layer at a time: " + numbers() +
                     (finalize == Finalize::device ? "; try --finalize=cpu to keep the classifier on the host, or"
                                                   : ";") +
-                    " run generate with --backend cpu");
+                    " " + cpu_reference_remedy());
     p.layers_per_offload = fits;
     return with_prefill_batch(p, max_prefill_batch, working_bytes);
 }

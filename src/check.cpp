@@ -359,8 +359,11 @@ Outcome Ladder::kernels() {
                    "kernels read";
         return out;
     }
-    if (harness_->weights != config().weight_format || harness_->kernels.shape() != here)
-        harness_ = std::make_unique<KernelHarness>(device_, here, config().weight_format);
+    // The model's own format (its Q8_0 rule included) and norm.
+    if (harness_->weights != config().weight_format || harness_->kernels.shape() != here ||
+        harness_->norm_eps != config().norm_eps)
+        harness_ = std::make_unique<KernelHarness>(device_, here, config().weight_format, true,
+                                                   TensorCores::where_present, "", config().norm_eps);
     double worst_ratio = -1;
     int checks = 0;
     for (const KernelCheckResult& r : check_all_kernels(*harness_)) {
@@ -579,7 +582,7 @@ std::vector<ElementType> check_formats(const Checkpoint& checkpoint) {
     // for the CPU reference alone.
     std::vector<ElementType> formats;
     for (ElementType type : kDeviceElementTypes)
-        if (type != ElementType::q8_0 || device_reads_q8_groups(default_group_size(checkpoint.config())))
+        if (type != ElementType::q8_0 || device_reads_q8_groups(q8_group_size(checkpoint.config())))
             formats.push_back(type);
     return formats;
 }

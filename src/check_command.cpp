@@ -3,9 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <unistd.h>
 
+#include "llamacl/atomic_file.hpp"
 #include "llamacl/check.hpp"
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
@@ -97,17 +98,14 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     fault_from_environment(ck.config());  // a malformed boundary fault is a usage error before anything runs
     const Tokenizer tokenizer =
         generated ? generated_tokenizer(ck.config().vocab_size)
-                  : Tokenizer::load_flag(a.tokenizer, a.tokenizer_given, ck.config().vocab_size);
-    // A path the picture cannot be written to is found before the ladder runs, not at its last rung: opened
-    // to append (a file there keeps its bytes until the picture replaces them), and a file the test made is
-    // removed again, so that a run that ends before the picture leaves none.
-    if (!a.plot.empty()) {
-        std::error_code ignored;
-        const bool existed = std::filesystem::exists(a.plot, ignored);
-        if (!std::ofstream(a.plot, std::ios::binary | std::ios::app))
-            throw Error("--plot: cannot write " + a.plot + "; give a path in a writable directory");
-        if (!existed) std::filesystem::remove(a.plot, ignored);
-    }
+                  : Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, ck.config().vocab_size);
+    // The picture's file is made before the ladder runs: a path it cannot go to is found before the first rung.
+    std::optional<AtomicFile> plot;
+    if (!a.plot.empty())
+        plot.emplace(a.plot,
+                     generated ? std::vector<InputFile>{}
+                               : std::vector<InputFile>{{a.checkpoint, "the checkpoint"}, {a.tokenizer, "the tokenizer"}},
+                     "--plot");
     Device device = Device::open(a.runtime.platform, a.runtime.device, !a.plot.empty());
     o.device = device_options(a.runtime, device.info());
     // The text report's lines are printed as the rungs are climbed, so that a slow rung is seen as it runs.
@@ -120,7 +118,7 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     std::fputs((a.json ? format_check_json(report) : format_check_summary(report)).c_str(), out);
     flush_or_throw(out);
     // Written after the ladder, so that a file that cannot take it fails the command, not a rung.
-    if (report.roofline) write_roofline_svg(a.plot, *report.roofline);
+    if (report.roofline) write_roofline_svg(*plot, *report.roofline);
     return report.first_failure() ? kCheckFailed : 0;
 }
 

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "llamacl/error.hpp"
+#include "llamacl/gguf_model.hpp"
 #include "llamacl/mapped_file.hpp"
 #include "llamacl/model_math.hpp"
 
@@ -109,7 +110,6 @@ std::string foreign_format(const std::byte* base, std::uint64_t size) {
     const auto starts_with = [&](std::string_view magic) {
         return size >= magic.size() && std::memcmp(base, magic.data(), magic.size()) == 0;
     };
-    if (starts_with("GGUF")) return "a GGUF file (llama.cpp)";
     // A versioned header whose magic lost a byte: read as a legacy header, its dim would be over a billion.
     if (size >= 4) {
         std::uint32_t magic = 0;
@@ -190,14 +190,14 @@ void check_group_size(const std::string& path, const Config& c) {
     const int gs = c.weight_format.group_size;
     const auto bad = [&](const std::string& why) {
         return Error(path + ": not a valid llama2.c checkpoint: version 2's group size " + std::to_string(gs) + " " +
-                     why + " (header: " + describe(c) + ")");
+                     why + " (header: " + describe(c) + "); quantize the fp32 model again (llama-cl quantize IN OUT: "
+                     "its default group size divides dim and hidden_dim)");
     };
     if (gs <= 0) throw bad("must be positive");
     if (c.dim % gs != 0) throw bad("does not divide dim");
     if (c.hidden_dim % gs != 0)
         throw bad("does not divide hidden_dim, so runq.c would drop the last " + std::to_string(c.hidden_dim % gs) +
-                  " weights of every w2 row; quantize the fp32 model again with a group size that divides both "
-                  "(llama-cl quantize)");
+                  " weights of every w2 row");
 }
 
 }  // namespace
@@ -246,21 +246,25 @@ Checkpoint Checkpoint::open(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error(path + ": cannot open checkpoint: " + std::strerror(errno));
     auto storage = std::make_shared<Storage>();
+    bool gguf = false;
     try {
         struct stat st {};
         if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-            throw Error(path + ": not a regular file; pass a llama2.c checkpoint (.bin)");
+            throw Error(path + ": not a regular file; pass a model file (a llama2.c .bin or a .gguf)");
         // /proc and /sys files call themselves regular with a size of 0 and still have content to read.
         char byte = 0;
         if (st.st_size == 0 && ::read(fd, &byte, 1) == 1)
             throw Error(path + ": a file that reports no size (a /proc or /sys file?), not a llama2.c checkpoint; "
                         "pass a checkpoint (.bin)");
-        storage->file.emplace(fd, static_cast<std::size_t>(st.st_size), path);
+        std::byte head[4] = {};
+        gguf = ::pread(fd, head, sizeof head, 0) == sizeof head && GgufFile::has_magic(head);
+        if (!gguf) storage->file.emplace(fd, static_cast<std::size_t>(st.st_size), path);
     } catch (...) {
         ::close(fd);
         throw;
     }
     ::close(fd);  // the mapping keeps the file alive
+    if (gguf) return read_gguf_model(GgufFile::open(path));
 
     Checkpoint ck;
     ck.storage_ = std::move(storage);
@@ -278,8 +282,11 @@ Checkpoint Checkpoint::from_image(HostBytes image, const std::string& name) {
     return ck;
 }
 
-Checkpoint Checkpoint::from_tensors(const Config& config, HostBytes tensors, const std::string& name, int version) {
+Checkpoint Checkpoint::from_tensors(const Config& config, HostBytes tensors, const std::string& name, int version,
+                                    ModelFile file, std::string load_note) {
     Checkpoint ck;
+    ck.file_ = file;
+    ck.load_note_ = std::move(load_note);
     ck.storage_ = std::make_shared<Storage>();
     ck.storage_->image = std::move(tensors);
     ck.path_ = name;
@@ -350,8 +357,8 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
         // Only a file that is not a valid checkpoint is checked for other formats, so no checkpoint can
         // ever be mistaken for one.
         if (const std::string what = foreign_format(base, size); !what.empty())
-            throw Error(path + ": this is " + what + ", not a llama2.c checkpoint; export the model with "
-                        "llama2.c's export.py, or download it again");
+            throw Error(path + ": this is " + what + ", not a llama2.c checkpoint or a GGUF file; convert the "
+                        "model with llama.cpp's convert_hf_to_gguf.py (or llama2.c's export.py), or download it again");
         throw;
     }
     map_weights(base + (legacy ? kV0HeaderBytes : kV1HeaderBytes), legacy);

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <ctime>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -30,9 +30,12 @@
 #include "llamacl/error.hpp"
 #include "llamacl/export.hpp"
 #include "llamacl/generate.hpp"
+#include "llamacl/ggml_types.hpp"
+#include "llamacl/gguf_file.hpp"
 #include "llamacl/number_text.hpp"
 #include "llamacl/perplexity.hpp"
 #include "llamacl/progress.hpp"
+#include "llamacl/quantize.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/runtime_args.hpp"
 #include "llamacl/sampler.hpp"
@@ -62,7 +65,7 @@ struct GenerateArgs {
 
 // The checkpoint and -z, which every command that runs the model takes first.
 void add_model_options(CLI::App* cmd, GenerateArgs& a) {
-    cmd->add_option("checkpoint", a.checkpoint, "llama2.c checkpoint (.bin, version 0, 1 or 2)")
+    cmd->add_option("checkpoint", a.checkpoint, "model: a llama2.c checkpoint (.bin, version 0, 1 or 2) or a GGUF file")
         ->required()
         ->check(not_empty("a checkpoint file"));
     cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")
@@ -380,14 +383,16 @@ struct Backend {
 // conversion's first.
 Checkpoint open_model(const GenerateArgs& a) {
     set_progress_quiet(a.quiet);
-    return with_weights(Checkpoint::open(a.checkpoint), weights_format(a.weights));
+    Checkpoint ck = Checkpoint::open(a.checkpoint);
+    if (!ck.load_note().empty() && !a.quiet) std::fprintf(stderr, "llama-cl: %s: %s\n", a.checkpoint.c_str(), ck.load_note().c_str());
+    return with_weights(std::move(ck), weights_format(a.weights));
 }
 
 int run_generate(const GenerateArgs& a) {
     const Checkpoint ck = open_model(a);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "generate");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = Tokenizer::load_flag(a.tokenizer, a.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer = Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, c.vocab_size);
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
@@ -401,6 +406,7 @@ int run_generate(const GenerateArgs& a) {
 struct ChatArgs {
     GenerateArgs run;
     std::string system_prompt;
+    std::string chat_template;
     CLI::App* cmd = nullptr;  // says whether -i and -y were given (run.c tells an empty prompt from none)
 };
 
@@ -409,6 +415,8 @@ void add_chat(CLI::App& app, ChatArgs& a) {
     add_model_options(a.cmd, a.run);
     add_sampling_options(a.cmd, a.run);
     a.cmd->add_option("-y", a.system_prompt, "system prompt (default: read from standard input)");
+    a.cmd->add_option("--chat-template", a.chat_template,
+                      "llama2 or llama3 (default: the GGUF file's tokenizer.chat_template, else llama2)");
     add_backend_options(a.cmd, a.run);
 }
 
@@ -416,7 +424,8 @@ int run_chat(const ChatArgs& a) {
     const Checkpoint ck = open_model(a.run);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "chat");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = Tokenizer::load_flag(a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer =
+        Tokenizer::for_model(a.run.checkpoint, a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
     Sampler sampler = make_sampler(a.run, c.vocab_size);
     ChatOptions options;
     if (a.cmd->count("-y")) options.system_prompt = a.system_prompt;
@@ -424,6 +433,14 @@ int run_chat(const ChatArgs& a) {
     options.steps = effective_steps(a.run.steps, c.seq_len);
     options.seq_len = c.seq_len;
     options.vocab_size = c.vocab_size;
+    if (a.cmd->count("--chat-template")) {
+        const std::optional<ChatTemplate> chosen = parse_chat_template(a.chat_template);
+        if (!chosen)
+            throw usage_error("--chat-template: \"" + a.chat_template + "\" is neither llama2 nor llama3");
+        options.chat_template = *chosen;
+    } else {
+        options.chat_template = detect_chat_template(tokenizer.chat_template());
+    }
     check_given_first_turn(tokenizer, options);  // before the backend's choice is printed
     Backend backend(a.run, ck, fault, options.steps, options.steps);  // run.c's chat stops at -n positions in all
     const ChatStats stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
@@ -485,7 +502,8 @@ int run_perplexity(const PerplexityArgs& a) {
     const Checkpoint ck = open_model(a.run);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "perplexity");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = Tokenizer::load_flag(a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer =
+        Tokenizer::for_model(a.run.checkpoint, a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
     PerplexityWindows windows;
     windows.context = a.context ? a.context : c.seq_len;
     if (windows.context > c.seq_len)
@@ -531,11 +549,12 @@ int run_perplexity(const PerplexityArgs& a) {
 
 struct TokenizeArgs {
     std::string tokenizer, text;
+    bool no_bos = false, special = false;
 };
 
 int run_tokenize(const TokenizeArgs& a) {
-    const Tokenizer tokenizer = Tokenizer::load(a.tokenizer, 0);
-    const std::vector<int> ids = tokenizer.encode(a.text, /*bos=*/true, /*eos=*/false);
+    const Tokenizer tokenizer = Tokenizer::for_model(a.tokenizer, a.tokenizer, false, 0);
+    const std::vector<int> ids = tokenizer.encode(a.text, !a.no_bos, /*eos=*/false, a.special);
     std::string line;
     for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
     std::printf("%s\n", line.c_str());
@@ -554,14 +573,46 @@ int run_devices() {
     return 0;
 }
 
+// What info adds for a GGUF file: its container, tensor types, RoPE and norm parameters and vocabulary.
+std::string describe_gguf(const GgufFile& file, const Config& c) {
+    std::map<std::string, int> types;
+    for (const GgufTensor& t : file.tensors()) ++types[ggml_type_name(t.type)];
+    std::string list;
+    for (const auto& [name, n] : types) list += (list.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    char numbers[160];
+    std::snprintf(numbers, sizeof numbers, "rope base: %g\nrope factors: %s\nnorm epsilon: %g\n",
+                  static_cast<double>(c.rope_base),
+                  c.rope_factors.empty() ? "none" : (std::to_string(c.rope_factors.size()) + " (rope_freqs)").c_str(),
+                  static_cast<double>(c.norm_eps));
+    std::string text = "format: GGUF version " + std::to_string(file.version()) + "\narchitecture: llama\ntensor types: " +
+                       list + "\n" + numbers;
+    if (!file.find("tokenizer.ggml.model")) return text + "vocabulary: none\n";
+    const Tokenizer v = Tokenizer::from_gguf(file, c.vocab_size);
+    std::string stops;
+    for (int id : v.generation_stops()) stops += (stops.empty() ? "" : " ") + std::to_string(id);
+    return text + "vocabulary: " + (v.byte_level() ? "byte-level BPE" : "SentencePiece") + ", " +
+           std::to_string(v.size()) + " tokens; bos " + std::to_string(v.bos()) + ", eos " + std::to_string(v.eos()) +
+           ", stops at " + stops + "; chat template " +
+           (v.chat_template().empty()                                         ? "none"
+            : detect_chat_template(v.chat_template()) == ChatTemplate::llama3 ? "llama3"
+                                                                              : "llama2") +
+           "\n";
+}
+
 int run_info(const std::string& path) {
     const Checkpoint ck = Checkpoint::open(path);
     const Config& c = ck.config();
     const ModelSize size(c);
+    const std::string gguf = ck.file() == ModelFile::gguf ? describe_gguf(GgufFile::open(path), c) : "";
     std::printf("checkpoint: %s\n", path.c_str());
-    std::printf("format: llama2.c version %d%s\n", ck.version(),
-                ck.version() == 0 ? " (legacy)" : ck.version() == 1 ? " (ak42 export)" : " (ak42 export, Q8_0)");
-    std::printf("weights: %s\n", ck.weight_format().describe().c_str());
+    if (ck.file() == ModelFile::gguf) {
+        std::printf("%s", gguf.c_str());
+    } else {
+        std::printf("format: llama2.c version %d%s\n", ck.version(),
+                    ck.version() == 0 ? " (legacy)" : ck.version() == 1 ? " (ak42 export)" : " (ak42 export, Q8_0)");
+    }
+    std::printf("weights: %s%s%s\n", ck.weight_format().describe().c_str(), ck.load_note().empty() ? "" : "; ",
+                ck.load_note().c_str());
     std::printf("dim: %d\nhidden_dim: %d\nn_layers: %d\nn_heads: %d\nn_kv_heads: %d\nvocab_size: %d\nseq_len: %d\n",
                 c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     std::printf("head_size: %d\nshared_classifier: %s\n", c.head_size(), c.shared_classifier ? "yes" : "no");
@@ -587,24 +638,19 @@ int run_info(const std::string& path) {
     return 0;
 }
 
-struct QuantizeArgs {
-    std::string input, output;
-    int group_size = 0;  // 0: default_group_size
-};
-
-int run_quantize(const QuantizeArgs& a) {
-    const Checkpoint ck = Checkpoint::open(a.input);
-    const int group_size = a.group_size != 0 ? a.group_size : default_group_size(ck.config());
-    // A live progress line only where someone watches it, and only when there is time to watch.
-    const bool live = ::isatty(STDERR_FILENO) && ModelSize(ck.config()).weight_bytes() >= (256ull << 20);
-    write_version2(ck, a.output, group_size, [&](std::uint64_t done, std::uint64_t total) {
-        if (live) std::fprintf(stderr, "\rquantizing: %.1f of %.1f GB", static_cast<double>(done) / 1e9,
-                               static_cast<double>(total) / 1e9);
-    });
-    const Checkpoint written = Checkpoint::open(a.output);  // what a reader will see
-    std::fprintf(stderr, "%swrote %s: llama2.c version 2, %s weights, %s bytes\n", live ? "\n" : "", a.output.c_str(),
-                 written.weight_format().describe().c_str(), std::to_string(std::filesystem::file_size(a.output)).c_str());
-    return 0;
+// A parse error as report() prints it. CLI11 words an option at the end of the line without its value as
+// "-z: 1 required TEXT:TEXT missing", its own type names; say instead what the option takes.
+std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
+    const std::string what = e.what();
+    const std::size_t colon = what.find(": ");
+    if (!dynamic_cast<const CLI::ArgumentMismatch*>(&e) || colon == std::string::npos ||
+        what.find(" required ", colon) == std::string::npos || !what.ends_with(" missing"))
+        return what;
+    const std::string name = what.substr(0, colon);
+    for (const CLI::App* command : app.get_subcommands({}))
+        if (const CLI::Option* option = command->get_option_no_throw(name); option && command->parsed())
+            return name + ": needs a value after it: " + option->get_description();
+    return name + ": needs a value after it";
 }
 
 // CLI11's own output (help, version) through stdout's buffer: its std::endl would flush a failed write
@@ -658,22 +704,39 @@ CommandLine::CommandLine() {
 
     add_generate(app_, gen_);
     generate_ = app_.get_subcommand("generate");
-    tokenize_ = app_.add_subcommand("tokenize", "Print run.c's encode(text, bos=1, eos=0) token ids");
-    tokenize_->add_option("tokenizer", tok_.tokenizer, "tokenizer file")->required()->check(not_empty("a tokenizer file"));
+    tokenize_ = app_.add_subcommand("tokenize", "Print a text's token ids: BOS, then run.c's encode() (a GGUF "
+                                                "vocabulary's: SentencePiece or byte-level BPE)");
+    tokenize_->add_option("tokenizer", tok_.tokenizer, "tokenizer.bin, or a GGUF file (its vocabulary)")
+        ->required()
+        ->check(not_empty("a tokenizer file"));
     tokenize_->add_option("text", tok_.text, "text to encode")->required();
+    tokenize_->add_flag("--no-bos", tok_.no_bos, "leave BOS out");
+    tokenize_->add_flag("--special", tok_.special, "let control tokens' texts match (GGUF vocabularies)");
     CLI::App* info = app_.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
-    info->add_option("checkpoint", info_path_, "llama2.c checkpoint")->required()->check(not_empty("a checkpoint file"));
+    info->add_option("checkpoint", info_path_, "model file: a llama2.c checkpoint or a GGUF file")->required()->check(not_empty("a checkpoint file"));
     CLI::App* quantize = app_.add_subcommand(
-        "quantize", "Write a llama2.c version-2 (Q8_0) checkpoint from an fp32 one, as llama2.c's export.py --version 2 does");
-    quantize->add_option("input", quant_.input, "fp32 llama2.c checkpoint (version 0 or 1)")
+        "quantize", "Write a model's weights in another format: a GGUF file that llama.cpp loads (OUT named *.gguf), or "
+                    "a llama2.c version-2 (Q8_0) checkpoint, as llama2.c's export.py --version 2 writes it");
+    quantize->add_option("input", quant_.input,
+                         "the model: a llama2.c checkpoint or a GGUF file (version 2 output: fp32 weights only)")
         ->required()
         ->check(not_empty("a checkpoint file"));
-    quantize->add_option("output", quant_.output, "version-2 checkpoint to write")
+    quantize->add_option("output", quant_.output, "file to write: *.gguf for GGUF, any other name for llama2.c version 2")
         ->required()
         ->check(not_empty("a file to write"));
+    quantize->add_option("--type", quant_.type,
+                         "GGUF output: every matrix's type, q4_0, q8_0, f16 or f32, as ggml's reference quantizers "
+                         "write them; norms stay f32 (default: q8_0)");
+    quantize->add_option("--fallback-type", quant_.fallback_type,
+                         "GGUF output: the type of a matrix whose rows are not whole blocks of --type's 32 weights; f16 "
+                         "where this does not fit either (default: q8_0)");
+    quantize->add_option("-z", quant_.tokenizer,
+                         "GGUF output: the vocabulary, a llama2.c tokenizer.bin (needed for llama2.c input; default for "
+                         "GGUF input: its own)")
+        ->check(not_empty("a tokenizer file"));
     quantize->add_option("--group-size", quant_.group_size,
-                         "weights per fp32 scale, a divisor of dim and hidden_dim (default: the largest power of two up "
-                         "to 64 that divides both)")
+                         "version 2 output: weights per fp32 scale, a divisor of dim and hidden_dim (default: the largest "
+                         "power of two up to 64 that divides both)")
         ->transform(decimal_integer(1, std::numeric_limits<int>::max(), "a whole number from 1 to " +
                                     std::to_string(std::numeric_limits<int>::max()), "POSITIVE INTEGER"));
 
@@ -723,7 +786,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         // CLI11 takes a text such as "-x" for an option and then misses the text itself.
         const bool dashed_text = tokenize_->parsed() && !tok_.tokenizer.empty() && tok_.text.empty() &&
                                  std::any_of(argv + 2, argv + argc, [](const char* arg) { return arg[0] == '-'; });
-        report(std::string(e.what()) +
+        report(parse_error_message(app_, e) +
                (dashed_text ? "; a text that starts with '-' goes after --, as in: tokenize TOKENIZER -- -x" : "") +
                " (see llama-cl --help)");
         return 2;

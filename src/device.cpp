@@ -115,6 +115,42 @@ std::string trimmed(const std::string& s) {
     return first < last ? std::string(first, last) : std::string();
 }
 
+// What a driver's compiler prints on the process's stderr itself during a build (PoCL's clang: "1 error
+// generated."), held back so that it follows llama-cl's own line: a failed build's Error carries it after
+// the log, a successful build passes it on. While held, whatever the process writes to stderr is held too.
+class HeldStderr {
+public:
+    HeldStderr() {
+        std::fflush(stderr);
+        file_ = std::tmpfile();
+        saved_ = file_ ? ::dup(STDERR_FILENO) : -1;
+        if (saved_ >= 0 && ::dup2(::fileno(file_), STDERR_FILENO) < 0) release();
+    }
+    ~HeldStderr() { release(); }
+    HeldStderr(const HeldStderr&) = delete;
+    HeldStderr& operator=(const HeldStderr&) = delete;
+
+    // Puts stderr back and returns what was written to it meanwhile (nothing where it could not be held).
+    std::string release() {
+        std::string text;
+        if (saved_ >= 0) {
+            std::fflush(stderr);
+            ::dup2(saved_, STDERR_FILENO);
+            ::close(saved_);
+            saved_ = -1;
+            std::rewind(file_);
+            char buffer[4096];
+            for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, file_)) > 0;) text.append(buffer, n);
+        }
+        if (file_) std::fclose(std::exchange(file_, nullptr));
+        return text;
+    }
+
+private:
+    std::FILE* file_ = nullptr;
+    int saved_ = -1;
+};
+
 std::string lowercase(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -249,7 +285,7 @@ std::vector<FoundDevice> enumerate_devices() {
     const cl_int status = clGetPlatformIDs(0, nullptr, &platform_count);
     if (status == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (status == CL_SUCCESS && platform_count == 0))
         throw Error("no OpenCL platform found: the ICD loader (libOpenCL) found no driver; install one "
-                    "(e.g. apt install pocl-opencl-icd for CPUs), or run generate with --backend cpu");
+                    "(e.g. apt install pocl-opencl-icd for CPUs), or " + cpu_reference_remedy());
     if (status != CL_SUCCESS)
         throw Error("cannot list OpenCL platforms: clGetPlatformIDs failed: " + cl_error_name(status));
 
@@ -296,7 +332,8 @@ std::vector<FoundDevice> enumerate_devices() {
         // A GPU driver reserves far more address space than it uses: under ulimit -v it may not start.
         throw Error("cannot query OpenCL devices: " + describe(e) +
                     (e.err() == CL_OUT_OF_HOST_MEMORY
-                         ? " (a driver could not start within this process's memory: raise ulimit -v, or use --backend cpu)"
+                         ? " (a driver could not start within this process's memory: raise ulimit -v, or " +
+                               cpu_reference_remedy() + ")"
                          : ""));
     }
     if (found.empty()) {
@@ -305,7 +342,7 @@ std::vector<FoundDevice> enumerate_devices() {
             names += (names.empty() ? "" : ", ") + trimmed(platform.getInfo<CL_PLATFORM_NAME>());
         throw Error("no OpenCL device found: the platforms (" + names + ") report none; PoCL does so when it "
                     "cannot create its kernel cache (set POCL_CACHE_DIR to a writable directory), other drivers "
-                    "when the hardware or its permissions are missing; or run generate with --backend cpu");
+                    "when the hardware or its permissions are missing; or " + cpu_reference_remedy());
     }
     return found;
 }
@@ -407,12 +444,14 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
     cl::Program program;
     const ProgressLine progress("compiling kernels for " + info_.name + " (the driver caches them for the next run)");
     const auto start = std::chrono::steady_clock::now();
+    HeldStderr held;
     try {
         program = cl::Program(context_, source);
         program.build(device_, all_options.c_str());
         guard_sigbus_first();  // PoCL's LLVM may have put its own handler in front while building
         builds_->programs++;
         builds_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fputs(held.release().c_str(), stderr);
         return program;
     } catch (const cl::Error& e) {
         std::string log;
@@ -421,6 +460,8 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
         } catch (const cl::Error&) {
             // No log to add (the program object was never created): the error code says enough.
         }
+        const std::string printed = trimmed(held.release());
+        if (!printed.empty()) log += (log.empty() ? "" : "\n") + printed;
         throw Error("kernel build failed on " + info_.name + ": " + describe(e) + " (options \"" + all_options +
                         "\"" + (extra && *extra ? ", LLAMACL_BUILD_OPTIONS among them" : "") + ")" +
                         (log.empty() ? "" : "; the compiler's log follows"),
@@ -455,10 +496,9 @@ cl::Buffer Device::buffer(std::size_t bytes, const std::string& what, cl_mem_fla
         const bool out_of_memory =
             code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
         throw Error(failure(describe(e)).what() +
-                    std::string(out_of_memory ? "; the device is out of memory: stage fewer layers at once with a "
-                                                "smaller --layers-per-offload (--verbose shows the plan), or run "
-                                                "generate with --backend cpu"
-                                              : ""));
+                    (out_of_memory ? "; the device is out of memory: stage fewer layers at once with a smaller "
+                                     "--layers-per-offload (--verbose shows the plan), or " + cpu_reference_remedy()
+                                   : std::string()));
     }
 }
 

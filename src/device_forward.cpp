@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "llamacl/error.hpp"
+#include "llamacl/export.hpp"
 #include "llamacl/kernel_args.hpp"
 #include "llamacl/model_math.hpp"
 
@@ -33,17 +34,18 @@ const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, con
         const bool some_group_runs = std::gcd(c.dim, c.hidden_dim) % 4 == 0;
         throw Error(ck.path() + ": the OpenCL backend runs q8_0 weights in groups of a multiple of 4, and these are " +
                     format.describe() +
-                    (some_group_runs ? "; quantize the fp32 model with a --group-size that is one (llama-cl quantize), "
-                                       "or run generate with --backend cpu"
+                    (some_group_runs ? "; quantize the fp32 model again with llama-cl quantize --group-size " +
+                                           std::to_string(default_group_size(c)) +
+                                           " (a multiple of 4 that divides dim and hidden_dim), or " + cpu_reference_remedy()
                                      : "; no multiple of 4 divides both dim (" + std::to_string(c.dim) +
-                                           ") and hidden_dim (" + std::to_string(c.hidden_dim) +
-                                           "), so run generate with --backend cpu"));
+                                           ") and hidden_dim (" + std::to_string(c.hidden_dim) + "), so " +
+                                           cpu_reference_remedy()));
     }
     const int longest = std::max(c.dim, c.hidden_dim);
     if (!staged_input_fits(device, shape, format, longest))
         throw Error(device.name + ": a work-group's " + std::to_string(device.local_mem_bytes) +
                     " bytes of local memory cannot hold the quantized input of " + std::to_string(longest) +
-                    " weights that the q8_0 kernels stage there; run generate with --backend cpu");
+                    " weights that the q8_0 kernels stage there; " + cpu_reference_remedy());
     return c;
 }
 
@@ -61,9 +63,9 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       finalize_(options.finalize),
       plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
                           prefill_batch_for(launch_shape(device, options, ck.weight_format()), c_), options.positions)),
-      // The kernels are built for the matrices' format (the file's, or --weights').
+      // The kernels are built for the matrices' format (the file's, or --weights') and the model's norm.
       kernels_(device, launch_shape(device, options, ck.weight_format()), c_.weight_format, true, "",
-               options.tensor_cores ? TensorCores::where_present : TensorCores::never),
+               options.tensor_cores ? TensorCores::where_present : TensorCores::never, c_.norm_eps),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), kernels_.weight_layout().format, c_, plan_,

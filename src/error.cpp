@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 namespace llamacl {
 
@@ -36,6 +37,20 @@ void report(const Error& error) {
     report(error.what());
     const std::string& details = error.details();
     if (!details.empty()) std::fprintf(stderr, "%s%s", details.c_str(), details.back() == '\n' ? "" : "\n");
+}
+
+namespace {
+std::string running_command = "generate";
+}  // namespace
+
+RunningCommand::RunningCommand(std::string name) : previous_(std::exchange(running_command, std::move(name))) {}
+
+RunningCommand::~RunningCommand() { running_command = std::move(previous_); }
+
+std::string cpu_reference_remedy() {
+    if (running_command == "bench")
+        return "time the CPU reference with generate --backend cpu, as bench measures OpenCL devices only";
+    return "run generate with --backend cpu";
 }
 
 std::string output_failure(std::FILE* out) {

@@ -12,8 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "llamacl/atomic_file.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/host_memory.hpp"
+#include "llamacl/model_math.hpp"
 #include "llamacl/progress.hpp"
 
 namespace llamacl {
@@ -23,28 +25,29 @@ namespace {
 constexpr std::uint32_t kMagicAk42 = 0x616b3432;
 constexpr std::size_t kHeaderBytes = 256;
 
-// Calls f(weights, count, quantized) for every tensor of an fp32 checkpoint in export order (versions 1
-// and 2): the norms, kept in fp32, then the embedding table, each family of layer matrices, and the
-// classifier when it is not shared.
+// Calls f(name, weights, count, quantized) for every tensor of an fp32 checkpoint in export order
+// (versions 1 and 2): the norms, kept in fp32, then the embedding table, each family of layer matrices,
+// and the classifier when it is not shared. Names are run.c's fields ("wq of layer 0").
 template <typename F>
 void for_each_export_tensor(const Checkpoint& ck, F f) {
     const Config& c = ck.config();
     const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
-    const auto each_layer = [&](WeightTensor LayerWeights::*tensor, std::uint64_t n, bool quantized) {
-        for (int l = 0; l < c.n_layers; ++l) f((ck.layer(l).*tensor).f32(), n, quantized);
+    const auto each_layer = [&](const char* name, WeightTensor LayerWeights::*tensor, std::uint64_t n, bool quantized) {
+        for (int l = 0; l < c.n_layers; ++l)
+            f(std::string(name) + " of layer " + std::to_string(l), (ck.layer(l).*tensor).f32(), n, quantized);
     };
-    each_layer(&LayerWeights::rms_att, dim, false);
-    each_layer(&LayerWeights::rms_ffn, dim, false);
-    f(ck.rms_final(), dim, false);
-    f(ck.embedding_weights().f32(), vocab * dim, true);
-    each_layer(&LayerWeights::wq, dim * dim, true);
-    each_layer(&LayerWeights::wk, kv * dim, true);
-    each_layer(&LayerWeights::wv, kv * dim, true);
-    each_layer(&LayerWeights::wo, dim * dim, true);
-    each_layer(&LayerWeights::w1, hidden * dim, true);
-    each_layer(&LayerWeights::w2, dim * hidden, true);
-    each_layer(&LayerWeights::w3, hidden * dim, true);
-    if (!c.shared_classifier) f(ck.classifier().f32(), vocab * dim, true);
+    each_layer("rms_att_weight", &LayerWeights::rms_att, dim, false);
+    each_layer("rms_ffn_weight", &LayerWeights::rms_ffn, dim, false);
+    f("rms_final_weight", ck.rms_final(), dim, false);
+    f("token_embedding_table", ck.embedding_weights().f32(), vocab * dim, true);
+    each_layer("wq", &LayerWeights::wq, dim * dim, true);
+    each_layer("wk", &LayerWeights::wk, kv * dim, true);
+    each_layer("wv", &LayerWeights::wv, kv * dim, true);
+    each_layer("wo", &LayerWeights::wo, dim * dim, true);
+    each_layer("w1", &LayerWeights::w1, hidden * dim, true);
+    each_layer("w2", &LayerWeights::w2, dim * hidden, true);
+    each_layer("w3", &LayerWeights::w3, hidden * dim, true);
+    if (!c.shared_classifier) f("wcls", ck.classifier().f32(), vocab * dim, true);
 }
 
 // Weights [begin, end) of the n at w (whole groups) stored as encode_weights stores all n.
@@ -64,49 +67,128 @@ void encode_range(std::byte* out, const float* w, std::uint64_t n, std::uint64_t
             // (The scales go through a vector: out + n need not be aligned to a float.)
             const std::uint64_t gs = static_cast<std::uint64_t>(format.group_size);
             std::vector<float> scales((end - begin) / gs);
-            quantize_q80(reinterpret_cast<std::int8_t*>(out) + begin, scales.data(), w + begin, end - begin,
-                         format.group_size);
+            auto* q = reinterpret_cast<std::int8_t*>(out) + begin;
+            if (format.rule == QuantRule::ggml) {
+                constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;  // whole blocks, an int's worth at most
+                for (std::uint64_t at = 0; at < end - begin; at += kChunk)
+                    quantize_ggml(q + at, scales.data() + at / gs, w + begin + at,
+                                  static_cast<int>(std::min(kChunk, end - begin - at)), format.group_size);
+            } else {
+                quantize_q80(q, scales.data(), w + begin, end - begin, format.group_size);
+            }
             std::memcpy(out + n + begin / gs * sizeof(float), scales.data(), scales.size() * sizeof(float));
             return;
         }
     }
 }
 
-}  // namespace
+// ggml's Q4_0 blocks for weights [begin, end) (whole blocks) of `w`, at out's block begin / 32.
+void encode_q4_0_range(std::byte* out, const float* w, std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t block = begin / 32; block < end / 32; ++block) {
+        const float* x = w + block * 32;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            if (amax < std::fabs(x[j])) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        std::byte* y = out + block * 18;
+        const std::uint16_t half = float_to_half(d);
+        std::memcpy(y, &half, sizeof half);
+        for (int j = 0; j < 16; ++j) {
+            const auto q0 = std::min<std::int8_t>(15, static_cast<std::int8_t>(x[j] * id + 8.5f));
+            const auto q1 = std::min<std::int8_t>(15, static_cast<std::int8_t>(x[j + 16] * id + 8.5f));
+            y[2 + j] = static_cast<std::byte>(q0 | q1 << 4);
+        }
+    }
+}
 
-void encode_weights(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
-    // In slices of whole groups (a group's scale is its own, so slices are independent), one thread per
-    // usable CPU taking the next slice.
+// ggml's Q8_0 blocks for weights [begin, end): quantize_ggml's values, its scale as the half it was.
+void encode_q8_0_range(std::byte* out, const float* w, std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t block = begin / 32; block < end / 32; ++block) {
+        std::int8_t q[32];
+        float scale = 0.0f;
+        quantize_ggml(q, &scale, w + block * 32, 32, 32);
+        const std::uint16_t half = float_to_half(scale);
+        std::memcpy(out + block * 34, &half, sizeof half);
+        std::memcpy(out + block * 34 + 2, q, sizeof q);
+    }
+}
+
+// f(begin, end) over [0, n) in slices of whole units (a unit's encoding depends on its weights alone, so
+// slices are independent), one thread per usable CPU taking the next slice.
+void in_slices(std::uint64_t n, std::uint64_t unit, const std::function<void(std::uint64_t, std::uint64_t)>& f) {
     constexpr std::uint64_t kSliceWeights = 1u << 22;
-    const std::uint64_t gs = format.type == ElementType::q8_0 ? static_cast<std::uint64_t>(format.group_size) : 1;
-    const std::uint64_t slice = std::max(gs, kSliceWeights / gs * gs), slices = (n + slice - 1) / slice;
+    const std::uint64_t slice = std::max(unit, kSliceWeights / unit * unit), slices = (n + slice - 1) / slice;
     const auto threads = static_cast<unsigned>(std::min<std::uint64_t>(slices, static_cast<unsigned>(usable_cpus())));
     if (threads <= 1) {
-        encode_range(out, w, n, 0, n, format);
+        f(0, n);
         return;
     }
     std::atomic<std::uint64_t> next{0};
     std::vector<std::thread> workers;
     for (unsigned t = 0; t < threads; ++t)
         workers.emplace_back([&] {
-            for (std::uint64_t s = next++; s < slices; s = next++)
-                encode_range(out, w, n, s * slice, std::min(n, (s + 1) * slice), format);
+            for (std::uint64_t s = next++; s < slices; s = next++) f(s * slice, std::min(n, (s + 1) * slice));
         });
     for (std::thread& worker : workers) worker.join();
+}
+
+const char* non_finite_name(float x) { return std::isnan(x) ? "NaN" : x > 0 ? "infinity" : "-infinity"; }
+
+}  // namespace
+
+void encode_weights(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
+    const std::uint64_t gs = format.type == ElementType::q8_0 ? static_cast<std::uint64_t>(format.group_size) : 1;
+    in_slices(n, gs, [&](std::uint64_t begin, std::uint64_t end) { encode_range(out, w, n, begin, end, format); });
+}
+
+void encode_ggml(std::byte* out, const float* w, std::uint64_t n, GgmlType type) {
+    switch (type) {
+        case GgmlType::f32:
+            return encode_weights(out, w, n, {ElementType::f32});
+        case GgmlType::f16:
+            return encode_weights(out, w, n, {ElementType::f16});
+        case GgmlType::q8_0:
+            return in_slices(n, 32, [&](std::uint64_t b, std::uint64_t e) { encode_q8_0_range(out, w, b, e); });
+        case GgmlType::q4_0:
+            return in_slices(n, 32, [&](std::uint64_t b, std::uint64_t e) { encode_q4_0_range(out, w, b, e); });
+        default:
+            throw Error("cannot encode weights as " + ggml_type_name(static_cast<std::uint32_t>(type)));
+    }
+}
+
+float require_finite(const float* w, std::uint64_t n, const std::string& tensor) {
+    float amax = 0.0f;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        if (!std::isfinite(w[i]))
+            throw Error(tensor + " holds " + non_finite_name(w[i]) + " (element " + std::to_string(i) +
+                        "), and a model with a non-finite weight computes garbage; export the model again from "
+                        "weights that are all finite");
+        amax = std::max(amax, std::fabs(w[i]));
+    }
+    return amax;
 }
 
 namespace {
 
 void require_fp32(const Checkpoint& ck, const std::string& what) {
-    if (ck.weight_format().type != ElementType::f32)
+    if (ck.weight_format().type == ElementType::f32) return;
+    if (ck.file() == ModelFile::gguf)
         throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_format().describe() +
-                          " weights (llama2.c version " + std::to_string(ck.version()) +
-                          "); only an fp32 checkpoint (version 0 or 1) converts");
+                          " weights; only a GGUF file whose matrices are F32 (or load as f32) converts");
+    throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_format().describe() +
+                      " weights (llama2.c version " + std::to_string(ck.version()) +
+                      "); only an fp32 checkpoint (version 0 or 1) converts");
 }
 
 std::uint64_t fp32_bytes(const Checkpoint& ck) {
     std::uint64_t total = 0;
-    for_each_export_tensor(ck, [&](const float*, std::uint64_t n, bool) { total += n * sizeof(float); });
+    for_each_export_tensor(ck, [&](const std::string&, const float*, std::uint64_t n, bool) {
+        total += n * sizeof(float);
+    });
     return total;
 }
 
@@ -116,6 +198,11 @@ int default_group_size(const Config& c) {
     int gs = 64;
     while (c.dim % gs != 0 || c.hidden_dim % gs != 0) gs /= 2;
     return gs;
+}
+
+int q8_group_size(const Config& c) {
+    if (c.quant_rule == QuantRule::runq) return default_group_size(c);
+    return c.dim % 32 == 0 && c.hidden_dim % 32 == 0 ? 32 : 0;
 }
 
 void check_group_size_flag(const Config& c, int group_size, const std::string& path) {
@@ -142,27 +229,7 @@ void quantize_q80(std::int8_t* q, float* scales, const float* w, std::uint64_t n
     }
 }
 
-std::uint16_t float_to_half(float f) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &f, sizeof bits);
-    const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
-    const std::uint32_t magnitude = bits & 0x7fffffffu;
-    if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN stays NaN
-    if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
-    if (magnitude < 0x38800000u) {
-        // Below the smallest normal half (2^-14): a multiple of 2^-24, rounded to even; 1024 of them is
-        // that smallest normal, whose encoding is the same number.
-        float value = 0.0f;
-        std::memcpy(&value, &magnitude, sizeof value);
-        return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::nearbyint(value * 0x1p24f)));
-    }
-    // Rebias the exponent (127 -> 15) and drop 13 mantissa bits, to nearest even; a carry into the
-    // exponent is the correct next power of two.
-    std::uint32_t half = (magnitude - 0x38000000u) >> 13;
-    const std::uint32_t rest = magnitude & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (half & 1u) != 0)) ++half;
-    return static_cast<std::uint16_t>(sign | half);
-}
+
 
 void write_version2(const Checkpoint& fp32, const std::string& path, int group_size,
                     const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
@@ -170,72 +237,30 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
     const Config& c = fp32.config();
     check_group_size_flag(c, group_size, fp32.path());
     const WeightFormat q80{ElementType::q8_0, group_size};
-    // The output replaces `path` by a rename: never the input itself, nor a device or directory.
-    struct stat target {}, input {};
-    if (::stat(path.c_str(), &target) == 0) {
-        if (!S_ISREG(target.st_mode))
-            throw Error(path + ": exists and is not a regular file; give quantize a file path to write");
-        if (::stat(fp32.path().c_str(), &input) == 0 && target.st_dev == input.st_dev && target.st_ino == input.st_ino)
-            throw Error(path + ": is the input checkpoint; give quantize another output path");
-    }
+    AtomicFile out(path, {{fp32.path(), "the input checkpoint"}}, "quantize");
+    // The header: magic, version, the seven dimensions (vocab_size positive), the shared-classifier
+    // byte, the group size (unaligned, packed after the byte), zeros up to 256 bytes.
+    std::vector<std::byte> header(kHeaderBytes);
+    const std::int32_t fields[8] = {2, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len};
+    std::memcpy(header.data(), &kMagicAk42, 4);
+    std::memcpy(header.data() + 4, fields, 8 * sizeof(std::int32_t));
+    header[36] = std::byte{c.shared_classifier ? std::uint8_t{1} : std::uint8_t{0}};
+    std::memcpy(header.data() + 37, &group_size, sizeof group_size);
+    out.write(header.data(), header.size());
 
-    // A new file of its own (O_EXCL): never the input, an existing file, nor what a link there points to.
-    std::string partial = path + ".partial.XXXXXX";
-    const int fd = ::mkstemp(partial.data());
-    if (fd < 0) throw Error(path + ": cannot create the quantized checkpoint: " + std::strerror(errno));
-    const mode_t mask = ::umask(0);  // mkstemp's 0600 becomes what creat(2) would have given
-    ::umask(mask);
-    std::FILE* out = ::fchmod(fd, 0666 & ~mask) == 0 ? ::fdopen(fd, "wb") : nullptr;
-    if (!out) {
-        const int err = errno;
-        ::close(fd);
-        std::remove(partial.c_str());
-        throw Error(path + ": cannot create the quantized checkpoint: " + std::strerror(err));
-    }
-    const auto write_failed = [&] {
-        return Error(path + ": cannot write the quantized checkpoint: " + std::strerror(errno));
-    };
-    const auto write = [&](const void* data, std::size_t bytes) {
-        if (std::fwrite(data, 1, bytes, out) != bytes) throw write_failed();
-    };
-    try {
-        // The header: magic, version, the seven dimensions (vocab_size positive), the shared-classifier
-        // byte, the group size (unaligned, packed after the byte), zeros up to 256 bytes.
-        std::vector<std::byte> header(kHeaderBytes);
-        const std::int32_t fields[8] = {2, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len};
-        std::memcpy(header.data(), &kMagicAk42, 4);
-        std::memcpy(header.data() + 4, fields, 8 * sizeof(std::int32_t));
-        header[36] = std::byte{c.shared_classifier ? std::uint8_t{1} : std::uint8_t{0}};
-        std::memcpy(header.data() + 37, &group_size, sizeof group_size);
-        write(header.data(), header.size());
-
-        const std::uint64_t total = fp32_bytes(fp32);
-        std::uint64_t done = 0;
-        std::vector<std::byte> encoded;
-        for_each_export_tensor(fp32, [&](const float* w, std::uint64_t n, bool quantized) {
-            const WeightFormat as = quantized ? q80 : WeightFormat{};
-            encoded.resize(as.bytes(n));
-            encode_weights(encoded.data(), w, n, as);
-            write(encoded.data(), encoded.size());
-            done += n * sizeof(float);
-            if (progress) progress(done, total);
-        });
-        if (std::fflush(out) != 0 || ::fsync(::fileno(out)) != 0) throw write_failed();
-    } catch (...) {  // what could not be finished is removed, whatever stopped it
-        std::fclose(out);
-        std::remove(partial.c_str());
-        throw;
-    }
-    if (std::fclose(out) != 0) {
-        const int err = errno;
-        std::remove(partial.c_str());
-        throw Error(path + ": cannot write the quantized checkpoint: " + std::strerror(err));
-    }
-    if (std::rename(partial.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        std::remove(partial.c_str());
-        throw Error(path + ": cannot create the quantized checkpoint: " + std::strerror(err));
-    }
+    const std::uint64_t total = fp32_bytes(fp32);
+    std::uint64_t done = 0;
+    std::vector<std::byte> encoded;
+    for_each_export_tensor(fp32, [&](const std::string& name, const float* w, std::uint64_t n, bool quantized) {
+        require_finite(w, n, "quantize: " + fp32.path() + ": " + name);
+        const WeightFormat as = quantized ? q80 : WeightFormat{};
+        encoded.resize(as.bytes(n));
+        encode_weights(encoded.data(), w, n, as);
+        out.write(encoded.data(), encoded.size());
+        done += n * sizeof(float);
+        if (progress) progress(done, total);
+    });
+    out.commit();
 }
 
 Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
@@ -243,21 +268,27 @@ Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
     const std::string flag = std::string("--weights ") + element_name(*type);
     require_fp32(ck, flag);
     Config c = ck.config();
-    c.weight_format = {*type, *type == ElementType::q8_0 ? default_group_size(c) : 0};
+    c.weight_format = {*type, 0, c.quant_rule};
+    if (*type == ElementType::q8_0) {
+        c.weight_format.group_size = q8_group_size(c);
+        if (c.weight_format.group_size == 0)
+            throw usage_error(flag + ": ggml's Q8_0 quantizes rows in blocks of 32, and " + ck.path() +
+                              " has rows of " + std::to_string(c.dim % 32 != 0 ? c.dim : c.hidden_dim));
+    }
     std::uint64_t bytes = 0;
-    for_each_export_tensor(ck, [&](const float*, std::uint64_t n, bool quantized) {
+    for_each_export_tensor(ck, [&](const std::string&, const float*, std::uint64_t n, bool quantized) {
         bytes += (quantized ? c.weight_format : WeightFormat{}).bytes(n);
     });
     const ProgressLine progress("converting " + std::to_string(fp32_bytes(ck) >> 20) + " MiB of fp32 weights to " +
                                element_name(*type));
     HostBytes tensors(bytes);
     std::byte* at = tensors.data();
-    for_each_export_tensor(ck, [&](const float* w, std::uint64_t n, bool quantized) {
+    for_each_export_tensor(ck, [&](const std::string&, const float* w, std::uint64_t n, bool quantized) {
         const WeightFormat as = quantized ? c.weight_format : WeightFormat{};
         encode_weights(at, w, n, as);
         at += as.bytes(n);
     });
-    return Checkpoint::from_tensors(c, std::move(tensors), ck.path() + " (" + flag + ")", ck.version());
+    return Checkpoint::from_tensors(c, std::move(tensors), ck.path() + " (" + flag + ")", ck.version(), ck.file());
 }
 
 }  // namespace llamacl

@@ -1,5 +1,6 @@
 #include "llamacl/generate.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -11,8 +12,6 @@
 namespace llamacl {
 
 namespace {
-constexpr int kBos = 1;
-
 void write_piece(std::string_view piece, std::FILE* out) {
     if (!piece.empty()) std::fwrite(piece.data(), 1, piece.size(), out);
     flush_or_throw(out);
@@ -50,10 +49,12 @@ std::span<float> run_forced(Forward& model, std::span<const int> tokens, int fir
     return model.prefill(tokens, first, each);
 }
 
-bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, int token, int next, int& pos,
-                  int stop, int steps, std::FILE* out) {
-    while (next != stop) {
-        write_piece(printable_piece(tokenizer.decode(token, next)), out);
+bool ends(std::span<const int> stops, int token) { return std::find(stops.begin(), stops.end(), token) != stops.end(); }
+
+bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, PieceWriter& writer, int token,
+                  int next, int& pos, std::span<const int> stops, int steps, std::FILE* out) {
+    while (!ends(stops, next)) {
+        write_piece(writer.push(tokenizer.decode(token, next), false), out);
         if (pos >= steps) return false;
         token = next;
         next = sampler.sample(model.forward(token, pos++));
@@ -84,7 +85,8 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
         return logits;
     };
     clock::time_point start{};
-    PieceWriter writer;  // the prompt is echoed, then sampled tokens follow
+    PieceWriter writer(tokenizer.byte_level());  // the prompt is echoed, then sampled tokens follow
+    const std::span<const int> stops = tokenizer.generation_stops();
     // Greedy decoding by the backend itself where it can (the same tokens: run.c's argmax rule), which lets
     // it run ahead of this loop; it may hand positions over a batch at a time, the first call waiting for a
     // whole batch, so with one the clock runs from its start and every position it runs counts. The
@@ -99,7 +101,7 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
             const bool in_prompt = pos < n - 1;
             const int next = in_prompt ? prompt_tokens[static_cast<std::size_t>(pos) + 1] : greedy->next(pos);
             ++pos;
-            if (next == kBos) break;  // the model ends a sequence by starting a new one
+            if (ends(stops, next)) break;  // (run.c: the model ends a sequence by starting a new one)
             write_piece(writer.push(tokenizer.decode(token, next), in_prompt), out);
             token = next;
         }
@@ -109,11 +111,12 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
         untimed = pos = n;
         bool ended = false;    // a prompt's BOS ends the sequence as a sampled one does
         for (int i = 1; i < n && !ended; ++i) {
-            ended = prompt_tokens[i] == kBos;
+            ended = ends(stops, prompt_tokens[i]);
             if (!ended) write_piece(writer.push(tokenizer.decode(prompt_tokens[i - 1], prompt_tokens[i]), true), out);
         }
         if (!ended)
-            decode_until(model, tokenizer, sampler, prompt_tokens.back(), sampler.sample(logits), pos, kBos, steps, out);
+            decode_until(model, tokenizer, sampler, writer, prompt_tokens.back(), sampler.sample(logits), pos, stops,
+                         steps, out);
     }
     std::fputc('\n', out);
     flush_or_throw(out);

@@ -41,10 +41,11 @@ bool correctly_rounded_division(const Device& d) {
 }  // namespace
 
 KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFormat& w, bool warp_shuffles,
-                             TensorCores tensor_cores, const std::string& build_options)
+                             TensorCores tensor_cores, const std::string& build_options, float eps)
     : device(d),
-      kernels(d, shape, w, warp_shuffles, build_options, tensor_cores),
+      kernels(d, shape, w, warp_shuffles, build_options, tensor_cores, eps),
       weights(w),
+      norm_eps(eps),
       exact(shape.family() == ShapeFamily::exact && correctly_rounded_division(d)),
       exact_exp(exact && kernels.glibc_expf()),
       exact_products(w.type == ElementType::q8_0 ? !shape.gpu_family() && correctly_rounded_division(d) : exact),
@@ -240,7 +241,7 @@ KernelCheckResult check_attn_qkv_rope(KernelHarness& h) {
     std::mt19937 rng(1234);
     for (const Case& c : cases) {
         const int dim = h.row_length(c.dim, c.n_heads), head_size = dim / c.n_heads, kv_dim = head_size * c.n_kv_heads;
-        const cl::Buffer rope_buf = h.upload(rope_table(seq_len, head_size));
+        const cl::Buffer rope_buf = h.upload(rope_table(seq_len, Rope{head_size}));
         for (int pos : {0, 1, 5, seq_len - 1}) {
             std::ostringstream trace;
             trace << "dim " << dim << " heads " << c.n_heads << " kv_heads " << c.n_kv_heads << " head_size " << head_size
@@ -266,11 +267,11 @@ KernelCheckResult check_attn_qkv_rope(KernelHarness& h) {
 
             // reference: the products of the xn the kernel wrote (the tolerances' rule for Q8_0)
             std::vector<float> xn(dim), q(dim), k(kv_dim), v(kv_dim);
-            rmsnorm(xn.data(), x.data(), rms_w.data(), dim);
+            rmsnorm(xn.data(), x.data(), rms_w.data(), dim, h.norm_eps);
             KernelHarness::matmul(q.data(), xn_d.data(), wq);
             KernelHarness::matmul(k.data(), xn_d.data(), wk);
             KernelHarness::matmul(v.data(), xn_d.data(), wv);
-            rope(q.data(), k.data(), pos, dim, kv_dim, head_size);
+            rope(q.data(), k.data(), pos, dim, kv_dim, Rope{head_size});
 
             cmp.match(h, true, xn_d, xn, "xn");
             cmp.match_product(h, q_d, q, "q");
@@ -459,7 +460,7 @@ KernelCheckResult check_ffn_gate_up(KernelHarness& h) {
 
         // reference: the products of the xn the kernel wrote
         std::vector<float> xn(c.dim), hb(c.hidden), hb2(c.hidden);
-        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
+        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim, h.norm_eps);
         KernelHarness::matmul(hb.data(), xn_d.data(), w1);
         KernelHarness::matmul(hb2.data(), xn_d.data(), w3);
         swiglu(hb.data(), hb2.data(), c.hidden);
@@ -516,7 +517,7 @@ KernelCheckResult check_classifier(KernelHarness& h) {
 
         // reference: the products of the xn the kernel wrote
         std::vector<float> xn(c.dim), logits(c.vocab);
-        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim);
+        rmsnorm(xn.data(), x.data(), rms_w.data(), c.dim, h.norm_eps);
         KernelHarness::matmul(logits.data(), xn_d.data(), first);
         KernelHarness::matmul(logits.data() + c.split, xn_d.data(), second);
 
@@ -629,7 +630,7 @@ KernelCheckResult check_rmsnorm_rows(KernelHarness& h) {
             std::vector<float> expected(x.size());
             for (int p = 0; p < positions; ++p)
                 rmsnorm(expected.data() + static_cast<std::size_t>(p) * n, x.data() + static_cast<std::size_t>(p) * n,
-                        weight.data(), n);
+                        weight.data(), n, h.norm_eps);
             cl::Buffer x_b = h.upload(x), w_b = h.upload(weight), out_b = h.upload(std::vector<float>(x.size(), kNaN));
             h.run(h.kernels.rmsnorm_rows, h.kernels.groups(positions), x_b, w_b, out_b, n);
             cmp.match(h, true, h.download(out_b, x.size()), expected, "out");
@@ -644,7 +645,8 @@ namespace {
 // (1) are exact halves, a group of zeros and one of negative zeros (0 / 0 quantizes to 0), subnormal
 // maxima where the device has subnormals (scales that underflow: x / 0), a NaN and an infinity (the
 // degenerate scales runq.c's build turns into low bytes of INT32_MIN), and values whose quotients lie
-// beside halves (where a quantizer that multiplies by the scale's inverse instead of dividing errs).
+// beside halves (where a quantizer that multiplies by the scale's inverse instead of dividing errs, and
+// ggml's, which multiplies, rounds some the other way).
 std::vector<float> awkward_rows(std::size_t count, int group_size, bool degenerate, bool subnormals, std::mt19937& rng) {
     std::vector<float> x = random_vector(count, rng, -3.0f, 3.0f);
     for (std::size_t g = 0; degenerate && g < count / group_size; ++g) {
@@ -680,8 +682,8 @@ std::vector<float> awkward_rows(std::size_t count, int group_size, bool degenera
 
 }  // namespace
 
-// quantize_rows: each position's row as runq.c's quantize writes it (model_math's), in the layout the
-// kernels read weights in (DeviceWeightLayout), bit for bit where division is correctly rounded.
+// quantize_rows: each position's row as the format's rule quantizes it (model_math's quantize), in the
+// layout the kernels read weights in (DeviceWeightLayout), bit for bit where division is correctly rounded.
 KernelCheckResult check_quantize_rows(KernelHarness& h) {
     KernelCheckResult result("quantize_rows");
     KernelComparer cmp(result);
@@ -699,7 +701,7 @@ KernelCheckResult check_quantize_rows(KernelHarness& h) {
         const auto x = awkward_rows(count, gs, exact, subnormals, rng);
         std::vector<std::int8_t> q(count);
         std::vector<float> scales(scale_count);
-        quantize(q.data(), scales.data(), x.data(), static_cast<int>(count), gs);
+        quantize_input(q.data(), scales.data(), x.data(), static_cast<int>(count), h.weights);
         std::vector<std::byte> want(h.weights.bytes(count));
         h.kernels.weight_layout().write_rows(want.data(), {h.weights, q.data(), scales.data()}, 0, positions, n);
 
@@ -708,13 +710,14 @@ KernelCheckResult check_quantize_rows(KernelHarness& h) {
         const std::vector<std::byte> got = h.download_bytes(out_b, want.size());
         if (exact) {
             const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
-            cmp.expect(diff.first == got.end(),
-                       "first difference from runq.c's bytes at byte " + std::to_string(diff.first - got.begin()) +
-                           " of " + std::to_string(got.size()));
+            cmp.expect(diff.first == got.end(), "first difference from the reference's bytes at byte " +
+                                                    std::to_string(diff.first - got.begin()) + " of " +
+                                                    std::to_string(got.size()));
             continue;
         }
         // Finite groups only (the rule in kernel_checks.hpp): each value byte, at its place in the layout,
-        // runq.c's or a neighbouring integer; the scales within 3 ulp of the largest (a 2.5 ulp division).
+        // the reference's or a neighbouring integer; the scales within 3 ulp of the largest (a 2.5 ulp
+        // division), or for ggml's rule, whose scales are halves, within a half's ulp.
         const std::size_t row_bytes = h.weights.bytes(n);
         std::vector<float> got_scales, want_scales;
         for (int p = 0; p < positions; ++p) {
@@ -724,7 +727,7 @@ KernelCheckResult check_quantize_rows(KernelHarness& h) {
                 if (!cmp.expect(std::abs(static_cast<int>(static_cast<std::int8_t>(g[i])) -
                                          static_cast<int>(static_cast<std::int8_t>(w[i]))) <= 1,
                                 "value byte " + std::to_string(i) + " of row " + std::to_string(p) +
-                                    " more than 1 from runq.c's"))
+                                    " more than 1 from the reference's"))
                     break;
             for (int k = 0; k < groups; ++k) {
                 float a = 0, b = 0;
@@ -734,7 +737,7 @@ KernelCheckResult check_quantize_rows(KernelHarness& h) {
                 want_scales.push_back(b);
             }
         }
-        cmp.close(got_scales, want_scales, 3 * 0x1p-23, "scales");
+        cmp.close(got_scales, want_scales, h.weights.rule == QuantRule::ggml ? 0x1p-10 : 3 * 0x1p-23, "scales");
     }
     return result;
 }
@@ -824,14 +827,14 @@ KernelCheckResult check_gemm_qkv_rope(KernelHarness& h) {
                 KernelHarness::matmul(q, x, wq);
                 KernelHarness::matmul(k, x, wk);
                 KernelHarness::matmul(v_want.data() + static_cast<std::size_t>(c.pos + p) * kv_dim, x, wv);
-                rope(q, k, c.pos + p, dim, kv_dim, c.head_size);
+                rope(q, k, c.pos + p, dim, kv_dim, Rope{c.head_size});
             }
             cl::Buffer q_b = h.upload(std::vector<float>(q_want.size(), kKernelSentinel));
             cl::Buffer k_b = h.upload(std::vector<float>(cache_size, kKernelSentinel));
             cl::Buffer v_b = h.upload(std::vector<float>(cache_size, kKernelSentinel));
             const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::qkv_rope, {dim, kv_dim, kv_dim}, c.positions, tile);
             h.run(*l.kernel, l.range, wq.buffer, wk.buffer, wv.buffer, h.upload(in),
-                  h.upload(rope_table(seq_len, c.head_size)), q_b, k_b, v_b, dim, kv_dim, c.head_size, c.pos,
+                  h.upload(rope_table(seq_len, Rope{c.head_size})), q_b, k_b, v_b, dim, kv_dim, c.head_size, c.pos,
                   c.positions);
             cmp.match(h, true, h.download(q_b, q_want.size()), q_want, "q");
             const std::size_t at = static_cast<std::size_t>(c.pos) * kv_dim,
@@ -901,14 +904,14 @@ KernelCheckResult check_rope_rows(KernelHarness& h) {
     for (const Case& c : cases) {
         cmp.context = "dim " + std::to_string(c.dim) + " kv_dim " + std::to_string(c.kv_dim) + " pos " +
                       std::to_string(c.pos) + " positions " + std::to_string(c.positions);
-        const auto table = rope_table(seq_len, c.head_size);
+        const auto table = rope_table(seq_len, Rope{c.head_size});
         const auto q = random_vector(static_cast<std::size_t>(c.positions) * c.dim, rng);
         const auto keys = random_vector(static_cast<std::size_t>(seq_len) * c.kv_dim, rng);
         auto q_want = q, keys_want = keys;
         for (int p = 0; p < c.positions; ++p)
             rope(q_want.data() + static_cast<std::size_t>(p) * c.dim,
                  keys_want.data() + static_cast<std::size_t>(c.pos + p) * c.kv_dim, c.pos + p, c.dim, c.kv_dim,
-                 c.head_size);
+                 Rope{c.head_size});
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), t_b = h.upload(table);
         h.run(h.kernels.rope_rows, h.kernels.per_position((c.dim + c.kv_dim) / 2, c.positions), q_b, k_b, t_b, c.dim,
               c.kv_dim, c.head_size, c.pos, c.positions);

@@ -26,6 +26,13 @@ std::string glibc_expf_option() {
     return std::string(" -DGLIBC_EXPF -DGLIBC_EXP2_TABLE=") + table + (glibc_expf_fused() ? " -DGLIBC_EXPF_FMA" : "");
 }
 
+// RMSNorm's epsilon as an exact hex float literal (reductions.cl's NORM_EPS).
+std::string norm_eps_option(float eps) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%a", static_cast<double>(eps));
+    return std::string(" -DNORM_EPS=") + hex + "f";
+}
+
 bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 int largest_power_of_two_at_most(std::size_t v) {
@@ -115,12 +122,12 @@ bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const
 }
 
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
-                     bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores)
+                     bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores, float norm_eps)
     : device_(device),
       layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1, shape.gpu_family() ? gpu_q8_word(weights.group_size) : 4},
       // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
       inline_ptx_(device.info().warp_size == 32 && shape.gpu_family()),
-      common_options_(layout_.build_options() + (inline_ptx_ ? " -DINLINE_PTX" : "")),
+      common_options_(layout_.build_options() + norm_eps_option(norm_eps) + (inline_ptx_ ? " -DINLINE_PTX" : "")),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),

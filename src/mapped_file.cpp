@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "llamacl/atomic_file.hpp"
 #include "llamacl/error.hpp"
 
 namespace llamacl {
@@ -39,11 +40,12 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
     for (Guard& g : guards) {
         if (g.state.load(std::memory_order_acquire) != 2) continue;
         if (address >= g.begin && address < g.begin + g.bytes) {
-            // Async-signal-safe: one write(2) and _exit(1). Threads that fault at the same time (the main
-            // thread and a driver's copy) wait for the first one's exit, so the message comes once.
+            // Async-signal-safe: unlinks, one write(2) and _exit(1). Threads that fault at the same time (the
+            // main thread and a driver's copy) wait for the first one's exit, so the message comes once.
             static std::atomic<bool> reporting{false};
             if (reporting.exchange(true))
                 for (;;) ::pause();
+            remove_unfinished_outputs();  // quantize's output, bench's and check's plots
             [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, g.message, g.length);
             ::_exit(1);
         }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <type_traits>
 #include <stdexcept>
+#include <string>
 
 #include "llamacl/row_shares.hpp"
 #include "llamacl/vector_expf.hpp"
@@ -236,7 +237,16 @@ struct MatmulBatchBlock {
     }
 };
 
-// runq.c's matmul for rows [first, last): an exact integer dot product per group, then its term.
+// A group's term of a Q8_0 row from its integer dot: runq.c's (float)ival * w_scale * x_scale, or ggml's
+// vec_dot_q8_0_q8_0's sumi * (d_w * d_x).
+template <QuantRule Rule>
+LLAMACL_INLINE float q8_term(float ival, float w_scale, float x_scale) {
+    if constexpr (Rule == QuantRule::ggml) return ival * (w_scale * x_scale);
+    return ival * w_scale * x_scale;
+}
+
+// The Q8_0 matmul for rows [first, last): an exact integer dot product per group, then its term.
+template <QuantRule Rule>
 struct MatmulQ8Rows {
     template <bool Native>
     static LLAMACL_INLINE void run(float* out, const std::int8_t* xq, const float* xs, const std::int8_t* q8,
@@ -249,7 +259,7 @@ struct MatmulQ8Rows {
                 std::int32_t ival = 0;
                 for (int k = 0; k < gs; k++)
                     ival += static_cast<std::int32_t>(xq[j + k]) * static_cast<std::int32_t>(row[j + k]);
-                val += static_cast<float>(ival) * ws[j / gs] * xs[j / gs];
+                val += q8_term<Rule>(static_cast<float>(ival), ws[j / gs], xs[j / gs]);
             }
             out[i] = val;
         }
@@ -261,9 +271,15 @@ struct MatmulQ8Rows {
 // weights, at most kMaxBlockGroup): each group's weights are widened to 16 bits once for all the inputs
 // (for one input, as they are read); an input's integer dots come from pairwise multiply-adds, the eight
 // rows' summed across lanes together (integer sums: any order is exact); then each row's term is added
-// in its lane, in runq.c's order
-// ((float)ival * w_scale * x_scale, group after group), so every input's bits are MatmulQ8Rows'.
+// in its lane, group after group (q8_terms), so every input's bits are MatmulQ8Rows'.
 constexpr int kMaxBlockGroup = 256;
+
+// q8_term of eight rows at once (a function of the AVX2 target: clang passes its vectors only there).
+template <QuantRule Rule>
+__attribute__((target("avx2"))) LLAMACL_INLINE __m256 q8_terms(__m256 ival, __m256 w_scale, __m256 x_scale) {
+    if constexpr (Rule == QuantRule::ggml) return _mm256_mul_ps(ival, _mm256_mul_ps(w_scale, x_scale));
+    return _mm256_mul_ps(_mm256_mul_ps(ival, w_scale), x_scale);
+}
 
 // Lane r: the sum of s[r]'s eight lanes.
 __attribute__((target("avx2"))) LLAMACL_INLINE __m256i sum_each(const __m256i (&s)[8]) {
@@ -273,7 +289,7 @@ __attribute__((target("avx2"))) LLAMACL_INLINE __m256i sum_each(const __m256i (&
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-template <int Inputs>
+template <int Inputs, QuantRule Rule>
 __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const MatmulInput* const* x,
                                                      const std::int8_t* q8, const float* scales, int n, int gs,
                                                      int first) {
@@ -309,8 +325,7 @@ __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const Ma
                     s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(wv, xw));
                 }
             }
-            const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum_each(s)), ws),
-                                              _mm256_set1_ps(x[p]->scales()[g]));
+            const __m256 term = q8_terms<Rule>(_mm256_cvtepi32_ps(sum_each(s)), ws, _mm256_set1_ps(x[p]->scales()[g]));
             acc[p] = _mm256_add_ps(acc[p], term);
         }
     }
@@ -365,6 +380,7 @@ void matmul_batch_widened(const MatmulOutput& o, std::span<const MatmulInput> in
         });
 }
 
+template <QuantRule Rule>
 void matmul_batch_q8(const MatmulOutput& o, std::span<const MatmulInput> inputs, int first, int last) {
     const int n = inputs.front().size(), gs = o.w.format.group_size;
     const std::int8_t* q8 = o.w.q8();
@@ -375,13 +391,14 @@ void matmul_batch_q8(const MatmulOutput& o, std::span<const MatmulInput> inputs,
     const auto single = [&](float* out, const MatmulInput& x, int from, int to) {
 #if defined(__x86_64__)
         const MatmulInput* one[] = {&x};
-        for (; fits && from + kBlockRows <= to; from += kBlockRows) matmul_q8_block<1>(&out, one, q8, scales, n, gs, from);
+        for (; fits && from + kBlockRows <= to; from += kBlockRows)
+            matmul_q8_block<1, Rule>(&out, one, q8, scales, n, gs, from);
 #endif
-        vectorized<MatmulQ8Rows>(out, x.q(), x.scales(), q8, scales, n, gs, from, to);
+        vectorized<MatmulQ8Rows<Rule>>(out, x.q(), x.scales(), q8, scales, n, gs, from, to);
     };
     const auto block = [&](float* const* out, const MatmulInput* const* x, int row) {
 #if defined(__x86_64__)
-        matmul_q8_block<kBatchInputs>(out, x, q8, scales, n, gs, row);
+        matmul_q8_block<kBatchInputs, Rule>(out, x, q8, scales, n, gs, row);
 #endif
     };
     matmul_batch(o, inputs, first, last, fits, block, single);
@@ -393,17 +410,19 @@ void matmul_share(const MatmulOutput& o, std::span<const MatmulInput> inputs, in
     switch (w.format.type) {
         case ElementType::f32: matmul_batch_widened(o, inputs, w.f32(), first, last); return;
         case ElementType::f16: matmul_batch_widened(o, inputs, w.f16(), first, last); return;
-        case ElementType::q8_0: matmul_batch_q8(o, inputs, first, last); return;
+        case ElementType::q8_0:
+            if (w.format.rule == QuantRule::ggml) return matmul_batch_q8<QuantRule::ggml>(o, inputs, first, last);
+            return matmul_batch_q8<QuantRule::runq>(o, inputs, first, last);
     }
 }
 
 }  // namespace
 
-void rmsnorm(float* out, const float* x, const float* weight, int size) {
+void rmsnorm(float* out, const float* x, const float* weight, int size, float eps) {
     float ss = 0.0f;
     for (int j = 0; j < size; j++) ss += x[j] * x[j];
     ss /= static_cast<float>(size);
-    ss += 1e-5f;
+    ss += eps;
     ss = 1.0f / sqrtf(ss);
     for (int j = 0; j < size; j++) out[j] = weight[j] * (ss * x[j]);
 }
@@ -413,26 +432,75 @@ void matmul(float* out, const float* x, const float* w, int n, int d) {
                    [&](int first, int last) { matmul_widened(out, x, w, n, first, last); });
 }
 
+namespace {
+
+// max |x| of a group as runq.c takes it (`if (val > wmax) wmax = val`: never a NaN).
+float group_max(const float* x, int n) {
+    float wmax = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float val = std::fabs(x[i]);
+        if (val > wmax) wmax = val;
+    }
+    return wmax;
+}
+
+// (int8_t) of a rounded float as gcc compiles it on x86-64: the float becomes an int32 (out of range or
+// NaN: INT32_MIN, what cvttss2si gives), whose low byte is kept. Only degenerate scales (a subnormal or
+// infinite group maximum) leave [-127, 127].
+std::int8_t to_int8(float r) {
+    const std::int32_t whole =
+        r >= -0x1p31f && r < 0x1p31f ? static_cast<std::int32_t>(r) : std::numeric_limits<std::int32_t>::min();
+    return static_cast<std::int8_t>(whole);
+}
+
+}  // namespace
+
 void quantize(std::int8_t* q, float* scales, const float* x, int n, int group_size) {
     for (int group = 0; group < n / group_size; group++) {
         const float* xg = x + static_cast<std::size_t>(group) * group_size;
-        float wmax = 0.0f;
-        for (int i = 0; i < group_size; i++) {
-            const float val = std::fabs(xg[i]);
-            if (val > wmax) wmax = val;
-        }
-        const float scale = wmax / 127.0f;
+        const float scale = group_max(xg, group_size) / 127.0f;
         scales[group] = scale;
-        for (int i = 0; i < group_size; i++) {
-            // runq.c's (int8_t) round(x) as gcc compiles it on x86-64: the float becomes an int32 (out of
-            // range or NaN: INT32_MIN, what cvttss2si gives), whose low byte is kept. Only degenerate scales
-            // (a subnormal or infinite group maximum) leave [-127, 127].
-            const float r = std::round(xg[i] / scale);
-            const std::int32_t whole =
-                r >= -0x1p31f && r < 0x1p31f ? static_cast<std::int32_t>(r) : std::numeric_limits<std::int32_t>::min();
-            q[static_cast<std::size_t>(group) * group_size + i] = static_cast<std::int8_t>(whole);
-        }
+        for (int i = 0; i < group_size; i++)
+            q[static_cast<std::size_t>(group) * group_size + i] = to_int8(std::round(xg[i] / scale));
     }
+}
+
+void quantize_ggml(std::int8_t* q, float* scales, const float* x, int n, int group_size) {
+    for (int group = 0; group < n / group_size; group++) {
+        const float* xg = x + static_cast<std::size_t>(group) * group_size;
+        const float d = group_max(xg, group_size) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        scales[group] = half_to_float(float_to_half(d));
+        for (int i = 0; i < group_size; i++)
+            q[static_cast<std::size_t>(group) * group_size + i] = to_int8(std::round(xg[i] * id));
+    }
+}
+
+void quantize_input(std::int8_t* q, float* scales, const float* x, int n, const WeightFormat& format) {
+    if (format.rule == QuantRule::ggml) return quantize_ggml(q, scales, x, n, format.group_size);
+    quantize(q, scales, x, n, format.group_size);
+}
+
+std::uint16_t float_to_half(float f) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof bits);
+    const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+    const std::uint32_t magnitude = bits & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN stays NaN
+    if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
+    if (magnitude < 0x38800000u) {
+        // Below the smallest normal half (2^-14): a multiple of 2^-24, rounded to even; 1024 of them is
+        // that smallest normal, whose encoding is the same number.
+        float value = 0.0f;
+        std::memcpy(&value, &magnitude, sizeof value);
+        return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::nearbyint(value * 0x1p24f)));
+    }
+    // Rebias the exponent (127 -> 15) and drop 13 mantissa bits, to nearest even; a carry into the
+    // exponent is the correct next power of two.
+    std::uint32_t half = (magnitude - 0x38000000u) >> 13;
+    const std::uint32_t rest = magnitude & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (half & 1u) != 0)) ++half;
+    return static_cast<std::uint16_t>(sign | half);
 }
 
 float half_to_float(std::uint16_t half) {
@@ -473,7 +541,7 @@ MatmulInput::MatmulInput(const WeightFormat& format, int n) : format_(format), n
 
 void MatmulInput::set(const float* x) {
     x_ = x;
-    if (format_.type == ElementType::q8_0) quantize(q_.data(), scales_.data(), x, n_, format_.group_size);
+    if (format_.type == ElementType::q8_0) quantize_input(q_.data(), scales_.data(), x, n_, format_);
 }
 
 void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d) { matmuls(x, {{out, w, d}}); }
@@ -511,12 +579,28 @@ void matmuls(std::span<const MatmulInput> inputs, std::initializer_list<MatmulOu
     });
 }
 
-void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size) {
-    // Rotate each (even, odd) pair by pos * 10000^(-head_dim/head_size); keys exist for i < kv_dim only.
+namespace {
+
+void check_factors(const Rope& r) {
+    if (!r.factors.empty() && r.factors.size() != static_cast<std::size_t>(r.head_size / 2))
+        throw std::invalid_argument("rope: " + std::to_string(r.factors.size()) + " factors for heads of " +
+                                    std::to_string(r.head_size));
+}
+
+}  // namespace
+
+float Rope::angle(int pos, int i) const {
+    // run.c's val = pos * freq; a factor divides it (dividing by 1 would change no bit).
+    const float freq = 1.0f / powf(base, static_cast<float>(i) / static_cast<float>(head_size));
+    const float val = static_cast<float>(pos) * freq;
+    return factors.empty() ? val : val / factors[static_cast<std::size_t>(i / 2)];
+}
+
+void rope(float* q, float* k, int pos, int dim, int kv_dim, const Rope& r) {
+    check_factors(r);
+    // Rotate each (even, odd) pair by its angle (Rope); keys exist for i < kv_dim only.
     for (int i = 0; i < dim; i += 2) {
-        const int head_dim = i % head_size;
-        const float freq = 1.0f / powf(10000.0f, static_cast<float>(head_dim) / static_cast<float>(head_size));
-        const float val = static_cast<float>(pos) * freq;
+        const float val = r.angle(pos, i % r.head_size);
         const float fcr = cosf(val);
         const float fci = sinf(val);
         const int rotn = i < kv_dim ? 2 : 1;
@@ -530,18 +614,18 @@ void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size) {
     }
 }
 
-std::vector<float> rope_table(int seq_len, int head_size) {
-    std::vector<float> table(static_cast<std::size_t>(seq_len) * head_size);
-    rope_rows(table.data(), 0, seq_len, head_size);
+std::vector<float> rope_table(int seq_len, const Rope& r) {
+    std::vector<float> table(static_cast<std::size_t>(seq_len) * r.head_size);
+    rope_rows(table.data(), 0, seq_len, r);
     return table;
 }
 
-void rope_rows(float* out, int first, int count, int head_size) {
+void rope_rows(float* out, int first, int count, const Rope& r) {
+    check_factors(r);
     for (int pos = first; pos < first + count; ++pos) {
-        float* row = out + static_cast<std::size_t>(pos - first) * head_size;
-        for (int i = 0; i < head_size; i += 2) {
-            const float freq = 1.0f / powf(10000.0f, static_cast<float>(i) / static_cast<float>(head_size));
-            const float val = static_cast<float>(pos) * freq;
+        float* row = out + static_cast<std::size_t>(pos - first) * r.head_size;
+        for (int i = 0; i < r.head_size; i += 2) {
+            const float val = r.angle(pos, i);
             row[i] = cosf(val);
             row[i + 1] = sinf(val);
         }
@@ -568,7 +652,7 @@ void swiglu(float* hb, const float* hb2, int hidden_dim) {
 void classify(const Checkpoint& ck, const WeightTensor& classifier, const float* hidden, float* normed, float* logits) {
     const Config& c = ck.config();
     // run.c normalizes x in place; normalizing into a separate buffer computes the same values.
-    rmsnorm(normed, hidden, ck.rms_final(), c.dim);
+    rmsnorm(normed, hidden, ck.rms_final(), c.dim, c.norm_eps);
     MatmulInput input(ck.weight_format(), c.dim);  // runq.c quantizes the normalized x here
     input.set(normed);
     matmul(logits, input, classifier, c.vocab_size);

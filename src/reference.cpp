@@ -134,14 +134,14 @@ void ReferenceForward::run_layers(std::span<const int> tokens, int pos, const Bo
 
         // attention rmsnorm, then q, k, v; k and v are written straight into the positions' cache rows
         for (int i = 0; i < n; i++) {
-            rmsnorm(&a.xb[i * d], &a.x[i * d], w.rms_att.f32(), dim);
+            rmsnorm(&a.xb[i * d], &a.x[i * d], w.rms_att.f32(), dim, c_.norm_eps);
             a.xin[i].set(&a.xb[i * d]);
         }
         report(l, Op::attn_norm, a.xb.data(), dim);
         matmuls(xin, {{a.q.data(), w.wq, dim, d},
                       {key_row(l, pos), w.wk, kv_dim, static_cast<std::size_t>(kv_dim)},
                       {value_row(l, pos), w.wv, kv_dim, static_cast<std::size_t>(kv_dim)}});
-        for (int i = 0; i < n; i++) rope(&a.q[i * d], key_row(l, pos + i), pos + i, dim, kv_dim, c_.head_size());
+        for (int i = 0; i < n; i++) rope(&a.q[i * d], key_row(l, pos + i), pos + i, dim, kv_dim, Rope::of(c_));
         report(l, Op::q, a.q.data(), dim);
         report(l, Op::k, key_row(l, pos), kv_dim);
         report(l, Op::v, value_row(l, pos), kv_dim);
@@ -159,7 +159,7 @@ void ReferenceForward::run_layers(std::span<const int> tokens, int pos, const Bo
 
         // FFN: w2(silu(w1(x)) * w3(x)) with its own rmsnorm, then residual
         for (int i = 0; i < n; i++) {
-            rmsnorm(&a.xb[i * d], &a.x[i * d], w.rms_ffn.f32(), dim);
+            rmsnorm(&a.xb[i * d], &a.x[i * d], w.rms_ffn.f32(), dim, c_.norm_eps);
             a.xin[i].set(&a.xb[i * d]);
         }
         report(l, Op::ffn_norm, a.xb.data(), dim);
@@ -220,7 +220,7 @@ std::span<float> ReferenceForward::prefill(std::span<const int> tokens, int firs
         }
         a.logits.resize(kBatch * vocab);
         for (std::size_t i = 0; i < n; i++) {
-            rmsnorm(&a.xb[i * d], &a.x[i * d], ck_.rms_final(), c_.dim);
+            rmsnorm(&a.xb[i * d], &a.x[i * d], ck_.rms_final(), c_.dim, c_.norm_eps);
             a.xin[i].set(&a.xb[i * d]);
         }
         matmuls(std::span<const MatmulInput>(a.xin.data(), n), {{a.logits.data(), classifier_, c_.vocab_size, vocab}});

@@ -1,11 +1,8 @@
 #include "llamacl/roofline_svg.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 
 #include "llamacl/error.hpp"
 #include "llamacl/number_text.hpp"
@@ -187,20 +184,10 @@ std::string roofline_svg(const Roofline& roof) {
     return s + "</svg>\n";
 }
 
-void write_roofline_svg(const std::string& path, const Roofline& roofline) {
-    const std::string svg = roofline_svg(roofline);
-    errno = 0;
-    std::FILE* out = std::fopen(path.c_str(), "wb");
-    const bool written = out && std::fwrite(svg.data(), 1, svg.size(), out) == svg.size();
-    // fclose flushes what fwrite buffered: a full disk shows there. A file that could not be finished is
-    // removed, not left part written (a file: not a device such as /dev/full).
-    if (out && std::fclose(out) == 0 && written) return;
-    const int error = errno;
-    std::error_code ignored;
-    if (out && std::filesystem::is_regular_file(path, ignored)) std::filesystem::remove(path, ignored);
-    errno = error;
-    throw Error("--plot: cannot write " + path + ": " + (errno ? std::strerror(errno) : "I/O error") +
-                "; give a path in a writable directory with room");
+void write_roofline_svg(AtomicFile& plot, const Roofline& roofline) {
+    plot.write(roofline_svg(roofline));
+    plot.commit();
 }
+
 
 }  // namespace llamacl

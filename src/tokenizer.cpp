@@ -14,7 +14,9 @@
 #include <system_error>
 #include <tuple>
 
+#include "llamacl/bpe_tokenizer.hpp"
 #include "llamacl/error.hpp"
+#include "llamacl/gguf_file.hpp"
 
 namespace llamacl {
 
@@ -205,6 +207,109 @@ Tokenizer Tokenizer::load_flag(const std::string& path, bool given, int min_voca
     }
 }
 
+Tokenizer Tokenizer::from_gguf(const GgufFile& file, int min_vocab) {
+    const std::string& path = file.path();
+    const auto bad = [&](const std::string& what) { return Error(path + ": " + what); };
+    const std::optional<std::string_view> model = file.string("tokenizer.ggml.model");
+    if (!model) throw bad("tokenizer.ggml.model is missing: the file has no vocabulary; pass a tokenizer with -z");
+    const GgufValue* tokens = file.array("tokenizer.ggml.tokens", GgufType::string);
+    if (!tokens || tokens->count == 0) throw bad("tokenizer.ggml.tokens is missing or empty");
+    if (tokens->count > kMaxPlausibleEntries)
+        throw bad("tokenizer.ggml.tokens holds " + std::to_string(tokens->count) + " tokens, more than any vocabulary");
+    const auto n = static_cast<std::size_t>(tokens->count);
+    if (n < static_cast<std::size_t>(std::max(min_vocab, 0)))
+        throw bad("the vocabulary has " + std::to_string(n) + " tokens but the model's embedding has " +
+                  std::to_string(min_vocab) + " rows");
+    std::vector<TokenType> types(n, TokenType::normal);
+    if (const GgufValue* t = file.array("tokenizer.ggml.token_type", GgufType::i32)) {
+        if (t->count != n) throw bad("tokenizer.ggml.token_type does not have one entry per token");
+        for (std::size_t i = 0; i < n; ++i) {
+            std::int32_t type = 0;
+            std::memcpy(&type, t->data + i * sizeof type, sizeof type);
+            types[i] = static_cast<TokenType>(type);
+        }
+    }
+    Tokenizer v;
+    v.path_ = path;
+    const auto id_of = [&](const char* key, int fallback) {
+        const std::optional<std::int64_t> id = file.integer(key);
+        if (!id) return fallback;
+        if (*id < 0 || static_cast<std::uint64_t>(*id) >= n)
+            throw bad(std::string(key) + " is " + std::to_string(*id) + ", outside the vocabulary of " +
+                      std::to_string(n) + " tokens");
+        return static_cast<int>(*id);
+    };
+    if (*model == "llama") {
+        const GgufValue* scores = file.array("tokenizer.ggml.scores", GgufType::f32);
+        if (!scores || scores->count != n) throw bad("tokenizer.ggml.scores does not have one score per token");
+        // SentencePiece writes a space as U+2581; run.c's tokenizer.bin has the space itself.
+        constexpr std::string_view kSpace = "\xE2\x96\x81";
+        v.offsets_.push_back(0);
+        for (std::size_t i = 0; i < n; ++i) {
+            std::string_view text = tokens->string_at(i);
+            text = text.substr(0, std::min(text.size(), text.find('\0')));
+            for (std::size_t at = 0; at < text.size();) {
+                if (text.compare(at, kSpace.size(), kSpace) == 0) {
+                    v.bytes_ += ' ';
+                    at += kSpace.size();
+                } else {
+                    v.bytes_ += text[at++];
+                }
+            }
+            v.max_token_length_ = std::max(v.max_token_length_, static_cast<int>(v.bytes_.size() - v.offsets_.back()));
+            v.offsets_.push_back(v.bytes_.size());
+            float score = 0.0f;
+            std::memcpy(&score, scores->data + i * sizeof score, sizeof score);
+            v.scores_.push_back(score);
+        }
+        v.sorted_ids_.resize(n);
+        for (std::size_t i = 0; i < n; i++) v.sorted_ids_[i] = static_cast<int>(i);
+        std::stable_sort(v.sorted_ids_.begin(), v.sorted_ids_.end(),
+                         [&v](int a, int b) { return v.piece_unchecked(a) < v.piece_unchecked(b); });
+    } else if (*model == "gpt2") {
+        const std::optional<std::string_view> pre_name = file.string("tokenizer.ggml.pre");
+        const std::optional<BpePre> pre = parse_bpe_pre(pre_name.value_or("gpt-2"));
+        if (!pre)
+            throw bad("tokenizer.ggml.pre is \"" + printable(*pre_name) +
+                      "\"; llama-cl knows the \"llama-bpe\" and \"gpt-2\" pre-tokenizers");
+        const GgufValue* merges = file.array("tokenizer.ggml.merges", GgufType::string);
+        if (!merges) throw bad("tokenizer.ggml.merges is missing: a BPE vocabulary needs its merges");
+        std::vector<std::string> texts(n);
+        for (std::size_t i = 0; i < n; ++i) texts[i] = tokens->string_at(i);
+        std::vector<std::string_view> merge_list(static_cast<std::size_t>(merges->count));
+        for (std::size_t i = 0; i < merge_list.size(); ++i) merge_list[i] = merges->string_at(i);
+        v.bpe_ = std::make_shared<const BpeTokenizer>(std::move(texts), types, merge_list, *pre, path);
+        v.offsets_.assign(n + 1, 0);  // size() counts the BPE vocabulary's tokens
+        for (std::size_t i = 0; i < n; ++i)
+            v.max_token_length_ = std::max(v.max_token_length_, static_cast<int>(v.bpe_->bytes(static_cast<int>(i)).size()));
+        v.max_token_length_ = std::max(v.max_token_length_, 1);
+    } else {
+        throw bad("tokenizer.ggml.model is \"" + printable(*model) +
+                  "\"; llama-cl reads SentencePiece (\"llama\") and byte-level BPE (\"gpt2\") vocabularies");
+    }
+    v.control_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) v.control_[i] = types[i] == TokenType::control;
+    v.bos_ = id_of("tokenizer.ggml.bos_token_id", std::min<int>(1, static_cast<int>(n) - 1));
+    v.eos_ = id_of("tokenizer.ggml.eos_token_id", std::min<int>(2, static_cast<int>(n) - 1));
+    v.generation_stops_ = {v.eos_};
+    const int eot = id_of("tokenizer.ggml.eot_token_id", v.special("<|eot_id|>"));
+    if (eot >= 0 && eot != v.eos_) v.generation_stops_.push_back(eot);
+    v.reply_stops_ = v.generation_stops_;
+    v.chat_template_ = file.string("tokenizer.chat_template").value_or("");
+    return v;
+}
+
+Tokenizer Tokenizer::for_model(const std::string& model_path, const std::string& path, bool given, int min_vocab) {
+    std::error_code ec;
+    if (!given && std::filesystem::is_regular_file(model_path, ec)) {  // (a FIFO is never opened to look)
+        std::ifstream in(model_path, std::ios::binary);
+        std::array<std::byte, 4> head{};
+        if (in.read(reinterpret_cast<char*>(head.data()), head.size()) && GgufFile::has_magic(head))
+            return from_gguf(GgufFile::open(model_path), min_vocab);
+    }
+    return load_flag(path, given, min_vocab);
+}
+
 void Tokenizer::check_id(int id) const {
     if (id < 0 || id >= size())
         throw Error(path_ + ": token id " + std::to_string(id) + " is out of range (tokenizer has " +
@@ -213,7 +318,16 @@ void Tokenizer::check_id(int id) const {
 
 std::string_view Tokenizer::piece(int id) const {
     check_id(id);
-    return piece_unchecked(id);
+    return bpe_ ? bpe_->bytes(id) : piece_unchecked(id);
+}
+
+int Tokenizer::special(std::string_view text) const {
+    if (bpe_) {
+        const int id = bpe_->find(text);
+        return id >= 0 && bpe_->type(id) != TokenType::normal ? id : -1;
+    }
+    const int id = lookup(text);
+    return id >= 0 && !control_.empty() && control_[static_cast<std::size_t>(id)] ? id : -1;
 }
 
 float Tokenizer::score(int id) const {
@@ -240,22 +354,25 @@ int Tokenizer::lookup(std::string_view str) const {
     return -1;
 }
 
-std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) const {
-    // run.c receives a C string: the text ends at its first NUL.
-    text = text.substr(0, std::min(text.size(), text.find('\0')));
-
-    std::vector<int> tokens;
-    tokens.reserve(text.size() + 3);
-
+std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos, bool special) const {
     // BOS and EOS are ids 1 and 2 by convention; a tokenizer without them cannot encode them (run.c
     // would read past a short vocabulary when it decodes or merges them).
-    for (const auto& [wanted, id, name] : {std::tuple{bos, 1, "BOS"}, std::tuple{eos, 2, "EOS"}})
+    for (const auto& [wanted, id, name] : {std::tuple{bos, bos_, "BOS"}, std::tuple{eos, eos_, "EOS"}})
         if (wanted && id >= size())
             throw Error(path_ + ": " + name + " (token id " + std::to_string(id) +
                         ") is out of range: the tokenizer has only " + std::to_string(size()) + " entries");
+    std::vector<int> tokens;
+    if (bos) tokens.push_back(bos_);
+    if (bpe_) {
+        const std::vector<int> ids = bpe_->encode(text, special);
+        tokens.insert(tokens.end(), ids.begin(), ids.end());
+        if (eos) tokens.push_back(eos_);
+        return tokens;
+    }
 
-    // Optional BOS (=1) token.
-    if (bos) tokens.push_back(1);
+    // run.c receives a C string: the text ends at its first NUL.
+    text = text.substr(0, std::min(text.size(), text.find('\0')));
+    tokens.reserve(text.size() + 3);
 
     // Add the dummy prefix, like sentencepiece's add_dummy_prefix: the text is treated as if it
     // started with a space, so "Hello" at the start encodes like " Hello" mid-sentence.
@@ -365,15 +482,16 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     for (Index i = n == 0 ? kNone : 0; i != kNone; i = nodes[i].next) result.push_back(nodes[i].token);
     tokens.swap(result);
 
-    // Optional EOS (=2) token.
-    if (eos) tokens.push_back(2);
+    if (eos) tokens.push_back(eos_);
     return tokens;
 }
 
 std::string_view Tokenizer::decode(int prev_token, int token) const {
+    if (bpe_) return bpe_->bytes(token);
     std::string_view piece = this->piece(token);
+    if (!control_.empty() && control_[static_cast<std::size_t>(token)]) return kNothing;
     // After BOS, sentencepiece strips the leading whitespace of the first piece (the dummy prefix).
-    if (prev_token == 1 && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
+    if (prev_token == bos_ && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
     // Raw-byte tokens look like "<0x01>": they decode to that single byte.
     const int byte = scan_byte_piece(piece);
     if (byte >= 0) {
@@ -395,7 +513,46 @@ std::string_view printable_piece(std::string_view piece) {
     return piece;
 }
 
+std::string_view PieceWriter::push_characters(std::string_view piece) {
+    pending_.append(piece);
+    complete_.clear();
+    const auto* bytes = reinterpret_cast<const unsigned char*>(pending_.data());
+    std::size_t at = 0;
+    while (at < pending_.size()) {
+        const unsigned char lead = bytes[at];
+        if (lead < 0x80) {
+            // A lone control byte is dropped, as run.c's safe_printf drops it.
+            if (c_isprint(lead) || c_isspace(lead) || piece.size() > 1) complete_ += static_cast<char>(lead);
+            ++at;
+            continue;
+        }
+        // RFC 3629's ranges: no overlong forms, no surrogates, nothing above U+10FFFF.
+        std::size_t need = 0;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (lead >= 0xC2 && lead <= 0xDF) need = 2;
+        else if (lead >= 0xE0 && lead <= 0xEF) need = 3, lo = lead == 0xE0 ? 0xA0 : 0x80, hi = lead == 0xED ? 0x9F : 0xBF;
+        else if (lead >= 0xF0 && lead <= 0xF4) need = 4, lo = lead == 0xF0 ? 0x90 : 0x80, hi = lead == 0xF4 ? 0x8F : 0xBF;
+        std::size_t got = need > 0 ? 1 : 0;
+        while (got > 0 && got < need && at + got < pending_.size()) {
+            const unsigned char c = bytes[at + got];
+            if (c < (got == 1 ? lo : 0x80) || c > (got == 1 ? hi : 0xBF)) break;
+            ++got;
+        }
+        if (got == need && need > 0) {
+            complete_.append(pending_, at, need);
+            at += need;
+        } else if (got > 0 && at + got == pending_.size()) {
+            break;  // unfinished: the next piece may complete it
+        } else {
+            ++at;  // cannot start or continue a character
+        }
+    }
+    pending_.erase(0, at);
+    return complete_.empty() ? kNothing : std::string_view(complete_);
+}
+
 std::string_view PieceWriter::push(std::string_view piece, bool from_prompt) {
+    if (whole_characters_) return push_characters(piece);
     if (!from_prompt || piece.size() != 1 || static_cast<unsigned char>(piece[0]) < 0x80) {
         pending_.clear();  // an unfinished character is dropped, as run.c drops its bytes
         return printable_piece(piece);

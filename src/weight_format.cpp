@@ -30,7 +30,9 @@ std::uint64_t WeightFormat::bytes(std::uint64_t elements) const {
 }
 
 std::string WeightFormat::describe() const {
-    return type == ElementType::q8_0 ? "q8_0 (group size " + std::to_string(group_size) + ")" : element_name(type);
+    if (type != ElementType::q8_0) return element_name(type);
+    return rule == QuantRule::ggml ? "q8_0 (ggml's blocks of " + std::to_string(group_size) + ")"
+                                   : "q8_0 (group size " + std::to_string(group_size) + ")";
 }
 
 WeightTensor WeightTensor::from(std::uint64_t first) const {
@@ -53,7 +55,8 @@ std::string DeviceWeightLayout::build_options() const {
         case ElementType::f16: return " -DWEIGHT_F16";
         case ElementType::q8_0:
             return " -DWEIGHT_Q8_0 -DGROUP_SIZE=" + std::to_string(format.group_size) +
-                   " -DQ8_INTERLEAVE=" + std::to_string(interleave) + " -DQ8_WORD=" + std::to_string(word);
+                   " -DQ8_INTERLEAVE=" + std::to_string(interleave) + " -DQ8_WORD=" + std::to_string(word) +
+                   (format.rule == QuantRule::ggml ? " -DQ8_GGML" : "");
     }
     return "";
 }

@@ -127,8 +127,8 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
       plan_(plan),
       counters_(counters),
       rope_(device, plan.positions, static_cast<std::size_t>(ck.config().head_size()) * sizeof(float),
-            [head_size = ck.config().head_size()](int first, int count, std::byte* out) {
-                rope_rows(reinterpret_cast<float*>(out), first, count, head_size);
+            [rope = Rope::of(ck.config())](int first, int count, std::byte* out) {
+                rope_rows(reinterpret_cast<float*>(out), first, count, rope);
             },
             "RoPE table") {
     const Config& c = ck.config();

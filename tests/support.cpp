@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -198,6 +199,14 @@ std::string generate_args(const fs::path& shared, const ReferenceCase& c, const 
                        " -s " + c.seed + " -n " + c.steps;
     if (!c.prompt.empty()) args += " -i " + quote(c.prompt);
     return args + (extra.empty() ? "" : " " + extra);
+}
+
+std::vector<float> uniform_floats(std::size_t n, unsigned seed, float lo, float hi) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
 }
 
 std::uint64_t resident_bytes() {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace llamacl::test {
 
@@ -42,6 +43,8 @@ std::string quote(const std::string& s);
 // rusage).
 CommandResult run_command(const std::string& command);
 std::string read_file(const std::filesystem::path& path);
+// n floats drawn uniformly from [lo, hi) by a Mersenne twister seeded with `seed`.
+std::vector<float> uniform_floats(std::size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f);
 // Resident memory of this process in bytes (/proc/self/statm), 0 where the system does not say.
 std::uint64_t resident_bytes();
 

@@ -287,36 +287,36 @@ TEST(Check, AModelTooLargeForTheDeviceIsAnErrorBeforeAnyRung) {
     EXPECT_NE(r.err.find("does not fit on the device"), std::string::npos) << r.err;
 }
 
-// A file that cannot take the picture (a full disk) fails the command after the ladder, not a rung with a
-// port's remedy.
-TEST(Check, PlotThatCannotBeWrittenFailsTheCommandNotARung) {
-    const CommandResult r = run_llama_cl("check --weights f32 --plot /dev/full");
-    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-    EXPECT_EQ(status_of(r.out, "bandwidth"), "pass") << r.out;
-    EXPECT_NE(r.out.find("check: passed: "), std::string::npos) << r.out;
-    EXPECT_EQ(r.err, "llama-cl: --plot: cannot write /dev/full: " + std::string(std::strerror(ENOSPC)) +
-                         "; give a path in a writable directory with room\n");
-}
-
-// The path is tested before the ladder without being left behind: a ladder that stops before the picture
-// leaves no new file, and a file already there keeps its bytes.
+// The picture's file is made before the ladder, aside: a ladder that stops before the picture leaves no
+// new file, and a file already there keeps its bytes.
 TEST(Check, AFailedLadderLeavesThePlotPathAsItWas) {
     TempDir dir;
     const std::filesystem::path fresh = dir / "fresh.svg", kept = dir / "kept.svg";
     const CommandResult r = check_with_fault("rung:kernels:f32", " --plot " + quote(fresh.string()));
     EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
-    EXPECT_FALSE(std::filesystem::exists(fresh));
+    EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
     std::ofstream(kept) << "an earlier picture";
     const CommandResult again = check_with_fault("rung:kernels:f32", " --plot " + quote(kept.string()));
     EXPECT_EQ(again.exit_code, 4) << again.out << again.err;
     EXPECT_EQ(read_file(kept), "an earlier picture");
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
 }
 
 TEST(Check, UnwritablePlotIsABadFileBeforeAnyRung) {
     const CommandResult r = run_llama_cl("check --plot /nonexistent/dir/r.svg");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_EQ(r.out, "");
-    EXPECT_EQ(r.err, "llama-cl: --plot: cannot write /nonexistent/dir/r.svg; give a path in a writable directory\n");
+    EXPECT_EQ(r.err, "llama-cl: --plot: cannot create /nonexistent/dir/r.svg: " + std::string(std::strerror(ENOENT)) +
+                         "; give a path in a writable directory\n");
+}
+
+// A device is not a file to replace: refused before any rung.
+TEST(Check, APlotOnADeviceIsRefusedBeforeAnyRung) {
+    const CommandResult r = run_llama_cl("check --weights f32 --plot /dev/full");
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, "llama-cl: --plot: cannot write /dev/full: it exists and is not a regular file (a character "
+                     "device); give the path of a file to write\n");
 }
 
 }  // namespace

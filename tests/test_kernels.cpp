@@ -2,8 +2,8 @@
 // pick: "exact" (1 work-item per row, run.c's loops), "cpu" (1 work-item per row, float16 multiply-adds),
 // "gpu" (16x256, consecutive floats per row's work-items, staged input and tree reductions), and "4x16",
 // "2x2" (small groups, so row counts and head sizes straddle them); and for each weight format the
-// device's kernels read (f32, f16, q8_0). The checks themselves, their cases and their tolerances are
-// src/kernel_checks.cpp's, which `llama-cl check` runs too.
+// device's kernels read (f32, f16, q8_0 by runq.c's rule and by ggml's). The checks themselves, their
+// cases and their tolerances are src/kernel_checks.cpp's, which `llama-cl check` runs too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,9 +48,13 @@ const std::string kTensorCoresEmulated = "tensor_cores_emulated";
 // of 32 steps build them.
 const std::string kPortableGemm = "gpu_portable_gemm", kGemmStepsOf16 = "gpu_portable_gemm_steps_of_16";
 
+// ggml's Q8_0 rule comes from GGUF files, whose models normalize with their own epsilon: its builds take
+// a GGUF model's, 1e-6.
+float norm_eps_for(const WeightFormat& weights) { return weights.rule == QuantRule::ggml ? 1e-6f : Config{}.norm_eps; }
+
 KernelHarness& harness(const std::string& shape_name, const WeightFormat& weights) {
     static std::map<std::pair<std::string, std::string>, std::unique_ptr<KernelHarness>> cache;
-    auto& h = cache[{shape_name, weights.describe()}];
+    auto& h = cache[{shape_name, weights.describe() + (weights.rule == QuantRule::ggml ? " ggml" : "")}];
     if (!h) {
         Device& device = test_device();
         // "tensor_cores_emulated": the GPU shape with prefill's tensor-core GEMMs, their instruction emulated.
@@ -59,7 +63,7 @@ KernelHarness& harness(const std::string& shape_name, const WeightFormat& weight
         h = std::make_unique<KernelHarness>(
             device, parse_launch_shape(emulated || portable ? "gpu" : shape_name, device.info()), weights, true,
             emulated ? TensorCores::emulated : portable ? TensorCores::never : TensorCores::where_present,
-            short_steps ? "-DGEMM_TK=16" : "");
+            short_steps ? "-DGEMM_TK=16" : "", norm_eps_for(weights));
     }
     return *h;
 }
@@ -332,7 +336,7 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
     const int dim = 2048, head_size = 64, rows = 4096, n = 512;
     const auto x = random_vector(dim, rng, -2.0f, 2.0f), norm = random_vector(dim, rng, 0.5f, 1.5f);
     const auto wq = random_vector(static_cast<std::size_t>(dim) * dim, rng);
-    const auto rope = rope_table(1, head_size);
+    const auto rope = rope_table(1, Rope{head_size});
     same([&](KernelHarness& h) {
         cl::Buffer q = h.upload(std::vector<float>(dim, kKernelSentinel)), xn = h.upload(std::vector<float>(dim));
         cl::Buffer keys = h.upload(std::vector<float>(dim)), values = h.upload(std::vector<float>(dim));
@@ -370,21 +374,24 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
 }
 
 // Q8_0 in groups of 4 (the shared version-2 files'), 24 (no power of two, fewer than the GPU layout's
-// interleaved 32, read 8 bytes at a time there) and 64 (export.py's, 16 bytes at a time).
+// interleaved 32, read 8 bytes at a time there) and 64 (export.py's, 16 bytes at a time); and GGUF's,
+// ggml's rule in blocks of 32.
+const WeightFormat kGgmlQ8{ElementType::q8_0, 32, QuantRule::ggml};
 const auto kShapes = ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2");
 const auto kFloatFormats = ::testing::Values(WeightFormat{ElementType::f32}, WeightFormat{ElementType::f16});
 const auto kQ8Formats = ::testing::Values(WeightFormat{ElementType::q8_0, 4}, WeightFormat{ElementType::q8_0, 24},
-                                          WeightFormat{ElementType::q8_0, 64});
+                                          WeightFormat{ElementType::q8_0, 64}, kGgmlQ8);
 std::string param_name(const ::testing::TestParamInfo<std::tuple<std::string, WeightFormat>>& p) {
     const WeightFormat& f = std::get<1>(p.param);
-    return std::get<0>(p.param) + "_" + element_name(f.type) + (f.group_size ? "_g" + std::to_string(f.group_size) : "");
+    return std::get<0>(p.param) + "_" + element_name(f.type) +
+           (f.group_size ? "_g" + std::to_string(f.group_size) : "") + (f.rule == QuantRule::ggml ? "_ggml" : "");
 }
 INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference,
                          ::testing::Combine(kShapes, ::testing::Values(WeightFormat{ElementType::f32},
                                                                        WeightFormat{ElementType::f16},
                                                                        WeightFormat{ElementType::q8_0, 4},
                                                                        WeightFormat{ElementType::q8_0, 24},
-                                                                       WeightFormat{ElementType::q8_0, 64})),
+                                                                       WeightFormat{ElementType::q8_0, 64}, kGgmlQ8)),
                          param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, FloatKernelVsReference, ::testing::Combine(kShapes, kFloatFormats), param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8KernelVsReference, ::testing::Combine(kShapes, kQ8Formats), param_name);
@@ -393,12 +400,13 @@ INSTANTIATE_TEST_SUITE_P(KernelShapes, GemmVsReference,
                                             ::testing::Values(WeightFormat{ElementType::f32},
                                                               WeightFormat{ElementType::f16})),
                          param_name);
-// Q8_0 on int8 tensor cores: groups of one step of k (32), an odd number of steps (96) and export.py's 64.
+// Q8_0 on int8 tensor cores: groups of one step of k (32), an odd number of steps (96), export.py's 64
+// and ggml's blocks of 32.
 INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8GemmVsReference,
                          ::testing::Combine(::testing::Values(kTensorCoresEmulated),
                                             ::testing::Values(WeightFormat{ElementType::q8_0, 32},
                                                               WeightFormat{ElementType::q8_0, 64},
-                                                              WeightFormat{ElementType::q8_0, 96})),
+                                                              WeightFormat{ElementType::q8_0, 96}, kGgmlQ8)),
                          param_name);
 
 }  // namespace

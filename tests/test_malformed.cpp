@@ -222,7 +222,7 @@ TEST(MalformedCheckpoint, EveryCaseIsOneLineNamingTheFile) {
         {"v1-one-short.bin", cut(v1, v1.size() - 1), {"truncated"}},
         {"v1-padded.bin", v1 + std::string(4096, '\0'), {"size mismatch"}},
         // Versions and flags.
-        {"version-2-group-size-0.bin", with(v1, 4, 2), {"version 2", "group size 0", "positive"}},
+        {"version-2-group-size-0.bin", with(v1, 4, 2), {"version 2", "group size 0", "positive", "quantize the fp32 model again"}},
         {"v2-one-short.bin", cut(v2, v2.size() - 1), {"truncated"}},
         {"v2-padded.bin", v2 + std::string(4, '\0'), {"size mismatch"}},
         {"v2-group-size-negative.bin", with(v2, 37, -8), {"group size -8", "positive"}},
@@ -256,7 +256,7 @@ TEST(MalformedCheckpoint, EveryCaseIsOneLineNamingTheFile) {
         {"v1-kv-cache-overflows-64.bin", v1_file({2, 2, kInt32Max, 1, 1, 2, kInt32Max}), {"overflow"}},
         {"max-everything.bin", v0_file({kInt32Max - 1, kInt32Max, kInt32Max, 1, 1, kInt32Max, kInt32Max}), {"overflow"}},
         // Other formats and plain wrong files.
-        {"model.gguf", gguf, {"GGUF", "not a llama2.c checkpoint"}},
+        {"model.gguf", gguf, {"GGUF"}},  // read as GGUF, and refused as one
         {"model.pth", zip, {"zip", "not a llama2.c checkpoint"}},
         {"model.safetensors", safetensors, {"safetensors", "not a llama2.c checkpoint"}},
         {"README.md", text, {"this is text (\"This is not a ch...\"", "not a llama2.c checkpoint", "download it again"}},

@@ -16,19 +16,14 @@
 #include "llamacl/model_math.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/sampler.hpp"
+#include "support.hpp"
 #include "models.hpp"
 
 using namespace llamacl;
+using llamacl::test::uniform_floats;
 
 namespace {
 
-std::vector<float> random_vector(std::size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng);
-    return v;
-}
 
 // y = W x in double
 std::vector<double> matvec(const float* w, const std::vector<double>& x, int rows) {
@@ -39,10 +34,10 @@ std::vector<double> matvec(const float* w, const std::vector<double>& x, int row
     return y;
 }
 
-std::vector<double> rmsnorm_d(const std::vector<double>& x, const float* w) {
+std::vector<double> rmsnorm_d(const std::vector<double>& x, const float* w, double eps = 1e-5) {
     double ss = 0;
     for (double v : x) ss += v * v;
-    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + 1e-5);
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps);
     std::vector<double> o(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) o[i] = w[i] * x[i] * scale;
     return o;
@@ -108,19 +103,26 @@ private:
 
 }  // namespace
 
+// run.c's epsilon and another (a GGUF file's); inputs small enough that the epsilon matters.
 TEST(Reference, RmsnormMatchesDefinition) {
-    for (int n : {1, 7, 64, 301}) {
-        const auto x = random_vector(n, 1), w = random_vector(n, 2);
-        std::vector<float> out(n);
-        rmsnorm(out.data(), x.data(), w.data(), n);
-        const auto expect = rmsnorm_d({x.begin(), x.end()}, w.data());
-        for (int i = 0; i < n; ++i) EXPECT_NEAR(out[i], expect[i], 1e-5) << "n=" << n << " i=" << i;
+    for (const float eps : {1e-5f, 1e-6f}) {
+        for (int n : {1, 7, 64, 301}) {
+            auto x = uniform_floats(n, 1);
+            const auto w = uniform_floats(n, 2);
+            if (n == 7) for (float& v : x) v *= 1e-3f;
+            std::vector<float> out(n);
+            rmsnorm(out.data(), x.data(), w.data(), n, eps);
+            const auto expect = rmsnorm_d({x.begin(), x.end()}, w.data(), eps);
+            for (int i = 0; i < n; ++i)
+                EXPECT_NEAR(out[i], expect[i], 1e-5 * std::fabs(expect[i]) + 1e-7)
+                    << "eps=" << eps << " n=" << n << " i=" << i;
+        }
     }
 }
 
 TEST(Reference, MatmulMatchesDefinition) {
     const int n = 37, d = 11;
-    const auto w = random_vector(static_cast<std::size_t>(n) * d, 3), x = random_vector(n, 4);
+    const auto w = uniform_floats(static_cast<std::size_t>(n) * d, 3), x = uniform_floats(n, 4);
     std::vector<float> out(d);
     matmul(out.data(), x.data(), w.data(), n, d);
     const auto expect = matvec(w.data(), {x.begin(), x.end()}, d);
@@ -138,7 +140,7 @@ TEST(Reference, MatmulSumsEveryRowInRunCsOrder) {
     for (const Size s : {Size{1, 1}, Size{7, 5}, Size{8, 16}, Size{37, 11}, Size{288, 300}, Size{100, 1001},
                          Size{512, 4096}}) {
         const std::size_t elements = static_cast<std::size_t>(s.n) * s.d;
-        const auto w = random_vector(elements, 5), x = random_vector(static_cast<std::size_t>(s.n), 6);
+        const auto w = uniform_floats(elements, 5), x = uniform_floats(static_cast<std::size_t>(s.n), 6);
         std::vector<std::uint16_t> halves(elements);
         std::vector<float> widened(elements);
         for (std::size_t e = 0; e < elements; ++e) {
@@ -182,7 +184,7 @@ struct TestMatrices {
         q8.resize(count);
         scales.resize(count);
         for (std::size_t m = 0; m < count; ++m) {
-            w[m] = random_vector(static_cast<std::size_t>(rows[m]) * n, seed + static_cast<unsigned>(m));
+            w[m] = uniform_floats(static_cast<std::size_t>(rows[m]) * n, seed + static_cast<unsigned>(m));
             if (format.type == ElementType::q8_0) {
                 q8[m].resize(w[m].size());
                 const int gs = format.group_size;
@@ -206,7 +208,7 @@ struct TestMatrices {
 TEST(Reference, MatmulsOfOneInputAreEachMatmul) {
     const int n = 64;
     const int rows[] = {64, 37, 5, 172};
-    const auto x = random_vector(n, 7);
+    const auto x = uniform_floats(n, 7);
     for (const int variant : {0, 1, 2}) {  // f32, Q8_0, f32 laid out
         const WeightFormat format = variant == 1 ? WeightFormat{ElementType::q8_0, 16} : WeightFormat{ElementType::f32};
         const TestMatrices matrices(format, rows, n, 20);
@@ -251,7 +253,7 @@ TEST(Reference, MatmulsOfABatchAreEachInputsMatmul) {
         std::vector<std::vector<float>> x;
         std::vector<MatmulInput> inputs(batch, MatmulInput(format, n));
         for (int i = 0; i < batch; ++i) {
-            x.push_back(random_vector(n, 60 + i));
+            x.push_back(uniform_floats(n, 60 + i));
             inputs[i].set(x[i].data());
         }
         std::vector<float> together[2] = {std::vector<float>(batch * stride[0], -2.0f),
@@ -275,12 +277,12 @@ TEST(Reference, MatmulsOfABatchAreEachInputsMatmul) {
 
 TEST(Reference, RopeRotatesPairsOfQueryAndKeyOnly) {
     const int dim = 16, kv_dim = 8, head_size = 8;
-    auto q = random_vector(dim, 5), k = random_vector(kv_dim, 6);
+    auto q = uniform_floats(dim, 5), k = uniform_floats(kv_dim, 6);
     const auto q0 = q, k0 = k;
-    rope(q.data(), k.data(), 0, dim, kv_dim, head_size);
+    rope(q.data(), k.data(), 0, dim, kv_dim, Rope{head_size});
     EXPECT_EQ(q, q0);  // position 0 is the identity
     EXPECT_EQ(k, k0);
-    rope(q.data(), k.data(), 5, dim, kv_dim, head_size);
+    rope(q.data(), k.data(), 5, dim, kv_dim, Rope{head_size});
     for (int i = 0; i < dim; i += 2) {
         const double theta = 5 * std::pow(10000.0, -static_cast<double>(i % head_size) / head_size);
         EXPECT_NEAR(q[i], q0[i] * std::cos(theta) - q0[i + 1] * std::sin(theta), 1e-5);
@@ -292,8 +294,8 @@ TEST(Reference, RopeRotatesPairsOfQueryAndKeyOnly) {
 }
 
 TEST(Reference, SwigluMatchesDefinition) {
-    auto hb = random_vector(33, 7, -4, 4);
-    const auto hb2 = random_vector(33, 8), h0 = hb;
+    auto hb = uniform_floats(33, 7, -4, 4);
+    const auto hb2 = uniform_floats(33, 8), h0 = hb;
     swiglu(hb.data(), hb2.data(), 33);
     for (int i = 0; i < 33; ++i) EXPECT_NEAR(hb[i], h0[i] / (1 + std::exp(-h0[i])) * hb2[i], 1e-5);
 }

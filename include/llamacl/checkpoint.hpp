@@ -1,7 +1,8 @@
 #pragma once
-// llama2.c checkpoints: the model's shape (Config), the byte counts every other module plans with
-// (ModelSize), and read-only views of the weights, memory-mapped from the file: fp32 (versions 0 and 1)
-// or Q8_0 (version 2), or converted in memory (--weights).
+// A model's description whatever its file: the shape and the math's parameters (Config), the byte counts
+// every other module plans with (ModelSize), and read-only views of the weights. llama2.c checkpoints are
+// memory-mapped: fp32 (versions 0 and 1) or Q8_0 (version 2); GGUF files are read into one format the
+// runtime reads (gguf_model.hpp); either may be converted in memory (--weights).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -24,6 +25,13 @@ struct Config {
     int seq_len = 0;     // maximum context
     bool shared_classifier = true;  // classifier == token embedding table
     WeightFormat weight_format{};   // of the embedding table, the classifier and the layers' matrices
+    // What run.c hard-codes, with run.c's values; a GGUF file's metadata sets them.
+    float norm_eps = 1e-5f;     // RMSNorm's epsilon
+    float rope_base = 10000.0f;  // RoPE: pair i of a head turns by pos * rope_base^(-2i / head_size)
+    // Empty, or head_size / 2 factors: pair i's angle divided by rope_factors[i] (Llama 3's rope_freqs).
+    std::vector<float> rope_factors{};
+    // Whose arithmetic quantized weights follow, the file's family's: runq.c for llama2.c, ggml for GGUF.
+    QuantRule quant_rule = QuantRule::runq;
 
     int head_size() const { return dim / n_heads; }
     int kv_dim() const { return dim / n_heads * n_kv_heads; }
@@ -68,22 +76,31 @@ struct LayerWeights {
     WeightTensor w3;       // (hidden_dim, dim)
 };
 
+// The file a model came from: it decides the semantics (run.c's or llama.cpp's) and the vocabulary's source.
+enum class ModelFile { llama2c, gguf };
+
 class Checkpoint {
 public:
-    // Memory-maps and validates a llama2.c checkpoint (legacy v0, export v1, or Q8_0 export v2). Throws
-    // llamacl::Error naming the file and the problem for anything malformed; never reads past the file.
+    // Memory-maps and validates a llama2.c checkpoint (legacy v0, export v1, or Q8_0 export v2), or reads a
+    // GGUF file (gguf_model.hpp). Throws llamacl::Error naming the file and the problem for anything
+    // malformed; never reads past the file.
     static Checkpoint open(const std::string& path);
     // A checkpoint held in memory: `data` is a complete file image (header and tensors).
     static Checkpoint from_image(HostBytes image, const std::string& name);
     // Tensors without a header, in export order (versions 1 and 2: the fp32 norms, then the embedding
     // table, each layer's matrices and the unshared classifier in `config.weight_format`), as written by
-    // convert_weights() (export.hpp).
-    static Checkpoint from_tensors(const Config& config, HostBytes tensors, const std::string& name, int version);
+    // convert_weights() (export.hpp) and the GGUF loader; `file` and `version` say where they came from.
+    static Checkpoint from_tensors(const Config& config, HostBytes tensors, const std::string& name, int version,
+                                   ModelFile file = ModelFile::llama2c, std::string load_note = {});
 
     const Config& config() const { return config_; }
     const WeightFormat& weight_format() const { return config_.weight_format; }
-    int version() const { return version_; }  // 0 (legacy), 1 ("ak42" fp32 export) or 2 (Q8_0 export)
+    // llama2.c: 0 (legacy), 1 ("ak42" fp32 export) or 2 (Q8_0 export); GGUF: the container's version.
+    int version() const { return version_; }
+    ModelFile file() const { return file_; }
     const std::string& path() const { return path_; }
+    // What loading changed of the file's tensors (GGUF types dequantized at load), or empty.
+    const std::string& load_note() const { return load_note_; }
 
     LayerWeights layer(int l) const { return layers_[static_cast<std::size_t>(l)]; }
     // (vocab, dim) in fp32. runq.c dequantizes a Q8_0 table at load; we do at the first call (and widen
@@ -105,6 +122,8 @@ private:
     std::string path_;
     Config config_;
     int version_ = 0;
+    ModelFile file_ = ModelFile::llama2c;
+    std::string load_note_;
     std::vector<LayerWeights> layers_;
     WeightTensor embedding_, classifier_;
     const float* rms_final_ = nullptr;

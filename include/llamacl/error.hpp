@@ -34,6 +34,21 @@ void report(std::string_view message);
 // An Error's message as report() prints it, then its details, if any, line by line as they are.
 void report(const Error& error);
 
+// The command being run, for remedies that depend on it, while this object lives ("generate" outside any).
+class RunningCommand {
+public:
+    explicit RunningCommand(std::string name);
+    ~RunningCommand();
+    RunningCommand(const RunningCommand&) = delete;
+    RunningCommand& operator=(const RunningCommand&) = delete;
+
+private:
+    std::string previous_;
+};
+// How to run the model without a device, for a message about one that cannot: "run generate with --backend
+// cpu"; in bench, which measures devices only, timing the reference with generate instead.
+std::string cpu_reference_remedy();
+
 // Flushes `out`; empty when everything written to it arrived, else "cannot write the output: REASON" (a
 // full disk, an I/O error: run.c ignores them, we do not).
 std::string output_failure(std::FILE* out);

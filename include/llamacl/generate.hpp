@@ -34,11 +34,11 @@ int effective_steps(int steps, int seq_len);
 std::span<float> run_forced(Forward& model, std::span<const int> tokens, int first, const LogitsObserver& each = {});
 
 // run.c's decoding loop after a prompt: `next` was sampled from the logits of position pos - 1, whose
-// token was `token`. Until `stop` is sampled, prints next's piece (as run.c's safe_printf does), and while
-// pos < steps runs it at pos and samples the token after it. Returns whether `stop` was sampled (it is
-// neither printed nor run); pos is then the position after the last one run.
-bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, int token, int next, int& pos,
-                  int stop, int steps, std::FILE* out);
+// token was `token`. Until one of `stops` is sampled, prints next's piece through `writer` (as run.c's
+// safe_printf does), and while pos < steps runs it at pos and samples the token after it. Returns whether a
+// stop was sampled (it is neither printed nor run); pos is then the position after the last one run.
+bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, PieceWriter& writer, int token,
+                  int next, int& pos, std::span<const int> stops, int steps, std::FILE* out);
 
 struct GenerateStats {
     int positions = 0;           // forward passes run

@@ -18,16 +18,19 @@
 //    and dot products short (<= 1174 terms), so reassociation error stays ~1e-6 relative; 1e-4 still
 //    catches any wrong index or missing term.
 //  * Q8_0 weights: the reference multiplies the same integers. MatmulInput quantizes an input as the
-//    kernels quantize what they stage (runq.c's quantize), and the normalizing kernels' products are
+//    kernels quantize what they stage (the format's rule: runq.c's quantize or ggml's, model_math.hpp),
+//    and each group's term is the rule's on both sides; the normalizing kernels' products are
 //    the reference's of the xn the kernel wrote (compared with rmsnorm's on its own: a last-bit
 //    difference there rounds a value to another integer, the RMSNorm's error, not the product's). A
 //    group's integer dot is exact, so where division is correctly rounded (the quantization's max / 127
-//    and x / scale) the products are BIT-IDENTICAL on the CPU families, whose work-item per row adds the
-//    groups' terms in runq.c's order, and every family's gemm (each element runq.c's matmul); the GPU
+//    and x / scale, or ggml's 1 / scale) the products are BIT-IDENTICAL on the CPU families, whose
+//    work-item per row adds the groups' terms in the reference's order, and every family's gemm (each
+//    element the reference's matmul); the GPU
 //    family's matrix-vector lanes add their groups' sums in a tree: the relative 1e-4 above, by the same
-//    argument (n / group size terms reassociated). quantize_rows' bytes are runq.c's bit for bit there,
-//    degenerate groups included; without correctly rounded division each value may round to the
-//    neighbouring integer and each scale be 3 ulp off (OpenCL's 2.5 ulp division), finite groups only.
+//    argument (n / group size terms reassociated). quantize_rows' bytes are the reference's bit for bit
+//    there, degenerate groups included; without correctly rounded division each value may round to the
+//    neighbouring integer and each scale be 3 ulp off (OpenCL's 2.5 ulp division; ggml's half scales a
+//    half's ulp), finite groups only.
 //  * Everything a kernel must not touch (other KV-cache rows, elements past `rows`, logits outside the
 //    classifier block, xn when row_base > 0, a GEMM's output outside its positions) is checked bit for bit
 //    against a sentinel, and reads past the valid range are caught by NaN in the cache rows after `pos`.
@@ -61,11 +64,12 @@ class KernelHarness {
 public:
     KernelHarness(Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
                   bool warp_shuffles = true, TensorCores tensor_cores = TensorCores::where_present,
-                  const std::string& build_options = "");
+                  const std::string& build_options = "", float norm_eps = Config{}.norm_eps);
 
     Device& device;
     KernelSet kernels;
     const WeightFormat weights;
+    const float norm_eps;       // the kernels' RMSNorm epsilon, and the reference's
     const bool exact;           // the exact shape on a device with correctly rounded divide and sqrt
     const bool exact_exp;       // exact, and exp() is glibc's expf (kernels/expf.cl)
     const bool exact_products;  // the matrix-vector products bit-identical (exact; Q8_0: the rule above)
@@ -89,7 +93,7 @@ public:
     };
     Matrix upload_matrix(const std::vector<float>& w, int rows, int n);
     // out(rows) = w . x as the reference computes it for the stored weights (run.c's matmul on the
-    // widened weights; runq.c's for quantized ones).
+    // widened weights; the rule's for quantized ones).
     static void matmul(float* out, const float* x, const Matrix& w);
     // A gemm's input of `positions` rows of n floats on the device: for Q8_0 quantized there first
     // (quantize_rows), as the runtime quantizes every GEMM's input.
@@ -162,7 +166,7 @@ KernelCheckResult check_classifier(KernelHarness& h);
 KernelCheckResult check_greedy_argmax(KernelHarness& h);
 // Prefill's (kernels/prefill.cl, prefill_q8.cl): a batch of positions at once, row-major (positions, width).
 KernelCheckResult check_rmsnorm_rows(KernelHarness& h);
-// Q8_0 only: each position's row quantized as runq.c quantizes, in the weights' device layout.
+// Q8_0 only: each position's row quantized by the format's rule, in the weights' device layout.
 KernelCheckResult check_quantize_rows(KernelHarness& h);
 KernelCheckResult check_gemm(KernelHarness& h);
 KernelCheckResult check_gemm_qkv_rope(KernelHarness& h);

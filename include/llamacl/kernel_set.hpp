@@ -139,12 +139,13 @@ enum class TensorCores { where_present, never, emulated };
 
 class KernelSet {
 public:
-    // Kernels for matrices of `weights`' format. `warp_shuffles` false builds every reduction through local
-    // memory even where the device offers warp shuffles (tests: warp_shuffles() says the same bits either
-    // way). `build_options` are added to every build (tests: -cl-kernel-arg-info).
+    // Kernels for matrices of `weights`' format (and its QuantRule), normalizing with `norm_eps` (the
+    // model's Config::norm_eps). `warp_shuffles` false builds every reduction through local memory even
+    // where the device offers warp shuffles (tests: warp_shuffles() says the same bits either way).
+    // `build_options` are added to every build (tests: -cl-kernel-arg-info).
     KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
               bool warp_shuffles = true, const std::string& build_options = "",
-              TensorCores tensor_cores = TensorCores::where_present);
+              TensorCores tensor_cores = TensorCores::where_present, float norm_eps = Config{}.norm_eps);
 
     const LaunchShape& shape() const { return shape_; }
     // How the matrices lie in device memory for these kernels (WeightStaging writes them so).
@@ -299,7 +300,8 @@ private:
     Device device_;
     DeviceWeightLayout layout_;
     bool inline_ptx_;  // builds take inline PTX (NVIDIA's compiler)
-    std::string common_options_;  // every build's: the weight layout, correctly rounded division and sqrt, the caller's
+    // Every build's: the weight layout, the norm's epsilon, correctly rounded division and sqrt, the caller's.
+    std::string common_options_;
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;
     bool tensor_cores_;

@@ -13,7 +13,8 @@
 
 namespace llamacl {
 
-void rmsnorm(float* out, const float* x, const float* weight, int size);
+// out = weight * x / sqrt(mean(x^2) + eps), run.c's steps (run.c's eps: 1e-5, Config::norm_eps).
+void rmsnorm(float* out, const float* x, const float* weight, int size, float eps);
 
 // Matrix-vector products over fp32 weights.
 void matmul(float* out, const float* x, const float* w, int n, int d);  // out(d) = w(d,n) @ x(n)
@@ -22,9 +23,16 @@ void matmul(float* out, const float* x, const float* w, int n, int d);  // out(d
 // q = round(x / scale), halves away from zero (a group of zeros, where x / scale is 0 / 0, gives 0 as
 // runq.c's build does).
 void quantize(std::int8_t* q, float* scales, const float* x, int n, int group_size);
+// ggml's quantize_row_q8_0_ref in groups of `group_size` (ggml's blocks: 32): d = max|x| / 127,
+// q = roundf(x * id) with id = 1 / d (0 where d is 0), and the scale kept is d rounded to a half, widened.
+// (A NaN is never the maximum, as in quantize(); ggml's MAX would take one.)
+void quantize_ggml(std::int8_t* q, float* scales, const float* x, int n, int group_size);
+// x quantized as a matmul's input for weights of `format` (q8_0), by its rule: quantize() or quantize_ggml().
+void quantize_input(std::int8_t* q, float* scales, const float* x, int n, const WeightFormat& format);
 // x(n) = q * scale for Q8_0, the widened halves for f16, a copy for f32.
 void dequantize(float* out, const WeightTensor& w, std::uint64_t n);
 float half_to_float(std::uint16_t half);  // exact: every half is a float
+std::uint16_t float_to_half(float f);  // IEEE half, rounded to nearest even (torch's .half(), ggml's)
 
 // A matmul's input x(n) in the form its weights' format multiplies: fp32 as it is, or for q8_0 quantized
 // in the weights' groups. runq.c quantizes a vector once for all the matmuls that read it (xb once for
@@ -48,8 +56,9 @@ private:
 };
 
 // out(d) = w(d,n) @ x(n) for weights of x's type. fp32 and f16 as run.c's loop over the (widened)
-// weights; q8_0 as runq.c's: an exact int32 dot product per group, then val += ival * w_scale * x_scale
-// group after group.
+// weights; q8_0 an exact int32 dot product per group, then group after group runq.c's
+// val += ival * w_scale * x_scale, or with QuantRule::ggml ggml's vec_dot_q8_0_q8_0,
+// val += ival * (w_scale * x_scale).
 void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d);
 // Several matmuls of the same input (wq, wk and wv; w1 and w3), their rows shared among the threads as
 // one matmul's, so that the threads meet once for all of them. Each output's bits are matmul()'s.
@@ -66,12 +75,23 @@ void matmuls(const MatmulInput& x, std::initializer_list<MatmulOutput> outputs);
 // time (float rows: each block of weights transposed once for the eight; Q8_0 rows: widened once).
 void matmuls(std::span<const MatmulInput> inputs, std::initializer_list<MatmulOutput> outputs);
 
-void rope(float* q, float* k, int pos, int dim, int kv_dim, int head_size);
-// rope()'s (cos, sin) for every position and frequency, (seq_len, head_size / 2, 2), computed with the
-// same float expressions, so that a device rotating by this table rotates by exactly the same angles.
-std::vector<float> rope_table(int seq_len, int head_size);
+// RoPE's angles: element pair (i, i + 1) of a head (i even) turns at pos by run.c's
+// pos * (1 / powf(base, i / head_size)), then divided by factors[i / 2] where the model has factors
+// (Llama 3's rope_freqs, as ggml_rope_ext's freq_factors). run.c's: base 10000, no factors.
+struct Rope {
+    int head_size = 0;
+    float base = 10000.0f;
+    std::span<const float> factors = {};  // empty, or head_size / 2 (Config::rope_factors)
+    static Rope of(const Config& c) { return {c.head_size(), c.rope_base, c.rope_factors}; }
+    float angle(int pos, int i) const;
+};
+// Rotates q (dim) and k (kv_dim) at pos, head by head.
+void rope(float* q, float* k, int pos, int dim, int kv_dim, const Rope& r);
+// rope()'s (cos, sin) for every position and pair, (seq_len, head_size / 2, 2), computed with the same
+// float expressions, so that a device rotating by this table rotates by exactly the same angles.
+std::vector<float> rope_table(int seq_len, const Rope& r);
 // Its rows for positions first .. first + count - 1, at out.
-void rope_rows(float* out, int first, int count, int head_size);
+void rope_rows(float* out, int first, int count, const Rope& r);
 
 void swiglu(float* hb, const float* hb2, int hidden_dim);  // hb = silu(hb) * hb2
 

@@ -1,7 +1,9 @@
 #pragma once
 // The CPU reference forward pass: exactly run.c's operations in run.c's order (runq.c's for Q8_0 weights),
-// so that its logits match llama2.c bit for bit on x86-64. It is a backend of its own (--backend cpu) and the oracle the OpenCL
-// runtime is tested and --compare-cpu'd against. Its building blocks are model_math.hpp's.
+// so that its logits match llama2.c bit for bit on x86-64; a model's own parameters (Config's norm_eps,
+// RoPE base and factors, its Q8_0 rule) enter those same steps. It is a backend of its own (--backend cpu)
+// and the oracle the OpenCL runtime is tested and --compare-cpu'd against. Its building blocks are
+// model_math.hpp's.
 #include <cstdint>
 #include <memory>
 #include <span>

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "llamacl/atomic_file.hpp"
 #include "llamacl/bench.hpp"
 
 namespace llamacl {
@@ -36,7 +37,7 @@ Roofline roofline_from_bench(const BenchResult& result);
 
 // The picture, a complete SVG document.
 std::string roofline_svg(const Roofline& roofline);
-// Writes roofline_svg() to `path`; Error naming the path when it cannot.
-void write_roofline_svg(const std::string& path, const Roofline& roofline);
+// Writes roofline_svg() into `plot` and puts it in place; Error naming the path when it cannot.
+void write_roofline_svg(AtomicFile& plot, const Roofline& roofline);
 
 }  // namespace llamacl

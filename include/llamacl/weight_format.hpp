@@ -16,13 +16,20 @@ enum class ElementType { f32, f16, q8_0 };
 const char* element_name(ElementType type);  // "f32", "f16", "q8_0": the spelling of --weights
 std::optional<ElementType> parse_element_type(std::string_view name);
 
+// Whose arithmetic a quantized format follows, which the file decides: llama2.c files runq.c's (each
+// matmul's input quantized with an fp32 scale, q = round(x / scale); a group adds ival * w_scale *
+// x_scale), GGUF files ggml's reference kernels (quantize_row_q8_0_ref: blocks of 32, d = max|x| / 127
+// kept as a half, q = roundf(x * (1 / d)); vec_dot_q8_0_q8_0: a block adds sumi * (d_w * d_x)).
+enum class QuantRule { runq, ggml };
+
 struct WeightFormat {
     ElementType type = ElementType::f32;
     int group_size = 0;  // q8_0: consecutive elements (in row-major order) sharing a scale; 0 otherwise
+    QuantRule rule = QuantRule::runq;  // q8_0: whose arithmetic (the scales are fp32 in memory for both)
 
     // What `elements` weights of this format occupy: values, and for q8_0 the scales after them.
     std::uint64_t bytes(std::uint64_t elements) const;
-    std::string describe() const;  // "f32", "f16" or "q8_0 (group size 64)"
+    std::string describe() const;  // "f32", "f16", "q8_0 (group size 64)" or "q8_0 (ggml's blocks of 32)"
     bool operator==(const WeightFormat&) const = default;
 };
 

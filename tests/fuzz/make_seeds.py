@@ -3,7 +3,8 @@
 
 checkpoint/: small valid llama2.c checkpoints (v0, v1 and v2, shared and unshared classifier, MHA and
 GQA) and near-misses (version 2 without a group size, a GGUF prefix). tokenizer/: fuzz_tokenizer inputs, i.e. a flags byte, a
-text-length byte, the text, then a tokenizer.bin.
+text-length byte, the text, then a tokenizer.bin. gguf/: GGUF files with vocabularies (a tiny Llama model
+with a SentencePiece vocabulary, a byte-level BPE vocabulary), beside the parser's own seeds.
 
 The hash-named files beside these seeds are inputs libFuzzer found while fuzzing from them, kept after
 `fuzz_TARGET -merge=1 NEW_DIR tests/fuzz/corpus/TARGET FOUND_DIR` reduced them to the ones that add
@@ -112,6 +113,73 @@ write("tokenizer", "duplicates-ties", fuzz_input(1, b"aaaa bb ab", tokenizer(byt
     (b" ", 0.0), (b"a", 1.0), (b"a", 1.0), (b"aa", 2.0), (b"aa", 2.0), (b"b", 0.0), (b"ab", 2.0), (b"bb", -1e10), (b" a", 2.0)])))
 write("tokenizer", "empty-text", fuzz_input(0, b"", tokenizer(byte_vocab()[:5])))
 write("tokenizer", "odd-byte-pieces", fuzz_input(1, b"\x01 z", tokenizer(byte_vocab()[:3] + [(b"<0x 1>", 1.0), (b"<0x-1>", 1.0), (b"<0x0x>", 1.0), (b"<0x4", 0.0), (b" ", 0.0)] + byte_vocab()[7:])))
+
+# gguf/: GGUF files with vocabularies (the parser's own seeds are beside them): a tiny Llama model with a
+# SentencePiece vocabulary, and a vocabulary-only file with a byte-level BPE vocabulary and control tokens.
+def gguf_string(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(metadata, tensors=()):
+    """A GGUF v3 image: metadata (key, type number, encoded value), then f32 tensors (name, dims, floats)."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata))
+    for key, kind, value in metadata:
+        head += gguf_string(key.encode()) + struct.pack("<I", kind) + value
+    data, offset = b"", 0
+    for name, dims, values in tensors:
+        head += gguf_string(name.encode()) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        head += struct.pack("<IQ", 0, offset)
+        blob = struct.pack(f"<{len(values)}f", *values)
+        blob += bytes(-len(blob) % 32)
+        data += blob
+        offset += len(blob)
+    return head + bytes(-len(head) % 32) + data
+
+
+def strings(values):
+    return struct.pack("<IQ", 8, len(values)) + b"".join(gguf_string(v) for v in values)
+
+
+def numbers(fmt, kind, values):
+    return struct.pack("<IQ", kind, len(values)) + struct.pack(f"<{len(values)}{fmt}", *values)
+
+
+def u32(v):
+    return struct.pack("<I", v)
+
+
+spm = [b"<unk>", b"<s>", b"</s>"] + [b"<0x%02X>" % b for b in range(256)] + \
+      ["\u2581".encode(), b"H", b"e", b"l", b"o", "\u2581H".encode(), b"ll", b"He", b"llo", b"Hello"]
+rng = random.Random(11)
+dim, hidden, vocab = 4, 8, len(spm)
+model = [("token_embd.weight", [dim, vocab], None), ("output_norm.weight", [dim], None)]
+for name, dims in [("attn_norm", [dim]), ("attn_q", [dim, dim]), ("attn_k", [dim, 2]), ("attn_v", [dim, 2]),
+                   ("attn_output", [dim, dim]), ("ffn_norm", [dim]), ("ffn_gate", [dim, hidden]),
+                   ("ffn_down", [hidden, dim]), ("ffn_up", [dim, hidden])]:
+    model.append((f"blk.0.{name}.weight", dims, None))
+model = [(n, d, [rng.uniform(-1, 1) for _ in range(d[0] * (d[1] if len(d) > 1 else 1))]) for n, d, _ in model]
+write("gguf", "llama-spm-model", gguf([
+    ("general.architecture", 8, gguf_string(b"llama")), ("llama.embedding_length", 4, u32(dim)),
+    ("llama.feed_forward_length", 4, u32(hidden)), ("llama.block_count", 4, u32(1)),
+    ("llama.attention.head_count", 4, u32(2)), ("llama.attention.head_count_kv", 4, u32(1)),
+    ("llama.context_length", 4, u32(8)), ("tokenizer.ggml.model", 8, gguf_string(b"llama")),
+    ("tokenizer.ggml.tokens", 9, strings(spm)),
+    ("tokenizer.ggml.scores", 9, numbers("f", 6, [0.0] * 259 + [float(i) for i in range(vocab - 259)])),
+    ("tokenizer.ggml.token_type", 9, numbers("i", 5, [2, 3, 3] + [6] * 256 + [1] * (vocab - 259)))], model))
+# GPT-2's byte mapping: printable bytes stand for themselves, the others for U+0100 onwards.
+printable = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+mapped = {b: chr(b) for b in printable}
+mapped.update({b: chr(256 + i) for i, b in enumerate(b for b in range(256) if b not in printable)})
+bpe = [mapped[b].encode() for b in range(256)] + ["\u0120w".encode(), b"or", b"ld", b"He", b"ll", b"llo", b"Hello",
+                                                   "\u0120wor".encode(), "\u0120world".encode()]
+specials = [b"<|begin_of_text|>", b"<|eot_id|>"]
+write("gguf", "bpe-vocabulary", gguf([
+    ("general.architecture", 8, gguf_string(b"llama")), ("tokenizer.ggml.model", 8, gguf_string(b"gpt2")),
+    ("tokenizer.ggml.pre", 8, gguf_string(b"llama-bpe")), ("tokenizer.ggml.tokens", 9, strings(bpe + specials)),
+    ("tokenizer.ggml.token_type", 9, numbers("i", 5, [1] * len(bpe) + [3, 3])),
+    ("tokenizer.ggml.merges", 9, strings(["\u0120 w".encode(), b"o r", b"l d", b"H e", b"l l", b"ll o", b"He llo",
+                                          "\u0120w or".encode(), "\u0120wor ld".encode()])),
+    ("tokenizer.ggml.bos_token_id", 4, u32(len(bpe))), ("tokenizer.ggml.eos_token_id", 4, u32(len(bpe) + 1))]))
 
 # cli/: fuzz_cli inputs, the arguments after the program name separated by NUL bytes.
 for name, args in {
