@@ -220,7 +220,8 @@ ChatStats chat(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, con
         // run.c's quirk: the position after EOS runs EOS itself, and prints the token it samples (another
         // EOS a newline) before the next turn's prompt begins with BOS.
         if (pos >= o.steps) break;
-        next = sampler.sample(model.forward(eos, pos++));
+        next = sampler.sample(require_finite_logits(model.forward(eos, pos), pos));
+        ++pos;
         write(next == eos ? std::string_view("\n") : writer.push(tokenizer.decode(eos, next), false), out);
     }
     write("\n", out);

@@ -370,6 +370,13 @@ struct Backend {
         return compare->first_divergence() ? 3 : 0;
     }
 
+    // Called from the handler of a run that ended at a non-finite logit: under --compare-cpu a divergence
+    // found on the way is the verdict (exit 3, its summary naming where it began); otherwise the error stands.
+    int ended_non_finite(const GenerateArgs& a, const NonFiniteLogits& e) const {
+        if (!compare || !compare->first_divergence()) throw;
+        return report(a, e.pos() + 1);
+    }
+
     Clock::time_point opened;  // when the backend began to open
     std::string auto_notice;   // --backend auto's choice, filled by `device`'s initializer (declared first)
     std::optional<Device> device;
@@ -397,7 +404,12 @@ int run_generate(const GenerateArgs& a) {
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
     Backend backend(a, ck, fault, steps, steps);
-    const GenerateStats stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
+    GenerateStats stats;
+    try {
+        stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
+    } catch (const NonFiniteLogits& e) {
+        return backend.ended_non_finite(a, e);
+    }
     if (stats.tokens_per_s > 0) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
     if (a.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
     return backend.report(a, stats.positions);
@@ -443,7 +455,12 @@ int run_chat(const ChatArgs& a) {
     }
     check_given_first_turn(tokenizer, options);  // before the backend's choice is printed
     Backend backend(a.run, ck, fault, options.steps, options.steps);  // run.c's chat stops at -n positions in all
-    const ChatStats stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
+    ChatStats stats;
+    try {
+        stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
+    } catch (const NonFiniteLogits& e) {
+        return backend.ended_non_finite(a.run, e);
+    }
     return backend.report(a.run, stats.positions);
 }
 
@@ -523,11 +540,17 @@ int run_perplexity(const PerplexityArgs& a) {
     // A window at a time on a terminal, the line rewritten in place; nothing when stderr is a file.
     const bool terminal = isatty(fileno(stderr));
     const auto start = std::chrono::steady_clock::now();
-    const PerplexityResult r = perplexity(backend.driver(), tokens, windows, [&](const PerplexityResult& so_far) {
-        if (terminal)
-            std::fprintf(stderr, "\rperplexity: %lld/%zu tokens scored, perplexity %.4f", so_far.scored,
-                         tokens.size() - 1, so_far.perplexity);
-    });
+    PerplexityResult r;
+    try {
+        r = perplexity(backend.driver(), tokens, windows, [&](const PerplexityResult& so_far) {
+            if (terminal)
+                std::fprintf(stderr, "\rperplexity: %lld/%zu tokens scored, perplexity %.4f", so_far.scored,
+                             tokens.size() - 1, so_far.perplexity);
+        });
+    } catch (const NonFiniteLogits& e) {
+        if (terminal) std::fputc('\n', stderr);
+        return backend.ended_non_finite(a.run, e);
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = seconds > 0 ? static_cast<double>(r.positions) / seconds : 0.0;
     if (terminal) std::fputc('\n', stderr);

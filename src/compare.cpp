@@ -18,9 +18,8 @@ std::string where(const BoundaryStats& s) {
 }  // namespace
 
 double value_error(double device, double reference) {
-    if (device == reference || (std::isnan(device) && std::isnan(reference))) return 0;
-    const double err = std::fabs(device - reference);
-    return std::isnan(err) ? INFINITY : err;
+    if (std::isnan(device) || std::isnan(reference)) return INFINITY;
+    return device == reference ? 0 : std::fabs(device - reference);
 }
 
 BoundaryStats compare_tensor(std::span<const float> device, std::span<const float> reference, double tolerance) {
@@ -38,7 +37,7 @@ BoundaryStats compare_tensor(std::span<const float> device, std::span<const floa
         }
     }
     s.mean_abs = reference.empty() ? 0 : sum / static_cast<double>(reference.size());
-    s.diverged = s.max_abs > tolerance * std::max(s.scale, 1.0);
+    s.diverged = !(s.max_abs <= tolerance * std::max(s.scale, 1.0));
     return s;
 }
 

@@ -16,6 +16,7 @@
 #include "llamacl/error.hpp"
 #include "llamacl/host_memory.hpp"
 #include "llamacl/model_math.hpp"
+#include "llamacl/number_text.hpp"
 #include "llamacl/progress.hpp"
 
 namespace llamacl {
@@ -160,6 +161,8 @@ void encode_ggml(std::byte* out, const float* w, std::uint64_t n, GgmlType type)
     }
 }
 
+bool half_holds(float magnitude) { return (float_to_half(magnitude) & 0x7c00u) != 0x7c00u; }
+
 float require_finite(const float* w, std::uint64_t n, const std::string& tensor) {
     float amax = 0.0f;
     for (std::uint64_t i = 0; i < n; ++i) {
@@ -283,7 +286,15 @@ Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
                                element_name(*type));
     HostBytes tensors(bytes);
     std::byte* at = tensors.data();
-    for_each_export_tensor(ck, [&](const std::string&, const float* w, std::uint64_t n, bool quantized) {
+    // f16 holds each weight in a half, ggml's Q8_0 each block's scale (its largest magnitude / 127).
+    const float per_half = *type == ElementType::f16 ? 1.0f : c.weight_format.rule == QuantRule::ggml ? 127.0f : 0.0f;
+    for_each_export_tensor(ck, [&](const std::string& name, const float* w, std::uint64_t n, bool quantized) {
+        const std::string what = flag + ": " + ck.path() + ": " + name;
+        const float amax = require_finite(w, n, what);
+        if (quantized && per_half > 0 && !half_holds(amax / per_half))
+            throw Error(what + " holds a weight of magnitude " + number_text("%g", amax) + ", beyond what " +
+                        element_name(*type) + "'s halves hold (65504" + (per_half > 1 ? " for a block's scale" : "") +
+                        "); run with --weights f32, or without --weights");
         const WeightFormat as = quantized ? c.weight_format : WeightFormat{};
         encode_weights(at, w, n, as);
         at += as.bytes(n);

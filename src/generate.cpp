@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -45,8 +46,23 @@ std::vector<int> encode_prompt(const Tokenizer& tokenizer, const std::string& pr
     return tokens;
 }
 
+NonFiniteLogits::NonFiniteLogits(int pos, std::size_t index, float value)
+    : Error("position " + std::to_string(pos) + ": the logits hold " +
+            (std::isnan(value) ? "NaN" : value > 0 ? "infinity" : "-infinity") + " (the logit of token " +
+            std::to_string(index) +
+            "), so the model computes garbage from here on; run llama-cl check on the model to find the cause"),
+      pos_(pos) {}
+
+std::span<float> require_finite_logits(std::span<float> logits, int pos) {
+    const auto bad = std::find_if(logits.begin(), logits.end(), [](float l) { return !std::isfinite(l); });
+    if (bad != logits.end()) throw NonFiniteLogits(pos, static_cast<std::size_t>(bad - logits.begin()), *bad);
+    return logits;
+}
+
 std::span<float> run_forced(Forward& model, std::span<const int> tokens, int first, const LogitsObserver& each) {
-    return model.prefill(tokens, first, each);
+    if (!each) return require_finite_logits(model.prefill(tokens, first), first + static_cast<int>(tokens.size()) - 1);
+    return model.prefill(tokens, first,
+                         [&](int pos, std::span<float> logits) { each(pos, require_finite_logits(logits, pos)); });
 }
 
 bool ends(std::span<const int> stops, int token) { return std::find(stops.begin(), stops.end(), token) != stops.end(); }
@@ -57,7 +73,8 @@ bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, 
         write_piece(writer.push(tokenizer.decode(token, next), false), out);
         if (pos >= steps) return false;
         token = next;
-        next = sampler.sample(model.forward(token, pos++));
+        next = sampler.sample(require_finite_logits(model.forward(token, pos), pos));
+        ++pos;
     }
     return true;
 }

@@ -51,14 +51,13 @@ bool whole_blocks(GgmlType type, std::uint64_t row) { return row % block_of(type
 // Whether weights up to `amax` in magnitude stay finite in `type`: its halves are the weights (F16) or the
 // block scales, Q8_0's amax / 127 and Q4_0's amax / 8.
 bool holds(GgmlType type, float amax) {
-    const auto finite_half = [](float x) { return (float_to_half(x) & 0x7c00u) != 0x7c00u; };
     switch (type) {
         case GgmlType::f16:
-            return finite_half(amax);
+            return half_holds(amax);
         case GgmlType::q8_0:
-            return finite_half(amax / 127.0f);
+            return half_holds(amax / 127.0f);
         case GgmlType::q4_0:
-            return finite_half(amax / 8.0f);
+            return half_holds(amax / 8.0f);
         default:
             return true;
     }

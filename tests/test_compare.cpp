@@ -37,11 +37,15 @@ TEST(CompareTensor, ToleranceIsRelativeToTheTensorsScale) {
     const BoundaryStats c = compare_tensor(nan, ref, 1e-4);
     EXPECT_TRUE(c.diverged) << "NaN must never pass";
     EXPECT_EQ(c.worst, 1u);
-    // The same NaN or infinity on both sides (a model whose weights hold them) is no divergence.
-    const std::vector<float> odd = {NAN, INFINITY, -INFINITY};
+    // The same infinity on both sides is no divergence; a NaN on both sides is one.
+    const std::vector<float> odd = {INFINITY, -INFINITY};
     const BoundaryStats d = compare_tensor(odd, odd, 0);
     EXPECT_FALSE(d.diverged);
     EXPECT_EQ(d.max_abs, 0);
+    const std::vector<float> nans = {1.0f, NAN};
+    const BoundaryStats e = compare_tensor(nans, nans, 1e-4);
+    EXPECT_TRUE(e.diverged) << "NaN on both sides must never pass";
+    EXPECT_EQ(e.worst, 1u);
     EXPECT_TRUE(compare_tensor(std::vector<float>{INFINITY}, std::vector<float>{-INFINITY}, 1e-4).diverged);
     // Small tensors are judged against a scale of at least 1, so 1e-7 noise on zeros is not flagged.
     const std::vector<float> zeros = {0.0f, 0.0f}, noise = {1e-7f, 0.0f};

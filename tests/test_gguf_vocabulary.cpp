@@ -135,4 +135,23 @@ TEST(GgufVocabulary, Llama3ChatRunsTwoTurnsAndEndsCleanly) {
     EXPECT_EQ(g.out, "Hello\n");
 }
 
+// The Llama-3-shaped random model itself: its first reply runs to -n (a random model seldom ends a turn),
+// where the conversation ends cleanly, the unread turn left in the input.
+TEST(GgufVocabulary, Llama3ChatOnL3TinyEndsAtN) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    TempDir dir;
+    {
+        std::ofstream input(dir / "in.txt");
+        input << "Hello there\nWhat is a llama?\n";
+    }
+    std::string command = quote(LLAMACL_BINARY);
+    command += " chat " + quote((shared / "models/gguf/l3-tiny-f32.gguf").string()) + " -y 'You are terse.' -t 0 -n 60 --backend cpu";
+    const CommandResult r = run_command("(" + command + " < " + quote((dir / "in.txt").string()) + ")");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("User: Assistant: ", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.find("User: ", 1), std::string::npos) << r.out;
+    EXPECT_GT(r.out.size(), 40u) << r.out;
+    EXPECT_EQ(r.out.substr(r.out.size() - 2), "\n\n") << r.out;
+}
+
 }  // namespace

@@ -78,8 +78,8 @@ private:
     double max_abs_ = 0;
 };
 
-// |device - reference| of one value: none where the two are the same value (a NaN and a NaN, an infinity and
-// itself: a model whose weights make them makes them on both sides), infinite where only one is NaN.
+// |device - reference| of one value: none where the two are the same value (an infinity and itself
+// included), infinite where either is NaN (a NaN on both sides is garbage on both, never agreement).
 double value_error(double device, double reference);
 
 // Compares one tensor (exposed for tests).

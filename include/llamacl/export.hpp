@@ -40,6 +40,9 @@ void encode_ggml(std::byte* out, const float* w, std::uint64_t n, GgmlType type)
 // infinity: a model with one computes garbage, and no format keeps it.
 float require_finite(const float* w, std::uint64_t n, const std::string& tensor);
 
+// Whether a value of `magnitude` stays finite as an IEEE half (at most 65504 once rounded).
+bool half_holds(float magnitude);
+
 // Writes the fp32 checkpoint `fp32` as a version-2 file at `path`, the bytes export.py's version2_export
 // writes for the same weights. The file appears complete or not at all (written aside, then renamed).
 // Refuses (require_finite) a tensor with a non-finite weight, naming it as llama2.c's run.c does.
@@ -49,7 +52,8 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
 
 // `ck` with its weights of element type `type` (--weights): itself when they already are (or none is asked for),
 // else converted from fp32 in memory (q8_0 in default_group_size groups). Throws usage_error when a
-// conversion would start from anything but fp32.
+// conversion would start from anything but fp32, and an Error naming the tensor when one holds a non-finite
+// weight (require_finite) or one the conversion's halves cannot hold (f16's weights, ggml's Q8_0 scales).
 Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type);
 
 }  // namespace llamacl

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "llamacl/error.hpp"
 #include "llamacl/forward.hpp"
 #include "llamacl/sampler.hpp"
 #include "llamacl/tokenizer.hpp"
@@ -28,9 +29,23 @@ std::vector<int> encode_prompt(const Tokenizer& tokenizer, const std::string& pr
 // run.c's rule: 0 or more than seq_len means seq_len.
 int effective_steps(int steps, int seq_len);
 
+// The logits of a position hold NaN or an infinity: the model computes garbage from there on (a
+// non-finite weight, or a fault of the device), so the run ends there.
+class NonFiniteLogits : public Error {
+public:
+    NonFiniteLogits(int pos, std::size_t index, float value);
+    int pos() const { return pos_; }
+
+private:
+    int pos_;
+};
+
+// `logits`, those of position `pos`, when all are finite; throws NonFiniteLogits otherwise.
+std::span<float> require_finite_logits(std::span<float> logits, int pos);
+
 // Runs `tokens` (at least one) at positions first, first + 1, ... through the model's prefill and returns
 // the last position's logits, valid until the model's next call. `each`, when given, sees every
-// position's logits in order.
+// position's logits in order. Every position whose logits it hands out passes require_finite_logits.
 std::span<float> run_forced(Forward& model, std::span<const int> tokens, int first, const LogitsObserver& each = {});
 
 // run.c's decoding loop after a prompt: `next` was sampled from the logits of position pos - 1, whose
