@@ -195,32 +195,25 @@ int four_bits(const std::byte* qs, int e) {
     return e % 64 < 32 ? q & 0xF : q >> 4;
 }
 
-// d, dmin, scales[12], qs[128]: x = (d * scale) * q - (dmin * min), one pair per 32 elements.
-void q4_k_block(const std::byte* b, float* y) {
+// Q4_K: d, dmin, scales[12], qs[128]: x = (d * scale) * q - (dmin * min), one pair per 32 elements.
+// Q5_K: d, dmin, scales[12], qh[32], qs[128]: the same with a fifth bit (16) from qh[e % 32], bit e / 32.
+template <bool FifthBit>
+void k4_block(const std::byte* b, float* y) {
     const float d = half_at(b, 0);
     const float dmin = half_at(b, 2);
-    for (int s = 0; s < 8; ++s) {
-        const ScaleMin sm = scale_min_k4(b + 4, s);
-        const float dl = d * to_float(sm.scale);
-        const float ml = dmin * to_float(sm.min);
-        for (int e = 32 * s; e < 32 * s + 32; ++e) y[e] = dl * to_float(four_bits(b + 16, e)) - ml;
-    }
-}
-
-// d, dmin, scales[12], qh[32], qs[128]: as Q4_K with a fifth bit (16) from qh[e % 32], bit e / 32.
-void q5_k_block(const std::byte* b, float* y) {
-    const float d = half_at(b, 0);
-    const float dmin = half_at(b, 2);
+    const std::byte* qs = b + (FifthBit ? 48 : 16);
     for (int s = 0; s < 8; ++s) {
         const ScaleMin sm = scale_min_k4(b + 4, s);
         const float dl = d * to_float(sm.scale);
         const float ml = dmin * to_float(sm.min);
         for (int e = 32 * s; e < 32 * s + 32; ++e) {
-            const int high = ((byte_at(b, 16 + e % 32) >> s) & 1) != 0 ? 16 : 0;
-            y[e] = dl * to_float(four_bits(b + 48, e) + high) - ml;
+            const int high = FifthBit && ((byte_at(b, 16 + e % 32) >> s) & 1) != 0 ? 16 : 0;
+            y[e] = dl * to_float(four_bits(qs, e) + high) - ml;
         }
     }
 }
+void q4_k_block(const std::byte* b, float* y) { k4_block<false>(b, y); }
+void q5_k_block(const std::byte* b, float* y) { k4_block<true>(b, y); }
 
 // Q6_K's six bits of element e, in 128-element halves h with r = e % 128, l = r % 32, g = r / 32: the
 // low four from ql[64h + l + 32 (g odd)] (high nibble for g >= 2), the top two from qh[32h + l] bits 2g.
