@@ -1,11 +1,11 @@
-// Every family's row products for Q8_0 weights (WEIGHT_Q8_0: weights.cl), as runq.c's matmul computes
-// them (or ggml's: Q8_GGML below): the input quantized once per work-group into local memory
+// Every family's row products for quantized weights (QUANTIZED_WEIGHTS: weights.cl's Q8_0 and Q4_0), as
+// runq.c's matmul computes them (or ggml's: Q8_GGML below): the input quantized once per work-group into local memory
 // (stage_input), then per row the sum over its groups of a term (Q8_TERM) of ival, the group's exact
 // integer dot product, and the two scales. A row's lane takes every ROW_THREADS-th group and adds its
 // terms in order, so with one lane per row (the CPU families) the sum is the reference's, bit for bit;
 // the GPU family adds its lanes' sums in a tree (row_sum). The same three functions as dot.cl's:
 // stage_input, row_dot and row_pair.
-#ifdef WEIGHT_Q8_0
+#ifdef QUANTIZED_WEIGHTS
 
 // The rule of the format (QuantRule; the host defines Q8_GGML for ggml's). Both take a group's scale as
 // max |v| / 127. runq.c's quantize: q = round(v / scale), the scale kept as it is; a group's term
@@ -205,6 +205,15 @@ typedef char char16_unaligned __attribute__((ext_vector_type(16), aligned(1)));
 #if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
 // CPU families: the group's consecutive weights (Q8_INTERLEAVE 1) for the SIMD units, 16 at a time, in 16
 // partial sums (an integer sum: the exact shape's too).
+#ifdef WEIGHT_Q4_0
+// (Q4_0: the block's 16 bytes, low nibbles times the group's first 16 values, high ones the last 16.)
+inline int16 group_partials(__global const weight_t* w, __local const char* x, int g) {
+    const uchar16 b = as_uchar16(GLOBAL_CHAR16(w + 16 * g));
+    __local const char* xg = x + g * GROUP_SIZE;
+    return (convert_int16(b & (uchar16)(15)) - 8) * convert_int16(LOCAL_CHAR16(xg)) +
+           (convert_int16(b >> (uchar16)(4)) - 8) * convert_int16(LOCAL_CHAR16(xg + 16));
+}
+#else
 inline int16 group_partials(__global const weight_t* w, __local const char* x, int g) {
     __global const weight_t* wg = w + g * GROUP_SIZE;
     __local const char* xg = x + g * GROUP_SIZE;
@@ -213,6 +222,7 @@ inline int16 group_partials(__global const weight_t* w, __local const char* x, i
     for (int i = 0; i < GROUP_SIZE; i += 16) acc += convert_int16(GLOBAL_CHAR16(wg + i)) * convert_int16(LOCAL_CHAR16(xg + i));
     return acc;
 }
+#endif
 inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
     const int16 acc = group_partials(w, x, g);
     const int8 a = acc.lo + acc.hi;
@@ -232,7 +242,15 @@ inline int4 group_dots4(__global const weight_t* w, __local const char* x, int g
 }
 #else
 // Group g's words (the GPU family's up to 16 bytes, the CPU families' 4): one load where the row's start
-// allows it (rows of a multiple of Q8_WORD bytes), else Q8_WORD / 4 loads of ints.
+// allows it (rows of a multiple of Q8_WORD bytes), else Q8_WORD / 4 loads of ints. Q4_0's block: its
+// nibbles in one load, widened to its two words of int8 values (its low nibbles, then its high ones).
+#ifdef WEIGHT_Q4_0
+inline void load_group(__private q8_word_t* words, __global const weight_t* w, int groups, int g) {
+    const int4 v = q4_words(w, g);
+    words[0] = (int4)(q4_values(v.x, 0), q4_values(v.y, 0), q4_values(v.z, 0), q4_values(v.w, 0));
+    words[1] = (int4)(q4_values(v.x, 1), q4_values(v.y, 1), q4_values(v.z, 1), q4_values(v.w, 1));
+}
+#else
 inline void load_group(__private q8_word_t* words, __global const weight_t* w, int groups, int g) {
     __global const int* wi = (__global const int*)w;
     const bool aligned = ((size_t)w & (Q8_WORD - 1)) == 0;
@@ -242,6 +260,7 @@ inline void load_group(__private q8_word_t* words, __global const weight_t* w, i
         words[k] = aligned ? ((__global const q8_word_t*)w)[at] : Q8_VLOAD(at, wi);
     }
 }
+#endif
 // The group's words' dot product with the staged input's, read as ints: local memory is aligned only to
 // a float (a vector load faults on NVIDIA).
 inline int loaded_group_dot(__private const q8_word_t* words, __local const char* x, int groups, int g) {
@@ -259,16 +278,16 @@ inline int group_dot(__global const weight_t* w, __local const char* x, int grou
 #endif
 
 // Group g's term of a row (its scales at w_scales) with the staged input (Q8_TERM).
-inline float q8_term(__global const weight_t* w, __global const float* w_scales, __local const float* staged,
-                     int groups, int g) {
-    return Q8_TERM((float)group_dot(w, STAGED_VALUES(staged, groups * GROUP_SIZE), groups, g), w_scales[g], staged[g]);
+inline float q8_term(__global const weight_t* w, scales_t w_scales, __local const float* staged, int groups, int g) {
+    return Q8_TERM((float)group_dot(w, STAGED_VALUES(staged, groups * GROUP_SIZE), groups, g), SCALE(w_scales, g),
+                   staged[g]);
 }
 #if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
 // Groups g .. g + 3's terms, formed together, lane by lane as q8_term forms one.
-inline float4 q8_terms4(__global const weight_t* w, __global const float* w_scales, __local const float* staged,
-                        int groups, int g) {
+inline float4 q8_terms4(__global const weight_t* w, scales_t w_scales, __local const float* staged, int groups,
+                        int g) {
     return Q8_TERM(convert_float4(group_dots4(w, STAGED_VALUES(staged, groups * GROUP_SIZE), g)),
-                   vload4(0, w_scales + g), vload4(0, staged + g));
+                   SCALE4(w_scales, g), vload4(0, staged + g));
 }
 #endif
 
@@ -276,7 +295,7 @@ inline float4 q8_terms4(__global const weight_t* w, __global const float* w_scal
 // from g (its lane, or the group after the lane's first: row_dot), added in order to sum.
 inline float q8_dot(__global const weight_t* w, __local const float* staged, int n, int g, float sum) {
     const int groups = n / GROUP_SIZE;
-    __global const float* w_scales = Q8_SCALES(w, n);
+    const scales_t w_scales = WEIGHT_SCALES(w, n);
 #if SHAPE_FAMILY != SHAPE_GPU && GROUP_SIZE % 16 == 0
     // CPU families (one lane a row): four groups' terms formed together, then added one at a time in order.
     for (; g + 4 <= groups; g += 4) {
@@ -296,8 +315,7 @@ inline float q8_dot(__global const weight_t* w, __local const float* staged, int
 // chain of dependent adds; two rows' chains interleaved overlap each other's latency.
 inline float2 q8_dot2(__global const weight_t* wa, __global const weight_t* wb, __local const float* staged, int n) {
     const int groups = n / GROUP_SIZE;
-    __global const float* sa = Q8_SCALES(wa, n);
-    __global const float* sb = Q8_SCALES(wb, n);
+    const scales_t sa = WEIGHT_SCALES(wa, n), sb = WEIGHT_SCALES(wb, n);
     float a = 0.0f, b = 0.0f;
     int g = 0;
     for (; g + 4 <= groups; g += 4) {
@@ -331,7 +349,7 @@ inline void load_first_group(__private q8_group_t* first, __global const weight_
     // under a branch made NVIDIA's build of small models slower.
     const int g = min(lane, n / GROUP_SIZE - 1);
     load_group(first->words, w, n / GROUP_SIZE, g);
-    first->scale = Q8_SCALES(w, n)[g];
+    first->scale = SCALE(WEIGHT_SCALES(w, n), g);
 }
 // The lane's part of the row's product: the first group's term (q8_term's), then q8_dot's from the next.
 inline float first_group_dot(__private const q8_group_t* first, __global const weight_t* w, __local const float* staged,

@@ -1,17 +1,18 @@
-// Prefill's matrix-matrix products for Q8_0 weights (prefill.cl's for the float formats): each position's
-// input is quantized first (quantize_rows) into a row laid out as a weight row, and every output element
+// Prefill's matrix-matrix products for quantized weights (prefill.cl's for the float formats): each
+// position's input is quantized first (quantize_rows) into a row laid out as a Q8_0 weight row
+// (weights.cl's Q8_ROW, which Q4_0's weights are read against too), and every output element
 // is the reference's matmul of the two, its groups' terms (Q8_TERM: the format's rule) added in order, so
 // a prefilled position's values are the decode kernels' on the CPU families and the reference's matmul
 // on every family. The products are not fused: RoPE and SwiGLU are kernels of their own (rope_rows, swiglu).
-#ifdef WEIGHT_Q8_0
+#ifdef QUANTIZED_WEIGHTS
 
 // Each position's row of x (positions x n floats) quantized as stage_input quantizes a decode step's
 // input, into row p of `out` (rows of Q8_ROW_BYTES(n) bytes: the values as weights.cl lays them out,
 // then the scales): one work-group per position, through `staged` (KernelSet::staged_space(n)).
-__kernel void quantize_rows(__global const float* x, __global weight_t* out, int n, __local float* staged) {
+__kernel void quantize_rows(__global const float* x, __global char* out, int n, __local float* staged) {
     const size_t p = get_group_id(0);
     stage_input(staged, x + p * n, 0, 0.0f, n);
-    __global weight_t* row = WEIGHT_ROW(out, p, n);
+    __global char* row = Q8_ROW(out, p, n);
     __local const char* values = STAGED_VALUES(staged, n);
     for (int j = get_local_id(0); j < n; j += LOCAL) row[j] = values[j];
     for (int g = get_local_id(0); g < n / GROUP_SIZE; g += LOCAL) ((__global float*)(row + n))[g] = staged[g];
@@ -25,7 +26,7 @@ __kernel void quantize_rows(__global const float* x, __global weight_t* out, int
 // time, its rows staying in the core's cache while every position reads them. Rows and positions past
 // the end are clamped for the loads and not stored.
 #define Q8_GEMM_POSITIONS 4
-GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset,
+GEMM_KERNEL void gemm(__global const weight_t* w, __global const char* in, __global float* out, int out_offset,
                       int n, int rows, int positions, int accumulate) {
     const int groups = n / GROUP_SIZE;
     FOR_GROUP_UNITS(unit, (rows + GEMM_ROWS - 1) / GEMM_ROWS) {
@@ -36,9 +37,9 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
 #pragma unroll
         for (int i = 0; i < GEMM_ROWS; i++) wr[i] = WEIGHT_ROW(w, min(r0 + i, rows - 1), n);
         for (int p0 = 0; p0 < positions; p0 += Q8_GEMM_POSITIONS) {
-            __global const weight_t* xp[Q8_GEMM_POSITIONS];
+            __global const char* xp[Q8_GEMM_POSITIONS];
 #pragma unroll
-            for (int k = 0; k < Q8_GEMM_POSITIONS; k++) xp[k] = WEIGHT_ROW(in, min(p0 + k, positions - 1), n);
+            for (int k = 0; k < Q8_GEMM_POSITIONS; k++) xp[k] = Q8_ROW(in, min(p0 + k, positions - 1), n);
             float acc[GEMM_ROWS][Q8_GEMM_POSITIONS];
 #pragma unroll
             for (int i = 0; i < GEMM_ROWS; i++)
@@ -54,7 +55,7 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
                     const int at = q8_int(groups, g, word);
                     int a[GEMM_ROWS], b[Q8_GEMM_POSITIONS];
 #pragma unroll
-                    for (int i = 0; i < GEMM_ROWS; i++) a[i] = ((__global const int*)wr[i])[at];
+                    for (int i = 0; i < GEMM_ROWS; i++) a[i] = weight_int(wr[i], groups, g, word);
 #pragma unroll
                     for (int k = 0; k < Q8_GEMM_POSITIONS; k++) b[k] = ((__global const int*)xp[k])[at];
 #pragma unroll
@@ -66,7 +67,7 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
                 for (int i = 0; i < GEMM_ROWS; i++)
 #pragma unroll
                     for (int k = 0; k < Q8_GEMM_POSITIONS; k++)
-                        acc[i][k] += Q8_TERM((float)dots[i][k], Q8_SCALES(wr[i], n)[g], Q8_SCALES(xp[k], n)[g]);
+                        acc[i][k] += Q8_TERM((float)dots[i][k], SCALE(WEIGHT_SCALES(wr[i], n), g), Q8_SCALES(xp[k], n)[g]);
             }
 #pragma unroll
             for (int i = 0; i < GEMM_ROWS; i++) {
@@ -125,25 +126,25 @@ typedef struct {
     uint w[Q8_A_LOADS], x[Q8_B_LOADS];
     float scale;
 } q8_loads_t;
-inline q8_loads_t q8_load(__global const weight_t* w, __global const weight_t* in, int r0, int rows, int p0,
+inline q8_loads_t q8_load(__global const weight_t* w, __global const char* in, int r0, int rows, int p0,
                           int positions, int n, int s, int flat) {
     const int groups = n / GROUP_SIZE, g = s / Q8_STEPS_PER_GROUP, k0 = s % Q8_STEPS_PER_GROUP * Q8_STEP_WORDS;
     q8_loads_t l;
 #pragma unroll
     for (int i = 0; i < Q8_A_LOADS; i++) {
         const int e = flat + i * Q8_THREADS, r = min(r0 + e / Q8_STEP_WORDS, rows - 1);
-        l.w[i] = ((__global const uint*)WEIGHT_ROW(w, r, n))[q8_int(groups, g, k0 + e % Q8_STEP_WORDS)];
+        l.w[i] = (uint)weight_int(WEIGHT_ROW(w, r, n), groups, g, k0 + e % Q8_STEP_WORDS);
     }
 #pragma unroll
     for (int i = 0; i < Q8_B_LOADS; i++) {
         const int e = flat + i * Q8_THREADS, p = min(p0 + e / Q8_STEP_WORDS, positions - 1);
-        l.x[i] = ((__global const uint*)WEIGHT_ROW(in, p, n))[q8_int(groups, g, k0 + e % Q8_STEP_WORDS)];
+        l.x[i] = ((__global const uint*)Q8_ROW(in, p, n))[q8_int(groups, g, k0 + e % Q8_STEP_WORDS)];
     }
     l.scale = 0.0f;
     if (flat < GEMM_TR)
-        l.scale = Q8_SCALES(WEIGHT_ROW(w, min(r0 + flat, rows - 1), n), n)[g];
+        l.scale = SCALE(WEIGHT_SCALES(WEIGHT_ROW(w, min(r0 + flat, rows - 1), n), n), g);
     else if (flat < GEMM_TR + GEMM_TP)
-        l.scale = Q8_SCALES(WEIGHT_ROW(in, min(p0 + flat - GEMM_TR, positions - 1), n), n)[g];
+        l.scale = Q8_SCALES(Q8_ROW(in, min(p0 + flat - GEMM_TR, positions - 1), n), n)[g];
     return l;
 }
 inline void q8_store(__local q8_step_t* b, const q8_loads_t* l, int flat) {
@@ -203,7 +204,7 @@ inline void q8_mma(__local const q8_step_t* b, int k8, int wr, int wp, int* dots
 #endif
 }
 
-GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset,
+GEMM_KERNEL void gemm(__global const weight_t* w, __global const char* in, __global float* out, int out_offset,
                       int n, int rows, int positions, int accumulate) {
     __local q8_step_t steps_[2];
     __local uint scratch[Q8_MMA_SCRATCH];
@@ -264,7 +265,7 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
 #define GEMM_TILE GEMM_TR
 #define GEMM_BLOCK (GEMM_TILE / GEMM_GROUP_R)
 #define Q8_TILE_WORDS (GROUP_SIZE / 4 < 16 ? GROUP_SIZE / 4 : 16)
-GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, __global float* out, int out_offset,
+GEMM_KERNEL void gemm(__global const weight_t* w, __global const char* in, __global float* out, int out_offset,
                       int n, int rows, int positions, int accumulate) {
     __local int wt[Q8_TILE_WORDS][GEMM_TILE + 1], xt[Q8_TILE_WORDS][GEMM_TILE + 1];
     __local float ws[GEMM_TILE], xs[GEMM_TILE];
@@ -278,8 +279,8 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
         for (int k = 0; k < GEMM_BLOCK; k++) acc[i][k] = 0.0f;
     for (int g = 0; g < groups; g++) {  // (the same trips for every work-item: barriers)
         for (int t = flat; t < GEMM_TILE; t += GEMM_THREADS) {
-            ws[t] = r0 + t < rows ? Q8_SCALES(WEIGHT_ROW(w, r0 + t, n), n)[g] : 0.0f;
-            xs[t] = p0 + t < positions ? Q8_SCALES(WEIGHT_ROW(in, p0 + t, n), n)[g] : 0.0f;
+            ws[t] = r0 + t < rows ? SCALE(WEIGHT_SCALES(WEIGHT_ROW(w, r0 + t, n), n), g) : 0.0f;
+            xs[t] = p0 + t < positions ? Q8_SCALES(Q8_ROW(in, p0 + t, n), n)[g] : 0.0f;
         }
         int dots[GEMM_BLOCK][GEMM_BLOCK];
 #pragma unroll
@@ -291,8 +292,8 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const weight_t* in, _
                 const int t = e / Q8_TILE_WORDS, kk = e % Q8_TILE_WORDS, word = word0 + kk;
                 const int at = q8_int(groups, g, word);
                 const int inside = word < GROUP_SIZE / 4;
-                wt[kk][t] = inside && r0 + t < rows ? ((__global const int*)WEIGHT_ROW(w, r0 + t, n))[at] : 0;
-                xt[kk][t] = inside && p0 + t < positions ? ((__global const int*)WEIGHT_ROW(in, p0 + t, n))[at] : 0;
+                wt[kk][t] = inside && r0 + t < rows ? weight_int(WEIGHT_ROW(w, r0 + t, n), groups, g, word) : 0;
+                xt[kk][t] = inside && p0 + t < positions ? ((__global const int*)Q8_ROW(in, p0 + t, n))[at] : 0;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             const int steps = min(Q8_TILE_WORDS, GROUP_SIZE / 4 - word0);

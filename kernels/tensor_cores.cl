@@ -56,7 +56,7 @@ inline float mma_element(__local const uint* a, __local const uint* b, int i, fl
     for (int k = 0; k < 8; k++) d = fma(tf32_read(a[mma_row(i) * 8 + k]), tf32_read(b[k * 8 + mma_col(i)]), d);
     return d;
 }
-#ifdef WEIGHT_Q8_0
+#ifdef QUANTIZED_WEIGHTS
 inline int mma_element_s8(__local const uint* a, __local const uint* b, int i, int d) {
     for (int k = 0; k < 8; k++) d = dot_words(a[mma_row(i) * 8 + k], b[k * 8 + mma_col(i)], d);
     return d;

@@ -95,7 +95,7 @@ inline int grid_barrier(volatile __global uint* sync, uint target, uint spin_lim
 // shuffles loads them as the words stage_input quantizes (a word a work-item in turn), forms the sum of
 // squares from those, and normalizes and quantizes each word where it lies; without shuffles stage_input
 // reads them again, from the cache. The other formats load floats, and sum in rms_scale's order.
-#if defined(WEIGHT_Q8_0) && defined(WORD_SCALES)
+#if defined(QUANTIZED_WEIGHTS) && defined(WORD_SCALES)
 typedef float4 norm_t;
 #define NORM_ELEMENTS (DIM / 4)
 #define NORM_LOAD(p, i) vload4(i, p)
@@ -120,11 +120,11 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
 #pragma unroll
     for (int k = 0; k < NORM_LOADS; k++) ss += SQUARES(xv[k]);  // (the padding adds zeros)
     ss = rms_from_sum(group_reduce(ss, 0, scratch), DIM);
-#if defined(WEIGHT_Q8_0) && defined(WORD_SCALES)
+#if defined(QUANTIZED_WEIGHTS) && defined(WORD_SCALES)
 #pragma unroll
     for (int k = 0; k < NORM_LOADS; k++) stage_word(staged, wv[k] * (ss * xv[k]), DIM, get_local_id(0) + k * LOCAL);
     barrier(CLK_LOCAL_MEM_FENCE);  // the rows read `staged`
-#elif defined(WEIGHT_Q8_0)
+#elif defined(QUANTIZED_WEIGHTS)
     stage_input(staged, x, weight, ss, DIM);
 #else
 #pragma unroll
@@ -137,7 +137,7 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
 }
 
 #if defined(QUANTIZE_W2_ONCE) || defined(QUANTIZE_WO_INPUT)
-#if !defined(WEIGHT_Q8_0) || !defined(WORD_SCALES)
+#if !defined(QUANTIZED_WEIGHTS) || !defined(WORD_SCALES)
 #error "QUANTIZE_W2_ONCE and QUANTIZE_WO_INPUT are Q8_0's, with warp shuffles (dot_q8.cl's word_scale)"
 #endif
 // A step's input quantized once, into xq (laid out as `staged` for its n values), and copied from there by

@@ -10,7 +10,7 @@
 
 // The staged input's count (KernelSet::staged_count): Q8_0's rows read only a staged input, the float
 // formats' read x in place.
-#ifdef WEIGHT_Q8_0
+#ifdef QUANTIZED_WEIGHTS
 #define STAGED_N(n) (n)
 #else
 #define STAGED_N(n) 0

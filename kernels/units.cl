@@ -30,7 +30,7 @@ inline int group_share(int units) {
 #define FOR_GROUP_UNITS(u, rows)                                                                          \
     for (int u = (int)get_group_id(0) * group_share(UNITS(rows)), end_ = min(UNITS(rows), u + group_share(UNITS(rows))); \
          u < end_; u++)
-#if ROWS_PER_GROUP == 1 && defined(WEIGHT_Q8_0) && GROUP_SIZE % 16 == 0
+#if ROWS_PER_GROUP == 1 && defined(QUANTIZED_WEIGHTS) && GROUP_SIZE % 16 == 0
 // Q8_0 on a row a unit: the work-group's run of rows two at a time (the body takes row and row + 1 where
 // row + 1 < end: row_pair interleaves their products, whose sums are chains of dependent adds).
 #define ROW_PAIRS
@@ -38,7 +38,7 @@ inline int group_share(int units) {
     for (int row = (int)get_group_id(0) * group_share(rows), end = min((rows), row + group_share(rows)); \
          row < end; row += 2)
 #endif
-#elif defined(WEIGHT_Q8_0) || defined(WEIGHT_F16)
+#elif defined(QUANTIZED_WEIGHTS) || defined(WEIGHT_F16)
 #define FOR_GROUP_UNITS(u, rows) for (int u = (int)get_group_id(0); u < UNITS(rows); u += (int)get_num_groups(0))
 #else
 #define FOR_GROUP_UNITS(u, rows) for (int u = (int)get_group_id(0), once_ = 1; once_; once_ = 0)

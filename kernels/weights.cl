@@ -1,5 +1,5 @@
-// Loads of the matrices' weights, one set per weight format (the host defines WEIGHT_F32, WEIGHT_F16 or
-// WEIGHT_Q8_0: DeviceWeightLayout in weight_format.hpp). Every row product reads its weights through
+// Loads of the matrices' weights, one set per weight format (the host defines WEIGHT_F32, WEIGHT_F16,
+// WEIGHT_Q8_0 or WEIGHT_Q4_0: DeviceWeightLayout in weight_format.hpp). Every row product reads its weights through
 // these, so a format is added here, not in each kernel:
 //   weight_t               the element type a weight pointer points to
 //   WEIGHT_ROW(w, row, n)  row `row` of a matrix of rows of n elements
@@ -8,10 +8,13 @@
 //   WEIGHT(w, j)           element j of a row, as a float
 //   WEIGHT4(w, j4)         elements 4 j4 .. 4 j4 + 3 of a row, as a float4
 //   WEIGHTV(w, j)          floatv elements from j (CPU families)
-// which dot.cl's row products read, and the spans GPU shapes' lanes load (below); Q8_0's groups are read
-// by dot_q8.cl's.
+// which dot.cl's row products read, and the spans GPU shapes' lanes load (below). The quantized formats
+// (QUANTIZED_WEIGHTS: Q8_0, Q4_0) have
+//   WEIGHT_SCALES(w, n)    a row's scales, read with SCALE(s, g) (group g's, as a float) and SCALE4(s, g)
+//   weight_int(w, groups, g, k)  the int8 weights 4 k .. 4 k + 3 of group g of a row, as one int
+// which dot_q8.cl's and prefill_q8.cl's integer dot products read.
 // The norms' weights, the embedding rows written to x and the KV cache stay floats.
-#if !defined(WEIGHT_F32) && !defined(WEIGHT_F16) && !defined(WEIGHT_Q8_0)
+#if !defined(WEIGHT_F32) && !defined(WEIGHT_F16) && !defined(WEIGHT_Q8_0) && !defined(WEIGHT_Q4_0)
 #define WEIGHT_F32  // (the default only keeps the program buildable on its own)
 #endif
 
@@ -95,10 +98,16 @@ inline float span_dot(float sum, float v, __local const float* in, int s) { retu
 // row's last run may be shorter): the GPU family gives each of a row's lanes a group, and its lanes then
 // read consecutive words, whole memory transactions, where a group apiece would have them GROUP_SIZE bytes
 // apart. With Q8_INTERLEAVE 1 (CPU families) a group's weights are consecutive. The staged input
-// (dot_q8.cl) lies as the rows do.
-#ifdef WEIGHT_Q8_0
+// (dot_q8.cl) and the prompt's quantized rows (prefill_q8.cl) lie as the rows do, for Q4_0's weights too
+// (as plain rows of 16-byte words: a Q4_0 block's nibbles are one such word).
+#if defined(WEIGHT_Q8_0) || defined(WEIGHT_Q4_0)
+#define QUANTIZED_WEIGHTS
 #if GROUP_SIZE % 4 != 0
 #error "Q8_0 on the device needs groups of a multiple of 4 weights"
+#endif
+#ifdef WEIGHT_Q4_0
+#define Q8_INTERLEAVE 1
+#define Q8_WORD 16
 #endif
 #ifndef Q8_INTERLEAVE
 #define Q8_INTERLEAVE 1
@@ -109,10 +118,9 @@ inline float span_dot(float sum, float v, __local const float* in, int s) { retu
 #if GROUP_SIZE % Q8_WORD != 0 || Q8_WORD % 4 != 0
 #error "Q8_0's words are 4-byte multiples that divide a group"
 #endif
-typedef char weight_t;
 #define Q8_ROW_BYTES(n) ((n) + 4 * ((n) / GROUP_SIZE))
-#define WEIGHT_ROW(w, row, n) ((w) + (size_t)(row) * Q8_ROW_BYTES(n))
-#define Q8_SCALES(w, n) ((__global const float*)((w) + (n)))  // of a row
+#define Q8_ROW(x, row, n) ((x) + (size_t)(row) * Q8_ROW_BYTES(n))
+#define Q8_SCALES(x, n) ((__global const float*)((x) + (n)))  // of a row
 
 // The word (in words from the row's first) holding weights Q8_WORD k .. Q8_WORD k + Q8_WORD - 1 of group
 // g of a row of `groups` groups.
@@ -129,6 +137,56 @@ inline int q8_byte(int n, int j) {
     const int i = j % GROUP_SIZE;
     return 4 * q8_int(n / GROUP_SIZE, j / GROUP_SIZE, i / 4) + i % 4;
 }
+#endif
+
+#ifdef WEIGHT_Q8_0
+typedef char weight_t;
+#define WEIGHT_ROW(w, row, n) Q8_ROW(w, row, n)
+#define WEIGHT_SCALES(w, n) Q8_SCALES(w, n)
+typedef __global const float* scales_t;
+#define SCALE(s, g) ((s)[g])
+#define SCALE4(s, g) vload4(0, (s) + (g))
+inline int weight_int(__global const weight_t* w, int groups, int g, int k) {
+    return ((__global const int*)w)[q8_int(groups, g, k)];
+}
 // runq.c's dequantization: the value times its group's scale.
 #define ROW_ELEMENT(w, j, n) ((float)(w)[q8_byte(n, j)] * Q8_SCALES(w, n)[(j) / GROUP_SIZE])
+#endif
+
+// ggml's Q4_0 (GROUP_SIZE 32, always under its rule, Q8_GGML): a block's weights are (q - 8) x d, q a
+// nibble and d a half. On the device a matrix is its rows one after the other, each row its blocks' 16
+// bytes of nibbles (byte j: element j in the low nibble, j + 16 in the high one) and then its blocks'
+// halves (DeviceWeightLayout): rows of 18 n / 32 bytes, so a row starts on a 2-byte boundary only where
+// its blocks are odd in number, and its nibbles are then read by halves.
+#ifdef WEIGHT_Q4_0
+#if GROUP_SIZE != 32
+#error "Q4_0's blocks hold 32 weights"
+#endif
+typedef uchar weight_t;
+#define WEIGHT_ROW(w, row, n) ((w) + (size_t)(row) * ((n) / 2 + (n) / 16))
+#define WEIGHT_SCALES(w, n) ((__global const half*)((w) + (n) / 2))
+typedef __global const half* scales_t;
+#define SCALE(s, g) vload_half(g, s)
+#define SCALE4(s, g) vload_half4(0, (s) + (g))
+// Int k (0 .. 3) of block g's nibbles, and all four.
+inline int q4_word(__global const weight_t* w, int g, int k) {
+    __global const weight_t* at = w + 16 * g + 4 * k;
+    return ((size_t)at & 3) == 0 ? *(__global const int*)at : as_int(vload2(0, (__global const ushort*)at));
+}
+inline int4 q4_words(__global const weight_t* w, int g) {
+    __global const weight_t* at = w + 16 * g;
+    return ((size_t)at & 3) == 0 ? vload4(0, (__global const int*)at) : as_int4(vload8(0, (__global const ushort*)at));
+}
+// The four int8 values q - 8 of the low (high = 0) or high nibbles of a word: q ^ 8 is q - 8 as a 4-bit
+// two's complement, whose sign bit then fills its byte's upper half.
+inline int q4_values(int word, int high) {
+    const int t = ((word >> (4 * high)) & 0x0f0f0f0f) ^ 0x08080808;
+    return t | (t & 0x08080808) * 0x1e;
+}
+// Weights 4 k .. 4 k + 3 of a block are the low nibbles of its int k (k < 4), 16 + 4 k' .. the high ones of int k'.
+inline int weight_int(__global const weight_t* w, int groups, int g, int k) {
+    return q4_values(q4_word(w, g, k % 4), k / 4);
+}
+#define ROW_ELEMENT(w, j, n) \
+    ((float)((((w)[(j) / 32 * 16 + (j) % 16] >> (4 * ((j) % 32 / 16))) & 15) - 8) * SCALE(WEIGHT_SCALES(w, n), (j) / 32))
 #endif

@@ -197,12 +197,13 @@ double prefill_flops(const Config& c, int prompt) {
 }
 
 MmaOperands tensor_core_operands(ElementType weights) {
-    return weights == ElementType::q8_0 ? MmaOperands::int8 : MmaOperands::tf32;
+    return weights == ElementType::q8_0 || weights == ElementType::q4_0 ? MmaOperands::int8 : MmaOperands::tf32;
 }
 
 int tensor_core_products(ElementType weights) {
     switch (weights) {
-        case ElementType::q8_0: return 1;
+        case ElementType::q8_0:
+        case ElementType::q4_0: return 1;
         case ElementType::f16: return 2;
         default: return 3;
     }

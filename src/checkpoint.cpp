@@ -73,6 +73,7 @@ TensorCounts tensor_counts(const Config& c) {
 
 // What `elements` weights of `format` occupy, with overflow checks (WeightFormat::bytes has none).
 std::uint64_t stored_bytes(const WeightFormat& format, std::uint64_t elements, bool& overflow) {
+    if (format.type == ElementType::q4_0) return mul(elements / kQ4BlockSize, sizeof(Q4Block), overflow);
     if (format.type != ElementType::q8_0) return mul(elements, format.bytes(1), overflow);
     return add(elements, mul(elements / static_cast<std::uint64_t>(format.group_size), sizeof(float), overflow), overflow);
 }

@@ -167,7 +167,8 @@ bool reference_is_faster(const WeightFormat& format, std::uint64_t layer_bytes) 
     switch (format.type) {
         case ElementType::f32: return layer_bytes < kLarge;
         case ElementType::f16: return layer_bytes < kSmall;
-        case ElementType::q8_0: return true;
+        case ElementType::q8_0:
+        case ElementType::q4_0: return true;
     }
     return false;
 }

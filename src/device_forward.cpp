@@ -28,8 +28,8 @@ LaunchShape launch_shape(const Device& device, const DeviceOptions& options, con
 const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape) {
     const Config& c = ck.config();
     const WeightFormat& format = c.weight_format;
-    if (format.type != ElementType::q8_0) return c;
-    if (!device_reads_q8_groups(format.group_size)) {
+    if (!format.quantized()) return c;
+    if (format.type == ElementType::q8_0 && !device_reads_q8_groups(format.group_size)) {
         // Groups divide both widths: a multiple of 4 does so only where their greatest common divisor is one.
         const bool some_group_runs = std::gcd(c.dim, c.hidden_dim) % 4 == 0;
         throw Error(ck.path() + ": the OpenCL backend runs q8_0 weights in groups of a multiple of 4, and these are " +
@@ -45,7 +45,7 @@ const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, con
     if (!staged_input_fits(device, shape, format, longest))
         throw Error(device.name + ": a work-group's " + std::to_string(device.local_mem_bytes) +
                     " bytes of local memory cannot hold the quantized input of " + std::to_string(longest) +
-                    " weights that the q8_0 kernels stage there; " + cpu_reference_remedy());
+                    " weights that the " + element_name(format.type) + " kernels stage there; " + cpu_reference_remedy());
     return c;
 }
 
@@ -185,7 +185,7 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
     };
     // A GEMM's input as its weights' format multiplies it: the activations, or for Q8_0 each position's
     // row quantized (where runq.c quantizes it: once for wq, wk and wv, once for w1 and w3).
-    const bool q8 = c_.weight_format.type == ElementType::q8_0;
+    const bool q8 = c_.weight_format.quantized();
     const auto gemm_input = [&](const cl::Buffer& in, int width) -> const cl::Buffer& {
         if (!q8) return in;
         bind_args(kernels_.quantize_rows, signatures::quantize_rows,

@@ -26,21 +26,29 @@ namespace {
 constexpr std::uint32_t kMagicAk42 = 0x616b3432;
 constexpr std::size_t kHeaderBytes = 256;
 
-// Calls f(name, weights, count, quantized) for every tensor of an fp32 checkpoint in export order
+// Calls f(name, weights, count, quantized) for every tensor of an fp32 or f16 checkpoint in export order
 // (versions 1 and 2): the norms, kept in fp32, then the embedding table, each family of layer matrices,
-// and the classifier when it is not shared. Names are run.c's fields ("wq of layer 0").
+// and the classifier when it is not shared, halves widened (exactly) as f reads them. Names are run.c's
+// fields ("wq of layer 0").
 template <typename F>
 void for_each_export_tensor(const Checkpoint& ck, F f) {
     const Config& c = ck.config();
     const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
+    std::vector<float> widened;
+    const auto floats = [&](const WeightTensor& t, std::uint64_t n) {
+        if (t.format.type == ElementType::f32) return t.f32();
+        widened.resize(n);
+        dequantize(widened.data(), t, n);
+        return static_cast<const float*>(widened.data());
+    };
     const auto each_layer = [&](const char* name, WeightTensor LayerWeights::*tensor, std::uint64_t n, bool quantized) {
         for (int l = 0; l < c.n_layers; ++l)
-            f(std::string(name) + " of layer " + std::to_string(l), (ck.layer(l).*tensor).f32(), n, quantized);
+            f(std::string(name) + " of layer " + std::to_string(l), floats(ck.layer(l).*tensor, n), n, quantized);
     };
     each_layer("rms_att_weight", &LayerWeights::rms_att, dim, false);
     each_layer("rms_ffn_weight", &LayerWeights::rms_ffn, dim, false);
     f("rms_final_weight", ck.rms_final(), dim, false);
-    f("token_embedding_table", ck.embedding_weights().f32(), vocab * dim, true);
+    f("token_embedding_table", floats(ck.embedding_weights(), vocab * dim), vocab * dim, true);
     each_layer("wq", &LayerWeights::wq, dim * dim, true);
     each_layer("wk", &LayerWeights::wk, kv * dim, true);
     each_layer("wv", &LayerWeights::wv, kv * dim, true);
@@ -48,7 +56,30 @@ void for_each_export_tensor(const Checkpoint& ck, F f) {
     each_layer("w1", &LayerWeights::w1, hidden * dim, true);
     each_layer("w2", &LayerWeights::w2, dim * hidden, true);
     each_layer("w3", &LayerWeights::w3, hidden * dim, true);
-    if (!c.shared_classifier) f("wcls", ck.classifier().f32(), vocab * dim, true);
+    if (!c.shared_classifier) f("wcls", floats(ck.classifier(), vocab * dim), vocab * dim, true);
+}
+
+// ggml's Q4_0 blocks for weights [begin, end) (whole blocks) of `w`, at out's block begin / 32.
+void encode_q4_0_range(std::byte* out, const float* w, std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t block = begin / 32; block < end / 32; ++block) {
+        const float* x = w + block * 32;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            if (amax < std::fabs(x[j])) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        std::byte* y = out + block * 18;
+        const std::uint16_t half = float_to_half(d);
+        std::memcpy(y, &half, sizeof half);
+        for (int j = 0; j < 16; ++j) {
+            const auto q0 = std::min<std::int8_t>(15, static_cast<std::int8_t>(x[j] * id + 8.5f));
+            const auto q1 = std::min<std::int8_t>(15, static_cast<std::int8_t>(x[j + 16] * id + 8.5f));
+            y[2 + j] = static_cast<std::byte>(q0 | q1 << 4);
+        }
+    }
 }
 
 // Weights [begin, end) of the n at w (whole groups) stored as encode_weights stores all n.
@@ -80,29 +111,7 @@ void encode_range(std::byte* out, const float* w, std::uint64_t n, std::uint64_t
             std::memcpy(out + n + begin / gs * sizeof(float), scales.data(), scales.size() * sizeof(float));
             return;
         }
-    }
-}
-
-// ggml's Q4_0 blocks for weights [begin, end) (whole blocks) of `w`, at out's block begin / 32.
-void encode_q4_0_range(std::byte* out, const float* w, std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t block = begin / 32; block < end / 32; ++block) {
-        const float* x = w + block * 32;
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 32; ++j)
-            if (amax < std::fabs(x[j])) {
-                amax = std::fabs(x[j]);
-                max = x[j];
-            }
-        const float d = max / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        std::byte* y = out + block * 18;
-        const std::uint16_t half = float_to_half(d);
-        std::memcpy(y, &half, sizeof half);
-        for (int j = 0; j < 16; ++j) {
-            const auto q0 = std::min<std::int8_t>(15, static_cast<std::int8_t>(x[j] * id + 8.5f));
-            const auto q1 = std::min<std::int8_t>(15, static_cast<std::int8_t>(x[j + 16] * id + 8.5f));
-            y[2 + j] = static_cast<std::byte>(q0 | q1 << 4);
-        }
+        case ElementType::q4_0: encode_q4_0_range(out, w, begin, end); return;
     }
 }
 
@@ -142,7 +151,7 @@ const char* non_finite_name(float x) { return std::isnan(x) ? "NaN" : x > 0 ? "i
 }  // namespace
 
 void encode_weights(std::byte* out, const float* w, std::uint64_t n, const WeightFormat& format) {
-    const std::uint64_t gs = format.type == ElementType::q8_0 ? static_cast<std::uint64_t>(format.group_size) : 1;
+    const std::uint64_t gs = format.quantized() ? static_cast<std::uint64_t>(format.group_size) : 1;
     in_slices(n, gs, [&](std::uint64_t begin, std::uint64_t end) { encode_range(out, w, n, begin, end, format); });
 }
 
@@ -177,11 +186,13 @@ float require_finite(const float* w, std::uint64_t n, const std::string& tensor)
 
 namespace {
 
-void require_fp32(const Checkpoint& ck, const std::string& what) {
-    if (ck.weight_format().type == ElementType::f32) return;
+// `floats`: whether f16 weights convert too (they widen exactly).
+void require_fp32(const Checkpoint& ck, const std::string& what, bool floats = false) {
+    const ElementType type = ck.weight_format().type;
+    if (type == ElementType::f32 || (floats && type == ElementType::f16)) return;
     if (ck.file() == ModelFile::gguf)
         throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_format().describe() +
-                          " weights; only a GGUF file whose matrices are F32 (or load as f32) converts");
+                          " weights; only a GGUF file whose matrices are F32 or F16 (or load as f32) converts");
     throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_format().describe() +
                       " weights (llama2.c version " + std::to_string(ck.version()) +
                       "); only an fp32 checkpoint (version 0 or 1) converts");
@@ -269,15 +280,17 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
 Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
     if (!type || *type == ck.weight_format().type) return ck;
     const std::string flag = std::string("--weights ") + element_name(*type);
-    require_fp32(ck, flag);
+    require_fp32(ck, flag, true);
     Config c = ck.config();
     c.weight_format = {*type, 0, c.quant_rule};
-    if (*type == ElementType::q8_0) {
-        c.weight_format.group_size = q8_group_size(c);
-        if (c.weight_format.group_size == 0)
-            throw usage_error(flag + ": ggml's Q8_0 quantizes rows in blocks of 32, and " + ck.path() +
-                              " has rows of " + std::to_string(c.dim % 32 != 0 ? c.dim : c.hidden_dim));
-    }
+    if (*type == ElementType::q8_0) c.weight_format.group_size = q8_group_size(c);
+    if (*type == ElementType::q4_0) c.weight_format = WeightFormat::q4_0();
+    const bool blocks_of_32 = *type == ElementType::q4_0 || (*type == ElementType::q8_0 && c.quant_rule == QuantRule::ggml);
+    if (blocks_of_32 && (c.dim % 32 != 0 || c.hidden_dim % 32 != 0))
+        throw usage_error(flag + ": ggml's " + (*type == ElementType::q4_0 ? "Q4_0" : "Q8_0") +
+                          " quantizes rows in blocks of 32, and " + ck.path() + " has rows of " +
+                          std::to_string(c.dim % 32 != 0 ? c.dim : c.hidden_dim) + "; run with --weights " +
+                          (c.quant_rule == QuantRule::runq ? "q8_0, f16 or f32" : "f16 or f32"));
     std::uint64_t bytes = 0;
     for_each_export_tensor(ck, [&](const std::string&, const float*, std::uint64_t n, bool quantized) {
         bytes += (quantized ? c.weight_format : WeightFormat{}).bytes(n);
@@ -286,8 +299,11 @@ Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
                                element_name(*type));
     HostBytes tensors(bytes);
     std::byte* at = tensors.data();
-    // f16 holds each weight in a half, ggml's Q8_0 each block's scale (its largest magnitude / 127).
-    const float per_half = *type == ElementType::f16 ? 1.0f : c.weight_format.rule == QuantRule::ggml ? 127.0f : 0.0f;
+    // f16 holds each weight in a half, ggml's Q8_0 each block's scale (its largest magnitude / 127), Q4_0
+    // each block's d (its largest magnitude / 8).
+    const float per_half = *type == ElementType::f16    ? 1.0f
+                           : *type == ElementType::q4_0 ? 8.0f
+                           : c.weight_format.rule == QuantRule::ggml ? 127.0f : 0.0f;
     for_each_export_tensor(ck, [&](const std::string& name, const float* w, std::uint64_t n, bool quantized) {
         const std::string what = flag + ": " + ck.path() + ": " + name;
         const float amax = require_finite(w, n, what);

@@ -144,6 +144,7 @@ WeightFormat matrix_format(const std::map<GgmlType, int>& types, std::string& no
     };
     if (only({GgmlType::f32})) return {ElementType::f32, 0};
     if (only({GgmlType::f16})) return {ElementType::f16, 0};
+    if (only({GgmlType::q4_0})) return WeightFormat::q4_0();
     if (only({GgmlType::q8_0, GgmlType::q4_0})) return {ElementType::q8_0, 32, QuantRule::ggml};
     for (const auto& [type, n] : types)
         if (type != GgmlType::f32)
@@ -174,7 +175,8 @@ void convert(const GgufTensor& t, const WeightFormat& format, std::byte* out) {
     const auto type = static_cast<GgmlType>(t.type);
     const std::uint64_t n = t.elements();
     if ((format.type == ElementType::f32 && type == GgmlType::f32) ||
-        (format.type == ElementType::f16 && type == GgmlType::f16)) {
+        (format.type == ElementType::f16 && type == GgmlType::f16) ||
+        (format.type == ElementType::q4_0 && type == GgmlType::q4_0)) {
         std::memcpy(out, t.data, t.bytes);
     } else if (format.type == ElementType::f32) {
         std::vector<float> widened(n);  // (out need not be aligned to a float)

@@ -48,13 +48,13 @@ KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFo
       norm_eps(eps),
       exact(shape.family() == ShapeFamily::exact && correctly_rounded_division(d)),
       exact_exp(exact && kernels.glibc_expf()),
-      exact_products(w.type == ElementType::q8_0 ? !shape.gpu_family() && correctly_rounded_division(d) : exact),
-      exact_gemm(w.type == ElementType::q8_0 ? correctly_rounded_division(d) : exact),
+      exact_products(w.quantized() ? !shape.gpu_family() && correctly_rounded_division(d) : exact),
+      exact_gemm(w.quantized() ? correctly_rounded_division(d) : exact),
       tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4),
       emulated(tensor_cores == TensorCores::emulated) {}
 
 int KernelHarness::row_length(int n, int multiple) const {
-    const int step = weights.type == ElementType::q8_0 ? std::lcm(multiple, weights.group_size) : multiple;
+    const int step = weights.quantized() ? std::lcm(multiple, weights.group_size) : multiple;
     return (n + step - 1) / step * step;
 }
 
@@ -90,8 +90,8 @@ void KernelHarness::matmul(float* out, const float* x, const Matrix& w) {
 
 cl::Buffer KernelHarness::gemm_input(const std::vector<float>& in, int positions, int n) {
     const cl::Buffer floats = upload(in);
-    if (weights.type != ElementType::q8_0) return floats;
-    cl::Buffer quantized = device.allocate(weights.bytes(static_cast<std::uint64_t>(positions) * n), "quantized rows");
+    if (!weights.quantized()) return floats;
+    cl::Buffer quantized = device.allocate(weights.input().bytes(static_cast<std::uint64_t>(positions) * n), "quantized rows");
     run(kernels.quantize_rows, kernels.groups(positions), floats, quantized, n, kernels.staged_space(n));
     return quantized;
 }
@@ -600,7 +600,7 @@ const int kBatchPositions[] = {1, 3, 17, 63, 64, 65};
 // smallest tile (every count of blocks a warp takes) and two batch sizes, a part of a tile and a whole one.
 // (The emulation's matrices and the largest tile take 82 KiB of local memory, more than most GPUs have.)
 std::vector<std::optional<GemmTile>> tiles_of(KernelHarness& h) {
-    if (!h.kernels.shape().gpu_family() || (h.weights.type == ElementType::q8_0 && !h.kernels.tensor_cores()))
+    if (!h.kernels.shape().gpu_family() || (h.weights.quantized() && !h.kernels.tensor_cores()))
         return {std::nullopt};
     std::vector<std::optional<GemmTile>> tiles;
     for (const GemmTile& t : kGemmTiles)
@@ -702,8 +702,9 @@ KernelCheckResult check_quantize_rows(KernelHarness& h) {
         std::vector<std::int8_t> q(count);
         std::vector<float> scales(scale_count);
         quantize_input(q.data(), scales.data(), x.data(), static_cast<int>(count), h.weights);
-        std::vector<std::byte> want(h.weights.bytes(count));
-        h.kernels.weight_layout().write_rows(want.data(), {h.weights, q.data(), scales.data()}, 0, positions, n);
+        const DeviceWeightLayout layout = h.kernels.weight_layout().input();
+        std::vector<std::byte> want(layout.format.bytes(count));
+        layout.write_rows(want.data(), {layout.format, q.data(), scales.data()}, 0, positions, n);
 
         const cl::Buffer out_b = h.upload_bytes(std::vector<std::byte>(want.size(), std::byte{0x5a}));
         h.run(h.kernels.quantize_rows, h.kernels.groups(positions), h.upload(x), out_b, n, h.kernels.staged_space(n));
@@ -718,7 +719,7 @@ KernelCheckResult check_quantize_rows(KernelHarness& h) {
         // Finite groups only (the rule in kernel_checks.hpp): each value byte, at its place in the layout,
         // the reference's or a neighbouring integer; the scales within 3 ulp of the largest (a 2.5 ulp
         // division), or for ggml's rule, whose scales are halves, within a half's ulp.
-        const std::size_t row_bytes = h.weights.bytes(n);
+        const std::size_t row_bytes = layout.format.bytes(n);
         std::vector<float> got_scales, want_scales;
         for (int p = 0; p < positions; ++p) {
             const std::byte* g = got.data() + p * row_bytes;
@@ -1003,9 +1004,9 @@ std::vector<KernelCheck> kernel_checks(const KernelHarness& h) {
                                        check_greedy_argmax};
     // Prefill's, in the order a layer's batch runs them.
     checks.push_back(check_rmsnorm_rows);
-    if (h.weights.type == ElementType::q8_0) checks.push_back(check_quantize_rows);
-    // Float builds fuse RoPE and SwiGLU into their GEMMs; Q8_0's run them as kernels of their own.
-    if (h.weights.type == ElementType::q8_0)
+    if (h.weights.quantized()) checks.push_back(check_quantize_rows);
+    // Float builds fuse RoPE and SwiGLU into their GEMMs; the quantized formats' run them as kernels of their own.
+    if (h.weights.quantized())
         for (KernelCheck c : {check_gemm, check_rope_rows, check_attention_rows, check_swiglu}) checks.push_back(c);
     else
         for (KernelCheck c : {check_gemm_qkv_rope, check_attention_rows, check_gemm, check_gemm_gate_up})

@@ -59,7 +59,7 @@ std::string LaunchShape::describe() const {
 
 LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights) {
     if (!device.is_cpu) return parse_launch_shape("gpu", device);
-    return parse_launch_shape(weights.type == ElementType::q8_0 ? "exact" : "cpu", device);
+    return parse_launch_shape(weights.quantized() ? "exact" : "cpu", device);
 }
 
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device) {
@@ -111,7 +111,7 @@ int token_dot_batch(int longest_row, int dim, int row_threads) {
 }
 
 std::uint64_t staged_input_bytes(const WeightFormat& weights, int n) {
-    const std::uint64_t bytes = weights.type == ElementType::q8_0 ? weights.bytes(static_cast<std::uint64_t>(n))
+    const std::uint64_t bytes = weights.quantized() ? weights.input().bytes(static_cast<std::uint64_t>(n))
                                                                  : static_cast<std::uint64_t>(n) * sizeof(float);
     return round_up(bytes, sizeof(float));
 }
@@ -132,7 +132,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
       // (Q8_0's int8 products step through k 32 weights at a time, within a group.)
-      tensor_cores_((weights.type != ElementType::q8_0 || weights.group_size % kQ8MmaStep == 0) &&
+      tensor_cores_((!weights.quantized() || weights.group_size % kQ8MmaStep == 0) &&
                     (tensor_cores == TensorCores::emulated ||
                      (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
                       device.info().compute_capability >= kTf32ComputeCapability))),
@@ -156,7 +156,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
     attention_rows = cl::Kernel(program, "attention_rows");
     if (shape_.gpu_family()) attention_tiles = cl::Kernel(program, "attention_tiles");
-    if (weights.type == ElementType::q8_0) {
+    if (weights.quantized()) {
         quantize_rows = cl::Kernel(program, "quantize_rows");
         rope_rows = cl::Kernel(program, "rope_rows");
         swiglu = cl::Kernel(program, "swiglu");
@@ -170,7 +170,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
 
 // In Gemm's order.
 KernelSet::GemmKernels KernelSet::gemm_kernels(const cl::Program& program) const {
-    if (layout_.format.type == ElementType::q8_0) return {cl::Kernel(program, "gemm")};
+    if (layout_.format.quantized()) return {cl::Kernel(program, "gemm")};
     return {cl::Kernel(program, "gemm"), cl::Kernel(program, "gemm_qkv_rope"), cl::Kernel(program, "gemm_gate_up")};
 }
 
@@ -260,9 +260,9 @@ KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     // Q8_0 rows are dealt to their lanes a group at a time: widened no further than a group per lane, and
     // one build per width (DOT_BATCH is the float formats' row products').
     const WeightFormat& format = layout_.format;
-    const int lane_elements = format.type == ElementType::q8_0 ? 4 * (n / format.group_size) : n;
+    const int lane_elements = format.quantized() ? 4 * (n / format.group_size) : n;
     const int threads = widened_row_threads(shape_, rows, lane_elements, min_groups_);
-    const int batch = format.type == ElementType::q8_0 ? kLongDotBatch : dot_batch(n / layout_.span(), threads);
+    const int batch = format.quantized() ? kLongDotBatch : dot_batch(n / layout_.span(), threads);
     const auto key = std::make_pair(threads, batch);
     auto it = builds_.find(key);
     if (it == builds_.end())
@@ -279,7 +279,7 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     // A few work-groups per compute unit, each taking its share of the units (FOR_GROUP_UNITS in units.cl),
     // on CPU shapes; on GPU shapes only for Q8_0 and f16.
     const ElementType type = layout_.format.type;
-    const bool q8 = type == ElementType::q8_0;
+    const bool q8 = layout_.format.quantized();
     if (!shape_.gpu_family())
         groups = std::min(groups, (q8 ? kCpuQ8GroupsPerComputeUnit : kCpuGroupsPerComputeUnit) * compute_units_);
     else if (q8)
@@ -368,8 +368,8 @@ GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int co
 KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
                                   std::optional<GemmTile> tile_asked) {
     const auto index = static_cast<std::size_t>(which);
-    const bool q8 = layout_.format.type == ElementType::q8_0;
-    if (q8 && which != Gemm::gemm) throw std::logic_error("Q8_0 weights have no fused prefill products");
+    const bool q8 = layout_.format.quantized();
+    if (q8 && which != Gemm::gemm) throw std::logic_error("quantized weights have no fused prefill products");
     if (!shape_.gpu_family())
         return {&gemm_builds_.at(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
     const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_q8.cl's portable tile)
@@ -456,7 +456,7 @@ int max_attention_chunks(const Config& c) {
 
 int KernelSet::staged_count(int n) const {
     // CPU shapes read float inputs straight from memory.
-    if (!shape_.gpu_family() && layout_.format.type != ElementType::q8_0) return 0;
+    if (!shape_.gpu_family() && !layout_.format.quantized()) return 0;
     return staged_input_fits(device_.info(), shape_, layout_.format, n) ? n : 0;
 }
 

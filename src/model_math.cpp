@@ -245,21 +245,54 @@ LLAMACL_INLINE float q8_term(float ival, float w_scale, float x_scale) {
     return ival * w_scale * x_scale;
 }
 
-// The Q8_0 matmul for rows [first, last): an exact integer dot product per group, then its term.
-template <QuantRule Rule>
+// A quantized matrix's groups as the integer dot products read them: int8 values and a scale per group.
+// Q8_0's as stored; Q4_0's nibbles less 8 (each an int8), its half scales widened (exact).
+struct Q8Groups {
+    const std::int8_t* q;
+    const float* scales;
+    int n, gs;
+    LLAMACL_INLINE std::int32_t value(std::size_t row, int j) const { return q[row * n + j]; }
+    LLAMACL_INLINE float scale(std::size_t row, int g) const { return scales[row * (n / gs) + g]; }
+#if defined(__x86_64__)
+    // Values 16 k .. 16 k + 15 of group g of a row.
+    LLAMACL_INLINE __m128i word(std::size_t row, int g, int k) const {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + row * n + static_cast<std::size_t>(g) * gs + 16 * k));
+    }
+#endif
+};
+struct Q4Groups {
+    const Q4Block* blocks;
+    int n, gs;  // (gs: kQ4BlockSize)
+    LLAMACL_INLINE const Q4Block& block(std::size_t row, int g) const { return blocks[row * (n / gs) + g]; }
+    LLAMACL_INLINE std::int32_t value(std::size_t row, int j) const {
+        const int i = j % kQ4BlockSize;
+        const std::uint8_t byte = block(row, j / kQ4BlockSize).qs[i % 16];
+        return (i < 16 ? byte & 0x0f : byte >> 4) - 8;
+    }
+    LLAMACL_INLINE float scale(std::size_t row, int g) const { return half_to_float(block(row, g).d); }
+#if defined(__x86_64__)
+    // Word 0: the low nibbles (elements 0 .. 15), word 1: the high ones (16 .. 31).
+    LLAMACL_INLINE __m128i word(std::size_t row, int g, int k) const {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block(row, g).qs));
+        const __m128i nibbles = _mm_and_si128(k == 0 ? bytes : _mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
+        return _mm_sub_epi8(nibbles, _mm_set1_epi8(8));
+    }
+#endif
+};
+
+// The quantized matmul for rows [first, last): an exact integer dot product per group, then its term.
+template <QuantRule Rule, typename Groups>
 struct MatmulQ8Rows {
     template <bool Native>
-    static LLAMACL_INLINE void run(float* out, const std::int8_t* xq, const float* xs, const std::int8_t* q8,
-                                   const float* scales, int n, int gs, int first, int last) {
+    static LLAMACL_INLINE void run(float* out, const std::int8_t* xq, const float* xs, Groups w, int first, int last) {
+        const int n = w.n, gs = w.gs;
         for (int i = first; i < last; i++) {
-            const std::int8_t* row = q8 + static_cast<std::size_t>(i) * n;
-            const float* ws = scales + static_cast<std::size_t>(i) * (n / gs);
+            const std::size_t row = static_cast<std::size_t>(i);
             float val = 0.0f;
             for (int j = 0; j < n; j += gs) {
                 std::int32_t ival = 0;
-                for (int k = 0; k < gs; k++)
-                    ival += static_cast<std::int32_t>(xq[j + k]) * static_cast<std::int32_t>(row[j + k]);
-                val += q8_term<Rule>(static_cast<float>(ival), ws[j / gs], xs[j / gs]);
+                for (int k = 0; k < gs; k++) ival += static_cast<std::int32_t>(xq[j + k]) * w.value(row, j + k);
+                val += q8_term<Rule>(static_cast<float>(ival), w.scale(row, j / gs), xs[j / gs]);
             }
             out[i] = val;
         }
@@ -289,30 +322,25 @@ __attribute__((target("avx2"))) LLAMACL_INLINE __m256i sum_each(const __m256i (&
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-template <int Inputs, QuantRule Rule>
-__attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const MatmulInput* const* x,
-                                                     const std::int8_t* q8, const float* scales, int n, int gs,
+template <int Inputs, QuantRule Rule, typename Groups>
+__attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const MatmulInput* const* x, Groups w,
                                                      int first) {
-    const int groups = n / gs, words = gs / 16;
+    const int groups = w.n / w.gs, words = w.gs / 16;
     alignas(32) std::int16_t wide[kBlockRows][kMaxBlockGroup];
     alignas(32) float row_scales[kBlockRows];
     __m256 acc[Inputs];
     for (__m256& a : acc) a = _mm256_setzero_ps();
-    const std::int8_t* w[kBlockRows];  // the rows' group g
     for (int g = 0; g < groups; g++) {
         for (int r = 0; r < kBlockRows; r++) {
             const std::size_t row = static_cast<std::size_t>(first + r);
-            w[r] = q8 + row * n + static_cast<std::size_t>(g) * gs;
             if constexpr (Inputs > 1)
-                for (int k = 0; k < words; k++) {
-                    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r] + 16 * k));
-                    _mm256_store_si256(reinterpret_cast<__m256i*>(&wide[r][16 * k]), _mm256_cvtepi8_epi16(bytes));
-                }
-            row_scales[r] = scales[row * groups + g];
+                for (int k = 0; k < words; k++)
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(&wide[r][16 * k]), _mm256_cvtepi8_epi16(w.word(row, g, k)));
+            row_scales[r] = w.scale(row, g);
         }
         const __m256 ws = _mm256_load_ps(row_scales);
         for (int p = 0; p < Inputs; p++) {
-            const std::int8_t* xq = x[p]->q() + static_cast<std::size_t>(g) * gs;
+            const std::int8_t* xq = x[p]->q() + static_cast<std::size_t>(g) * w.gs;
             __m256i s[kBlockRows];
             for (__m256i& v : s) v = _mm256_setzero_si256();
             for (int k = 0; k < words; k++) {
@@ -321,7 +349,7 @@ __attribute__((target("avx2"))) void matmul_q8_block(float* const* out, const Ma
                     // Word k of row r's group, widened: from `wide` for several inputs, as it is read for one.
                     __m256i wv;
                     if constexpr (Inputs > 1) wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(&wide[r][16 * k]));
-                    else wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r] + 16 * k)));
+                    else wv = _mm256_cvtepi8_epi16(w.word(static_cast<std::size_t>(first + r), g, k));
                     s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(wv, xw));
                 }
             }
@@ -380,25 +408,21 @@ void matmul_batch_widened(const MatmulOutput& o, std::span<const MatmulInput> in
         });
 }
 
-template <QuantRule Rule>
-void matmul_batch_q8(const MatmulOutput& o, std::span<const MatmulInput> inputs, int first, int last) {
-    const int n = inputs.front().size(), gs = o.w.format.group_size;
-    const std::int8_t* q8 = o.w.q8();
-    const float* scales = o.w.scales;
-    const bool fits = q8_block_fits(gs);
+template <QuantRule Rule, typename Groups>
+void matmul_batch_q8(const MatmulOutput& o, std::span<const MatmulInput> inputs, Groups w, int first, int last) {
+    const bool fits = q8_block_fits(w.gs);
     // An input on its own still takes kBlockRows rows at a time where the block fits: its rows' integer
     // dots summed across lanes together.
     const auto single = [&](float* out, const MatmulInput& x, int from, int to) {
 #if defined(__x86_64__)
         const MatmulInput* one[] = {&x};
-        for (; fits && from + kBlockRows <= to; from += kBlockRows)
-            matmul_q8_block<1, Rule>(&out, one, q8, scales, n, gs, from);
+        for (; fits && from + kBlockRows <= to; from += kBlockRows) matmul_q8_block<1, Rule>(&out, one, w, from);
 #endif
-        vectorized<MatmulQ8Rows<Rule>>(out, x.q(), x.scales(), q8, scales, n, gs, from, to);
+        vectorized<MatmulQ8Rows<Rule, Groups>>(out, x.q(), x.scales(), w, from, to);
     };
     const auto block = [&](float* const* out, const MatmulInput* const* x, int row) {
 #if defined(__x86_64__)
-        matmul_q8_block<kBatchInputs, Rule>(out, x, q8, scales, n, gs, row);
+        matmul_q8_block<kBatchInputs, Rule>(out, x, w, row);
 #endif
     };
     matmul_batch(o, inputs, first, last, fits, block, single);
@@ -410,9 +434,16 @@ void matmul_share(const MatmulOutput& o, std::span<const MatmulInput> inputs, in
     switch (w.format.type) {
         case ElementType::f32: matmul_batch_widened(o, inputs, w.f32(), first, last); return;
         case ElementType::f16: matmul_batch_widened(o, inputs, w.f16(), first, last); return;
-        case ElementType::q8_0:
-            if (w.format.rule == QuantRule::ggml) return matmul_batch_q8<QuantRule::ggml>(o, inputs, first, last);
-            return matmul_batch_q8<QuantRule::runq>(o, inputs, first, last);
+        case ElementType::q8_0: {
+            const int n = inputs.front().size(), gs = w.format.group_size;
+            const Q8Groups groups{w.q8(), w.scales, n, gs};
+            if (w.format.rule == QuantRule::ggml) return matmul_batch_q8<QuantRule::ggml>(o, inputs, groups, first, last);
+            return matmul_batch_q8<QuantRule::runq>(o, inputs, groups, first, last);
+        }
+        case ElementType::q4_0: {
+            const Q4Groups groups{w.q4(), inputs.front().size(), kQ4BlockSize};
+            return matmul_batch_q8<QuantRule::ggml>(o, inputs, groups, first, last);
+        }
     }
 }
 
@@ -529,11 +560,19 @@ void dequantize(float* out, const WeightTensor& w, std::uint64_t n) {
             for (std::uint64_t i = 0; i < n; i++) out[i] = w.q8()[i] * w.scales[i / gs];
             return;
         }
+        case ElementType::q4_0: {
+            const Q4Groups groups{w.q4(), kQ4BlockSize, kQ4BlockSize};  // (rows of one block)
+            for (std::uint64_t i = 0; i < n; i++) {
+                const std::uint64_t b = i / kQ4BlockSize;
+                out[i] = static_cast<float>(groups.value(b, static_cast<int>(i % kQ4BlockSize))) * groups.scale(b, 0);
+            }
+            return;
+        }
     }
 }
 
 MatmulInput::MatmulInput(const WeightFormat& format, int n) : format_(format), n_(n) {
-    if (format.type == ElementType::q8_0) {
+    if (format.quantized()) {
         q_.resize(static_cast<std::size_t>(n));
         scales_.resize(static_cast<std::size_t>(n / format.group_size));
     }
@@ -541,7 +580,7 @@ MatmulInput::MatmulInput(const WeightFormat& format, int n) : format_(format), n
 
 void MatmulInput::set(const float* x) {
     x_ = x;
-    if (format_.type == ElementType::q8_0) quantize_input(q_.data(), scales_.data(), x, n_, format_);
+    if (format_.quantized()) quantize_input(q_.data(), scales_.data(), x, n_, format_);
 }
 
 void matmul(float* out, const MatmulInput& x, const WeightTensor& w, int d) { matmuls(x, {{out, w, d}}); }
@@ -562,7 +601,7 @@ void matmuls(std::span<const MatmulInput> inputs, std::initializer_list<MatmulOu
     // takes its part of each. A batch's chunks hold about kChunkBytes of weights (the core's first-level
     // cache), whole blocks of rows, so that every input after the first reads them from the cache.
     constexpr std::uint64_t kChunkBytes = 32 << 10;
-    const int align = format.type == ElementType::q8_0 ? kBlockRows : kBlockGroup;
+    const int align = format.quantized() ? kBlockRows : kBlockGroup;
     const int fitting = static_cast<int>(kChunkBytes / format.bytes(static_cast<std::uint64_t>(n)));
     const int chunk = inputs.size() == 1 ? rows : std::max(align, fitting / align * align);
     const std::uint64_t work = static_cast<std::uint64_t>(n) * rows * inputs.size();

@@ -91,7 +91,7 @@ std::uint64_t ReferenceForward::batch_bytes(const Config& c, bool every_logit) {
     const std::uint64_t more = kBatch - 1;
     const std::uint64_t rows = (4ull * c.dim + 2ull * c.hidden_dim) * sizeof(float);
     const WeightFormat& f = c.weight_format;
-    const std::uint64_t inputs = f.type == ElementType::q8_0 ? f.bytes(c.dim) + f.bytes(c.hidden_dim) : 0;
+    const std::uint64_t inputs = f.quantized() ? f.input().bytes(c.dim) + f.input().bytes(c.hidden_dim) : 0;
     return more * (rows + inputs) + (every_logit ? kBatch * static_cast<std::uint64_t>(c.vocab_size) * sizeof(float) : 0);
 }
 

@@ -56,9 +56,10 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
 
 void add_weights_option(CLI::App& cmd, std::string& weights) {
     cmd.add_option("--weights", weights,
-                   "the weights' format: f32, f16 or q8_0 (llama2.c's int8 in groups with fp32 scales); an fp32 "
-                   "checkpoint is converted at load (default: the file's own format)")
-        ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+                   "the weights' format: f32, f16, q8_0 (int8 in groups: runq.c's for a llama2.c file, ggml's for a "
+                   "GGUF file) or q4_0 (ggml's 4-bit blocks of 32); f32 and f16 weights are converted at load "
+                   "(default: the file's own format)")
+        ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
 }
 
 std::optional<ElementType> weights_format(const std::string& weights) { return parse_element_type(weights); }

@@ -119,7 +119,7 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     // w2's, and wo's by attention's work-groups where every head's output is whole groups that one pass
     // of a work-group's work-items covers.
     const int gs = c.weight_format.group_size;
-    const bool by_words = gpu && c.weight_format.type == ElementType::q8_0 && quantizes_by_words(kernels, gs) &&
+    const bool by_words = gpu && c.weight_format.quantized() && quantizes_by_words(kernels, gs) &&
                           c.hidden_dim != c.dim;
     const bool quantize_once = by_words && c.hidden_dim / 4 > kQuantizeOnceWords * local;
     const bool quantize_wo = by_words && c.head_size() % gs == 0 && c.head_size() / 4 <= local &&

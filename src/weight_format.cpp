@@ -10,12 +10,13 @@ const char* element_name(ElementType type) {
         case ElementType::f32: return "f32";
         case ElementType::f16: return "f16";
         case ElementType::q8_0: return "q8_0";
+        case ElementType::q4_0: return "q4_0";
     }
     return "?";
 }
 
 std::optional<ElementType> parse_element_type(std::string_view name) {
-    for (ElementType t : {ElementType::f32, ElementType::f16, ElementType::q8_0})
+    for (ElementType t : {ElementType::f32, ElementType::f16, ElementType::q8_0, ElementType::q4_0})
         if (name == element_name(t)) return t;
     return std::nullopt;
 }
@@ -25,14 +26,15 @@ std::uint64_t WeightFormat::bytes(std::uint64_t elements) const {
         case ElementType::f32: return elements * sizeof(float);
         case ElementType::f16: return elements * sizeof(std::uint16_t);
         case ElementType::q8_0: return elements + elements / static_cast<std::uint64_t>(group_size) * sizeof(float);
+        case ElementType::q4_0: return elements / kQ4BlockSize * sizeof(Q4Block);
     }
     return 0;
 }
 
 std::string WeightFormat::describe() const {
-    if (type != ElementType::q8_0) return element_name(type);
-    return rule == QuantRule::ggml ? "q8_0 (ggml's blocks of " + std::to_string(group_size) + ")"
-                                   : "q8_0 (group size " + std::to_string(group_size) + ")";
+    if (!quantized()) return element_name(type);
+    return std::string(element_name(type)) + (rule == QuantRule::ggml ? " (ggml's blocks of " : " (group size ") +
+           std::to_string(group_size) + ")";
 }
 
 WeightTensor WeightTensor::from(std::uint64_t first) const {
@@ -45,6 +47,7 @@ WeightTensor WeightTensor::from(std::uint64_t first) const {
             t.values = q8() + first;
             t.scales = scales + first / static_cast<std::uint64_t>(format.group_size);
             break;
+        case ElementType::q4_0: t.values = q4() + first / kQ4BlockSize; break;
     }
     return t;
 }
@@ -57,12 +60,24 @@ std::string DeviceWeightLayout::build_options() const {
             return " -DWEIGHT_Q8_0 -DGROUP_SIZE=" + std::to_string(format.group_size) +
                    " -DQ8_INTERLEAVE=" + std::to_string(interleave) + " -DQ8_WORD=" + std::to_string(word) +
                    (format.rule == QuantRule::ggml ? " -DQ8_GGML" : "");
+        case ElementType::q4_0: return " -DWEIGHT_Q4_0 -DGROUP_SIZE=32 -DQ8_GGML";
     }
     return "";
 }
 
 void DeviceWeightLayout::write_rows(std::byte* out, const WeightTensor& source, std::uint64_t first,
                                     std::uint64_t rows, std::uint64_t n) const {
+    if (format.type == ElementType::q4_0) {
+        const std::uint64_t blocks = n / kQ4BlockSize;
+        for (std::uint64_t r = 0; r < rows; ++r, out += format.bytes(n)) {
+            const Q4Block* row = source.q4() + (first + r) * blocks;
+            for (std::uint64_t b = 0; b < blocks; ++b) {
+                std::memcpy(out + sizeof row->qs * b, row[b].qs, sizeof row->qs);
+                std::memcpy(out + n / 2 + sizeof row->d * b, &row[b].d, sizeof row->d);
+            }
+        }
+        return;
+    }
     if (format.type != ElementType::q8_0) {
         const std::uint64_t row_bytes = format.bytes(n);
         std::memcpy(out, static_cast<const std::byte*>(source.values) + first * row_bytes, rows * row_bytes);

@@ -33,7 +33,7 @@ struct TensorView {
 };
 
 // A tensor of n weights on the device, in elements of the type its kernels read: floats, halves, or for
-// Q8_0 the bytes of its rows' values and scales (DeviceWeightLayout).
+// Q8_0 and Q4_0 the bytes of its rows' values and scales (DeviceWeightLayout).
 struct DeviceLayout {
     std::size_t elements, element_bytes;
     std::size_t bytes() const { return elements * element_bytes; }
@@ -42,7 +42,8 @@ DeviceLayout device_layout(const WeightFormat& format, std::size_t n) {
     switch (format.type) {
         case ElementType::f32: return {n, sizeof(float)};
         case ElementType::f16: return {n, sizeof(std::uint16_t)};
-        case ElementType::q8_0: return {static_cast<std::size_t>(format.bytes(n)), 1};
+        case ElementType::q8_0:
+        case ElementType::q4_0: return {static_cast<std::size_t>(format.bytes(n)), 1};
     }
     return {n, sizeof(float)};
 }
@@ -89,11 +90,11 @@ void parallel_write(std::byte* dst, const DeviceWeightLayout& layout, const Weig
 }
 
 // The host bytes a device copy of `rows` rows of n weights of `w` is made from: the mapped file's where
-// the layouts agree (f32, f16), else Q8_0's rows written in the device layout into `packed`, which must
-// outlive the copy.
+// the layouts agree (f32, f16), else Q8_0's and Q4_0's rows written in the device layout into `packed`,
+// which must outlive the copy.
 const void* device_bytes(const DeviceWeightLayout& layout, const WeightTensor& w, std::uint64_t rows, std::uint64_t n,
                          std::vector<std::byte>& packed) {
-    if (w.format.type != ElementType::q8_0) return w.values;
+    if (!w.format.quantized()) return w.values;
     packed.resize(w.format.bytes(rows * n));
     parallel_write(packed.data(), layout, w, rows, n);
     return packed.data();
@@ -136,11 +137,11 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
     // mapped file, or the converted checkpoint) wherever its kernels' layout is the host's: float formats,
     // whose stacks for the token kernel are the file's own runs of a tensor's layers.
     const bool in_place = device.info().is_cpu;
-    const auto readable_in_place = [&](const WeightTensor& w) { return in_place && w.format.type != ElementType::q8_0; };
+    const auto readable_in_place = [&](const WeightTensor& w) { return in_place && !w.format.quantized(); };
     slots_.resize(plan.layers_per_offload);
     if (plan.resident()) {
         // Every layer has its own slot, parts of its tensors' stacks (which the token kernel takes whole),
-        // filled when first acquired. Upload straight from the mapped file (Q8_0: its rows rewritten, one
+        // filled when first acquired. Upload straight from the mapped file (Q8_0, Q4_0: its rows rewritten, one
         // tensor at a time), once, before any token.
         std::optional<ProgressLine> progress;
         if (!readable_in_place(ck.layer(0).wq))

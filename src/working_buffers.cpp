@@ -7,8 +7,8 @@ namespace llamacl {
 
 namespace {
 std::size_t floats(std::size_t n) { return n * sizeof(float); }
-// Whether prefill runs Q8_0's unfused products (batch_hb_up, batch_xq).
-bool q8_prefill(const Config& c) { return c.weight_format.type == ElementType::q8_0; }
+// Whether prefill runs the quantized formats' unfused products (batch_hb_up, batch_xq).
+bool q8_prefill(const Config& c) { return c.weight_format.quantized(); }
 }  // namespace
 
 WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_groups, bool scores_in_memory,
@@ -32,7 +32,7 @@ WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_g
       batch_att(floats(prefill_scores_in_memory ? static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len : 1)),
       batch_hb_up(q8_prefill(c) ? batch_hb : floats(1)),
       batch_xq(q8_prefill(c) ? static_cast<std::size_t>(prefill_batch) *
-                                   c.weight_format.bytes(static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)))
+                                   c.weight_format.input().bytes(static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)))
                              : floats(1)) {}
 
 std::uint64_t WorkingBuffers::Sizes::total() const {

@@ -375,12 +375,12 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
 
 // Q8_0 in groups of 4 (the shared version-2 files'), 24 (no power of two, fewer than the GPU layout's
 // interleaved 32, read 8 bytes at a time there) and 64 (export.py's, 16 bytes at a time); and GGUF's,
-// ggml's rule in blocks of 32.
-const WeightFormat kGgmlQ8{ElementType::q8_0, 32, QuantRule::ggml};
+// ggml's rule in blocks of 32. Q4_0 (ggml's) beside them.
+const WeightFormat kGgmlQ8{ElementType::q8_0, 32, QuantRule::ggml}, kQ4 = WeightFormat::q4_0();
 const auto kShapes = ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2");
 const auto kFloatFormats = ::testing::Values(WeightFormat{ElementType::f32}, WeightFormat{ElementType::f16});
 const auto kQ8Formats = ::testing::Values(WeightFormat{ElementType::q8_0, 4}, WeightFormat{ElementType::q8_0, 24},
-                                          WeightFormat{ElementType::q8_0, 64}, kGgmlQ8);
+                                          WeightFormat{ElementType::q8_0, 64}, kGgmlQ8, kQ4);
 std::string param_name(const ::testing::TestParamInfo<std::tuple<std::string, WeightFormat>>& p) {
     const WeightFormat& f = std::get<1>(p.param);
     return std::get<0>(p.param) + "_" + element_name(f.type) +
@@ -391,7 +391,7 @@ INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference,
                                                                        WeightFormat{ElementType::f16},
                                                                        WeightFormat{ElementType::q8_0, 4},
                                                                        WeightFormat{ElementType::q8_0, 24},
-                                                                       WeightFormat{ElementType::q8_0, 64}, kGgmlQ8)),
+                                                                       WeightFormat{ElementType::q8_0, 64}, kGgmlQ8, kQ4)),
                          param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, FloatKernelVsReference, ::testing::Combine(kShapes, kFloatFormats), param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8KernelVsReference, ::testing::Combine(kShapes, kQ8Formats), param_name);
@@ -401,12 +401,12 @@ INSTANTIATE_TEST_SUITE_P(KernelShapes, GemmVsReference,
                                                               WeightFormat{ElementType::f16})),
                          param_name);
 // Q8_0 on int8 tensor cores: groups of one step of k (32), an odd number of steps (96), export.py's 64
-// and ggml's blocks of 32.
+// and ggml's blocks of 32; and Q4_0's.
 INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8GemmVsReference,
                          ::testing::Combine(::testing::Values(kTensorCoresEmulated),
                                             ::testing::Values(WeightFormat{ElementType::q8_0, 32},
                                                               WeightFormat{ElementType::q8_0, 64},
-                                                              WeightFormat{ElementType::q8_0, 96}, kGgmlQ8)),
+                                                              WeightFormat{ElementType::q8_0, 96}, kGgmlQ8, kQ4)),
                          param_name);
 
 }  // namespace

@@ -36,8 +36,11 @@ inline constexpr double kDefaultTolerance = 1e-3;
 // the group's largest value, in every product that reads it; the boundaries after it carry that on.
 // Only the exact shape, with glibc's expf (a device with doubles), computes runq.c's bits.
 inline constexpr double kQ8Tolerance = 0.05;
+// With Q4_0 weights, 10 %: the same, for weights of 16 levels.
+inline constexpr double kQ4Tolerance = 0.1;
 inline double default_tolerance(const WeightFormat& weights) {
-    return weights.type == ElementType::q8_0 ? kQ8Tolerance : kDefaultTolerance;
+    return weights.type == ElementType::q4_0 ? kQ4Tolerance : weights.type == ElementType::q8_0 ? kQ8Tolerance
+                                                                                                : kDefaultTolerance;
 }
 
 class LockstepCompare : public Forward {

@@ -29,7 +29,7 @@ struct RuntimeArgs {
 };
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
-// --weights f32|f16|q8_0, which every backend honours (the CPU reference computes on the converted weights).
+// --weights f32|f16|q8_0|q4_0, which every backend honours (the CPU reference computes on the converted weights).
 void add_weights_option(CLI::App& cmd, std::string& weights);
 std::optional<ElementType> weights_format(const std::string& weights);  // nullopt: the file's own
 // A transform for options that take a number: blanks around it are dropped, and anything strtod does not
