@@ -4,6 +4,7 @@
 // with the reference, the default CPU shape within Q8_0's tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -150,6 +151,100 @@ TEST(QuantRules, GgmlMatmulIsVecDotQ80Q80) {
                     << "batched: n " << n << " input " << b << " row " << r;
             }
         }
+    }
+}
+
+namespace {
+
+// ggml's Q4_0, transcribed: block_q4_0 (a half scale, 16 bytes of nibbles: element j low, j + 16 high),
+// quantize_row_q4_0_ref, and vec_dot_q4_0_q8_0 with each block's term sumi * (d_w * d_x), the scale
+// product x86's kernel forms (the generic C multiplies sumi by d_w, then by d_x).
+std::vector<Q4Block> quantize_row_q4_0_ref(const float* x, int k) {
+    std::vector<Q4Block> y(static_cast<std::size_t>(k / QK8_0));
+    for (int i = 0; i < k / QK8_0; i++) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK8_0; j++) {
+            const float v = x[i * QK8_0 + j];
+            if (amax < std::fabs(v)) {
+                amax = std::fabs(v);
+                max = v;
+            }
+        }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = float_to_half(d);
+        for (int j = 0; j < QK8_0 / 2; ++j) {
+            const std::uint8_t xi0 = std::min<std::int8_t>(15, static_cast<std::int8_t>(x[i * QK8_0 + j] * id + 8.5f));
+            const std::uint8_t xi1 =
+                std::min<std::int8_t>(15, static_cast<std::int8_t>(x[i * QK8_0 + QK8_0 / 2 + j] * id + 8.5f));
+            y[i].qs[j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
+        }
+    }
+    return y;
+}
+
+float vec_dot_q4_0_q8_0(int n, const Q4Block* x, const BlockQ80* y) {
+    float sumf = 0;
+    for (int ib = 0; ib < n / QK8_0; ++ib) {
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_0 / 2; ++j) {
+            const int v0 = (x[ib].qs[j] & 0x0F) - 8;
+            const int v1 = (x[ib].qs[j] >> 4) - 8;
+            sumi0 += v0 * y[ib].qs[j];
+            sumi1 += v1 * y[ib].qs[j + QK8_0 / 2];
+        }
+        sumf += static_cast<float>(sumi0 + sumi1) * (fp16_round_trip(half_to_float(x[ib].d)) * y[ib].d);
+    }
+    return sumf;
+}
+
+}  // namespace
+
+// Every path of the Q4_0 matmul (AVX2 blocks, single rows, batches) against the transcription, bit for
+// bit, on weights with zero blocks and blocks whose largest magnitude is negative.
+TEST(QuantRules, Q4_0MatmulIsVecDotQ40Q80) {
+    const WeightFormat q4 = WeightFormat::q4_0();
+    for (const int n : {QK8_0, 9 * QK8_0}) {
+        const int d = 19, batch = 10;
+        auto w = uniform_floats(static_cast<std::size_t>(n) * d, 2);
+        std::fill(w.begin() + QK8_0, w.begin() + 2 * QK8_0, 0.0f);
+        w[5] = -7.0f;
+        const std::vector<Q4Block> blocks = quantize_row_q4_0_ref(w.data(), static_cast<int>(w.size()));
+        std::vector<std::byte> encoded(q4.bytes(w.size()));
+        encode_weights(encoded.data(), w.data(), w.size(), q4);
+        ASSERT_EQ(0, std::memcmp(encoded.data(), blocks.data(), encoded.size())) << "quantize_row_q4_0_ref's blocks";
+        const WeightTensor tensor{q4, blocks.data()};
+        std::vector<std::vector<float>> xs;
+        std::vector<MatmulInput> inputs(batch, MatmulInput(q4, n));
+        for (int b = 0; b < batch; b++) {
+            xs.push_back(awkward_input(n, 20 + b));
+            inputs[b].set(xs[b].data());
+        }
+        std::vector<float> together(static_cast<std::size_t>(batch) * d);
+        matmuls(inputs, {{together.data(), tensor, d, static_cast<std::size_t>(d)}});
+        for (int b = 0; b < batch; b++) {
+            const auto xq = quantize_row_q8_0_ref(xs[b].data(), n);
+            std::vector<float> alone(d);
+            matmul(alone.data(), inputs[b], tensor, d);
+            for (int r = 0; r < d; r++) {
+                const float want = vec_dot_q4_0_q8_0(n, blocks.data() + static_cast<std::size_t>(r) * (n / QK8_0), xq.data());
+                EXPECT_EQ(bits(alone[r]), bits(want)) << "n " << n << " input " << b << " row " << r;
+                EXPECT_EQ(bits(together[static_cast<std::size_t>(b) * d + r]), bits(want))
+                    << "batched: n " << n << " input " << b << " row " << r;
+            }
+        }
+    }
+}
+
+// Dequantized, a Q4_0 weight is (q - 8) x d: the element order within a block is ggml's.
+TEST(QuantRules, Q4_0DequantizesAsGgml) {
+    Q4Block b{float_to_half(0.5f), {}};
+    for (int j = 0; j < 16; j++) b.qs[j] = static_cast<std::uint8_t>(j | (15 - j) << 4);
+    std::vector<float> out(QK8_0);
+    dequantize(out.data(), WeightTensor{WeightFormat::q4_0(), &b}, QK8_0);
+    for (int j = 0; j < 16; j++) {
+        EXPECT_EQ(out[j], (j - 8) * 0.5f) << j;
+        EXPECT_EQ(out[j + 16], (7 - j) * 0.5f) << j + 16;
     }
 }
 

@@ -449,6 +449,31 @@ TEST(QuantizeGguf, GenerateRunsWithTheWrittenVocabulary) {
     EXPECT_EQ(gguf.out, bin.out);
 }
 
+// A file whose every matrix is Q4_0 loads as q4_0, its blocks as the file holds them; the llama2.c file
+// converted at load (--weights q4_0) computes the same, and the device's exact shape the same bits.
+TEST(QuantizeGguf, Q4_0FileLoadsAsItsBlocksAndMatchesWeightsQ4_0) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    TempDir dir;
+    const fs::path out = dir / "x.gguf", bin = shared_model(shared, "synthG.bin");
+    ASSERT_EQ(quantize(bin, out, "--type q4_0 -z " + quote(shared_model(shared, "tok512.bin").string())).exit_code, 0);
+    const Checkpoint ck = Checkpoint::open(out.string());
+    EXPECT_EQ(ck.config().weight_format, WeightFormat::q4_0());
+    const GgufFile file = GgufFile::open(out.string());
+    const GgufTensor* w2 = file.tensor("blk.1.ffn_down.weight");
+    ASSERT_NE(w2, nullptr);
+    EXPECT_EQ(0, std::memcmp(ck.layer(1).w2.values, w2->data, w2->bytes));
+    const auto nll = [&](const fs::path& model, const std::string& flags) {
+        const CommandResult r = run_llama_cl("perplexity " + quote(model.string()) + " -f " +
+                                             quote((shared / "reference/gguf/text1.txt").string()) + " --json " + flags);
+        EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
+        return r.exit_code == 0 ? nlohmann::json::parse(r.out)["mean_nll"].get<double>() : 0.0;
+    };
+    const double reference = nll(out, "--backend cpu");
+    EXPECT_EQ(nll(bin, "--backend cpu --weights q4_0 -z " + quote(shared_model(shared, "tok512.bin").string())), reference);
+    EXPECT_EQ(nll(out, "--backend opencl --work-shape exact"), reference);
+    EXPECT_NEAR(nll(out, "--backend opencl"), reference, 1e-3 * reference);
+}
+
 TEST(QuantizeGguf, QuantizedInputIsRequantizedAndSaysSo) {
     LLAMACL_REQUIRE_SHARED(shared);
     TempDir dir;
