@@ -186,8 +186,6 @@ CheckReport Ladder::climb(const RungObserver& observer) {
             out.failure = describe(e);
         } catch (const std::bad_alloc&) {
             throw;  // the host's shortage, not the device's fault: an error of the command (exit 1)
-        } catch (const Error& e) {
-            out.failure = e.what() + (e.details().empty() ? "" : ":\n" + e.details());  // a compiler's log too
         } catch (const std::exception& e) {
             out.failure = e.what();
         }

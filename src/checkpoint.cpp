@@ -369,29 +369,32 @@ void Checkpoint::map_weights(const std::byte* p, bool legacy) {
     const Config& c = config_;
     const WeightFormat norm{}, matrix = c.weight_format;
     const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
+    const std::uint64_t layers = static_cast<std::uint64_t>(c.n_layers);
     // Tensors are laid out back to back; walk them in file order. A Q8_0 tensor is its int8 values, then
-    // one fp32 scale per group.
-    const auto take = [&](const WeightFormat& t, std::uint64_t n) {
-        WeightTensor w{t, p, nullptr};
-        if (t.type != ElementType::q8_0) {
-            p += t.bytes(n);
-            return w;
+    // one fp32 scale per group; scales that a count of values not a multiple of 4 (group sizes 1 and 2)
+    // leaves unaligned are copied to aligned floats at load.
+    const auto take_run = [&](const WeightFormat& t, std::uint64_t n, std::uint64_t count) {
+        TensorRun run{WeightTensor{t, p, nullptr}, t.bytes(n), 0};
+        if (t.type == ElementType::q8_0) {
+            const std::byte* scales = p + n;
+            const std::uint64_t groups = n / static_cast<std::uint64_t>(t.group_size);
+            run.scale_stride = run.stride;
+            if (reinterpret_cast<std::uintptr_t>(scales) % alignof(float) != 0 || run.stride % alignof(float) != 0) {
+                std::vector<float>& copy = storage_->aligned_scales.emplace_back(groups * count);
+                for (std::uint64_t i = 0; i < count; ++i)
+                    std::memcpy(copy.data() + i * groups, scales + i * run.stride, groups * sizeof(float));
+                scales = reinterpret_cast<const std::byte*>(copy.data());
+                run.scale_stride = groups * sizeof(float);
+            }
+            run.first.scales = reinterpret_cast<const float*>(scales);
         }
-        p += n;
-        const std::uint64_t groups = n / static_cast<std::uint64_t>(t.group_size);
-        if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0) {
-            w.scales = reinterpret_cast<const float*>(p);
-        } else {
-            std::vector<float>& copy = storage_->aligned_scales.emplace_back(groups);
-            std::memcpy(copy.data(), p, groups * sizeof(float));
-            w.scales = copy.data();
-        }
-        p += groups * sizeof(float);
-        return w;
+        p += count * run.stride;
+        return run;
     };
-    layers_.assign(static_cast<std::size_t>(c.n_layers), {});
+    const auto take = [&](const WeightFormat& t, std::uint64_t n) { return take_run(t, n, 1).first; };
+    layer_tensors_.clear();
     const auto each_layer = [&](WeightTensor LayerWeights::*tensor, const WeightFormat& t, std::uint64_t n) {
-        for (LayerWeights& w : layers_) w.*tensor = take(t, n);
+        layer_tensors_.emplace_back(tensor, take_run(t, n, layers));
     };
     if (legacy) {
         embedding_ = take(matrix, vocab * dim);
@@ -420,6 +423,20 @@ void Checkpoint::map_weights(const std::byte* p, bool legacy) {
         each_layer(&LayerWeights::w3, matrix, hidden * dim);
     }
     classifier_ = c.shared_classifier ? embedding_ : take(matrix, vocab * dim);
+}
+
+WeightTensor Checkpoint::TensorRun::at(std::uint64_t i) const {
+    WeightTensor t = first;
+    t.values = static_cast<const std::byte*>(first.values) + i * stride;
+    if (first.scales)
+        t.scales = reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(first.scales) + i * scale_stride);
+    return t;
+}
+
+LayerWeights Checkpoint::layer(int l) const {
+    LayerWeights w;
+    for (const auto& [tensor, run] : layer_tensors_) w.*tensor = run.at(static_cast<std::uint64_t>(l));
+    return w;
 }
 
 const float* Checkpoint::token_embedding() const {

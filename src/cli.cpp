@@ -815,7 +815,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
                " (see llama-cl --help)");
         return 2;
     } catch (const Error& e) {
-        report(e);
+        report(e.what());
         return e.exit_code();
     }
     return std::nullopt;
@@ -848,7 +848,7 @@ int CommandLine::run() {
         if (app_.got_subcommand("bench")) return with_output_checked(run_bench(bench_));
         if (app_.got_subcommand("check")) return with_output_checked(run_check_command(check_));
     } catch (const Error& e) {
-        report(e);
+        report(e.what());
         return e.exit_code();
     } catch (const std::bad_alloc&) {
         report("out of host memory: " + model_in_use() +

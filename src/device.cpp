@@ -11,8 +11,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
+#include <string_view>
 #include <utility>
 
+#include "llamacl/build_options.hpp"
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/host_memory.hpp"
@@ -116,8 +119,8 @@ std::string trimmed(const std::string& s) {
 }
 
 // What a driver's compiler prints on the process's stderr itself during a build (PoCL's clang: "1 error
-// generated."), held back so that it follows llama-cl's own line: a failed build's Error carries it after
-// the log, a successful build passes it on. While held, whatever the process writes to stderr is held too.
+// generated."), held back so that nothing precedes llama-cl's own line: a failed build's Error quotes its
+// first error where the log has none, a successful build passes it on. While held, whatever the process writes to stderr is held too.
 class HeldStderr {
 public:
     HeldStderr() {
@@ -150,6 +153,28 @@ private:
     std::FILE* file_ = nullptr;
     int saved_ = -1;
 };
+
+// The compiler's first error in its output: the first line that names one and is not their count ("1
+// error generated."), else the first line.
+std::string first_error(const std::string& output) {
+    std::istringstream lines(output);
+    std::string first;
+    for (std::string line; std::getline(lines, line);) {
+        line = trimmed(line);
+        if (first.empty()) first = line;
+        if (line.find("error") != std::string::npos && !line.ends_with(" generated.")) return line;
+    }
+    return first;
+}
+
+// CL_DEVICE_VERSION is "OpenCL MAJOR.MINOR VENDOR-SPECIFIC": memory scopes from 2.0 on.
+std::string scopes_standard(const std::string& version) {
+    constexpr std::string_view prefix = "OpenCL ";
+    int major = 0;
+    if (version.starts_with(prefix))
+        std::from_chars(version.data() + prefix.size(), version.data() + version.size(), major);
+    return major >= 3 ? "CL3.0" : major == 2 ? "CL2.0" : "";
+}
 
 std::string lowercase(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(),
@@ -305,6 +330,7 @@ std::vector<FoundDevice> enumerate_devices() {
                 info.name = trimmed(dev.getInfo<CL_DEVICE_NAME>());
                 info.vendor = trimmed(dev.getInfo<CL_DEVICE_VENDOR>());
                 info.version = trimmed(dev.getInfo<CL_DEVICE_VERSION>());
+                info.scopes_standard = scopes_standard(info.version);
                 info.driver_version = trimmed(dev.getInfo<CL_DRIVER_VERSION>());
                 const cl_device_type type = dev.getInfo<CL_DEVICE_TYPE>();
                 info.type = device_type(type);
@@ -436,11 +462,9 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
                                               const std::string& standard) const {
     // -w: a compiler's warnings go nowhere useful (PoCL's clang prints their count on the user's stderr, for
     // its own builtins' float16 calling convention); a failed build's log still carries its errors.
-    // LLAMACL_BUILD_OPTIONS goes last, so that its options take precedence (bring-up: -cl-opt-disable;
-    // -D for a kernel's tunables).
-    const char* extra = std::getenv("LLAMACL_BUILD_OPTIONS");
+    const std::string extra = user_build_options();
     const std::string all_options = "-cl-std=" + standard + " -w" + (options.empty() ? "" : " " + options) +
-                                    (extra && *extra ? std::string(" ") + extra : std::string());
+                                    (extra.empty() ? "" : " " + extra);
     cl::Program program;
     const ProgressLine progress("compiling kernels for " + info_.name + " (the driver caches them for the next run)");
     const auto start = std::chrono::steady_clock::now();
@@ -456,17 +480,25 @@ cl::Program Device::build_program_from_source(const std::string& source, const s
     } catch (const cl::Error& e) {
         std::string log;
         try {
-            log = trimmed(program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_));
+            log = program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_);
         } catch (const cl::Error&) {
             // No log to add (the program object was never created): the error code says enough.
         }
-        const std::string printed = trimmed(held.release());
-        if (!printed.empty()) log += (log.empty() ? "" : "\n") + printed;
+        const std::string error = first_error(log + "\n" + held.release());
         throw Error("kernel build failed on " + info_.name + ": " + describe(e) + " (options \"" + all_options +
-                        "\"" + (extra && *extra ? ", LLAMACL_BUILD_OPTIONS among them" : "") + ")" +
-                        (log.empty() ? "" : "; the compiler's log follows"),
-                    1, log);
+                    "\"" + (extra.empty() ? "" : ", LLAMACL_BUILD_OPTIONS among them") + ")" +
+                    (error.empty() ? "" : ": " + error) +
+                    (extra.empty() ? "; try --work-shape exact or cpu, update the driver, or use --backend cpu, and "
+                                     "please report it with llama-cl devices"
+                                   : "; check LLAMACL_BUILD_OPTIONS' options"));
     }
+}
+
+Device Device::as_opencl_1_2() const {
+    Device device = *this;
+    device.info_.version = "OpenCL 1.2 (" + info_.version + ", used as 1.2)";
+    device.info_.scopes_standard.clear();
+    return device;
 }
 
 cl::Buffer Device::allocate(std::size_t bytes, const std::string& what, cl_mem_flags flags) const {

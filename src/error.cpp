@@ -33,11 +33,6 @@ std::string printable(std::string_view text) {
 
 void report(std::string_view message) { std::fprintf(stderr, "llama-cl: %s\n", printable(message).c_str()); }
 
-void report(const Error& error) {
-    report(error.what());
-    const std::string& details = error.details();
-    if (!details.empty()) std::fprintf(stderr, "%s%s", details.c_str(), details.back() == '\n' ? "" : "\n");
-}
 
 namespace {
 std::string running_command = "generate";

@@ -44,7 +44,8 @@ int largest_power_of_two_at_most(std::size_t v) {
 std::size_t round_up(std::size_t v, std::size_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
 Error no_memory_scopes(const DeviceInfo& device) {
-    return Error(device.name + ": the compiler takes no OpenCL C 2.0 or later (memory scopes)");
+    return Error(device.name + " reports " + device.version + ": no OpenCL C 2.0 memory scopes, which the token "
+                 "kernel's grid barrier needs (OpenCL 2.0 or later)");
 }
 
 }  // namespace
@@ -190,15 +191,9 @@ KernelSet::Build KernelSet::matvec_kernels(const cl::Program& program) {
 
 cl::Program KernelSet::first_build() {
     // CPU shapes stay with OpenCL C 1.2: they split no work that would need fences, and the "exact" shape's
-    // arithmetic is run.c's as that standard compiles it.
-    if (shape_.gpu_family()) {
-        try {
-            return build_with_scopes(shape_.row_threads, kLongDotBatch, "", standard_);
-        } catch (const Error&) {
-            // Without memory scopes: OpenCL C 1.2, and no device fences.
-        }
-    }
-    standard_ = "CL1.2";
+    // arithmetic is run.c's as that standard compiles it. GPU shapes use memory scopes where the device has them.
+    const std::string& scopes = device_.info().scopes_standard;
+    standard_ = shape_.gpu_family() && !scopes.empty() ? scopes : "CL1.2";
     return build_program(shape_.row_threads, kLongDotBatch, "");
 }
 
@@ -218,26 +213,17 @@ cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::
                                  standard);
 }
 
-cl::Program KernelSet::build_with_scopes(int row_threads, int dot_batch, const std::string& extra,
-                                         std::string& standard) const {
-    for (const char* tried : {"CL3.0", "CL2.0"}) {
-        try {
-            cl::Program program = build_program(row_threads, dot_batch, extra, tried);
-            standard = tried;
-            return program;
-        } catch (const Error&) {
-            // A compiler without OpenCL C 2.0's memory scopes: try the next.
-        }
-    }
-    throw no_memory_scopes(device_.info());
+cl::Program KernelSet::build_with_scopes(int row_threads, int dot_batch, const std::string& extra) const {
+    const std::string& scopes = device_.info().scopes_standard;
+    if (scopes.empty()) throw no_memory_scopes(device_.info());
+    return build_program(row_threads, dot_batch, extra, scopes);
 }
 
 cl::Program KernelSet::token_program(const std::string& model_options, int dim, int hidden_dim) const {
     if (!shape_.gpu_family()) {
         // CPU shapes: their own build is OpenCL C 1.2 (first_build); the token kernel's needs the scopes of
         // its grid barrier, and its steps are the per-op kernels' (one work-item a row, no batch).
-        std::string standard;
-        return build_with_scopes(shape_.row_threads, kLongDotBatch, " -DTOKEN_KERNEL" + model_options, standard);
+        return build_with_scopes(shape_.row_threads, kLongDotBatch, " -DTOKEN_KERNEL" + model_options);
     }
     if (!device_fences()) throw no_memory_scopes(device_.info());
     // One build serves every step, so one row width and one batch: 32 work-items per row and the batch

@@ -1,6 +1,7 @@
 #include "llamacl/reference.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -39,6 +40,22 @@ std::uint64_t matrix_floats(const Config& c) {
     return c.n_layers * (size.layer_params - 2 * static_cast<std::uint64_t>(c.dim)) + size.embedding_params;
 }
 
+// A layer's matrices that matmul reads, (rows, columns) each.
+struct LayerMatrix {
+    WeightTensor LayerWeights::*tensor;
+    int rows, cols;
+};
+std::array<LayerMatrix, 7> layer_matrices(const Config& c) {
+    const int dim = c.dim, kv_dim = c.kv_dim(), hidden_dim = c.hidden_dim;
+    return {{{&LayerWeights::wq, dim, dim},
+             {&LayerWeights::wk, kv_dim, dim},
+             {&LayerWeights::wv, kv_dim, dim},
+             {&LayerWeights::wo, dim, dim},
+             {&LayerWeights::w1, hidden_dim, dim},
+             {&LayerWeights::w2, dim, hidden_dim},
+             {&LayerWeights::w3, hidden_dim, dim}}};
+}
+
 }  // namespace
 
 ReferenceForward::ReferenceForward(const Checkpoint& checkpoint, int positions)
@@ -49,7 +66,6 @@ ReferenceForward::ReferenceForward(const Checkpoint& checkpoint, int positions)
       key_cache_(static_cast<std::size_t>(c_.n_layers) * c_.seq_len * c_.kv_dim()),
       value_cache_(key_cache_.size()),
       classifier_(checkpoint.classifier()) {
-    for (int l = 0; l < c_.n_layers; l++) layers_.push_back(ck_.layer(l));
     const std::uint64_t laid_out = laid_out_bytes(c_), memory = host_memory_bytes();
     if (laid_out > 0 && c_.seq_len >= kLayOutPositions && (memory == 0 || laid_out <= memory / 8)) lay_out_matrices();
     hold(1);
@@ -63,28 +79,32 @@ std::uint64_t ReferenceForward::laid_out_bytes(const Config& c) {
     return c.weight_format.type == ElementType::f32 && bytes <= kLayOutBytes ? bytes : 0;
 }
 
+// Each matrix's blocks for every layer in turn, so that a layer's lie at a fixed stride (layer()).
 void ReferenceForward::lay_out_matrices() {
     row_blocks_.reset(new float[matrix_floats(c_)]);  // (the blocks read only what lay_out_row_blocks wrote)
     float* next = row_blocks_.get();
-    const auto lay_out = [&](WeightTensor& t, int d, int n) {
-        float* out = next;
+    const auto lay_out = [&](const WeightTensor& t, int d, int n) {
         const std::uint64_t work = static_cast<std::uint64_t>(d) * n;
         for_row_shares(d, kRowBlockRows, work,
-                       [&](int first, int last) { lay_out_row_blocks(out, t.f32(), n, first, last); });
-        t.row_blocks = out;
+                       [&](int first, int last) { lay_out_row_blocks(next, t.f32(), n, first, last); });
         next += work;
     };
-    const int dim = c_.dim, kv_dim = c_.kv_dim(), hidden_dim = c_.hidden_dim;
-    for (LayerWeights& w : layers_) {
-        lay_out(w.wq, dim, dim);
-        lay_out(w.wk, kv_dim, dim);
-        lay_out(w.wv, kv_dim, dim);
-        lay_out(w.wo, dim, dim);
-        lay_out(w.w1, hidden_dim, dim);
-        lay_out(w.w2, dim, hidden_dim);
-        lay_out(w.w3, hidden_dim, dim);
+    for (const LayerMatrix& m : layer_matrices(c_))
+        for (int l = 0; l < c_.n_layers; l++) lay_out(ck_.layer(l).*m.tensor, m.rows, m.cols);
+    classifier_.row_blocks = next;
+    lay_out(classifier_, c_.vocab_size, c_.dim);
+}
+
+LayerWeights ReferenceForward::layer(int l) const {
+    LayerWeights w = ck_.layer(l);
+    if (!row_blocks_) return w;
+    const float* blocks = row_blocks_.get();
+    for (const LayerMatrix& m : layer_matrices(c_)) {
+        const std::uint64_t floats = static_cast<std::uint64_t>(m.rows) * m.cols;
+        (w.*m.tensor).row_blocks = blocks + l * floats;
+        blocks += c_.n_layers * floats;
     }
-    lay_out(classifier_, c_.vocab_size, dim);
+    return w;
 }
 
 std::uint64_t ReferenceForward::batch_bytes(const Config& c, bool every_logit) {
@@ -130,7 +150,7 @@ void ReferenceForward::run_layers(std::span<const int> tokens, int pos, const Bo
         std::memcpy(&a.x[i * d], ck_.token_embedding() + static_cast<std::size_t>(tokens[i]) * d, d * sizeof(float));
 
     for (int l = 0; l < c_.n_layers; l++) {
-        const LayerWeights& w = layers_[static_cast<std::size_t>(l)];
+        const LayerWeights w = layer(l);
 
         // attention rmsnorm, then q, k, v; k and v are written straight into the positions' cache rows
         for (int i = 0; i < n; i++) {

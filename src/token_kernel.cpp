@@ -65,6 +65,8 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
     const bool cpu = device.is_cpu && !shape.gpu_family() && shape.local_size == 1;
     if (!gpu && !cpu)
         why_not = "the token kernel runs on GPUs with the gpu work shape and on CPUs with the cpu or exact shape";
+    else if (device.scopes_standard.empty())  // (a build that fails where the device has them is an error)
+        why_not = "the device reports " + device.version + ", and the grid barrier needs OpenCL 2.0's memory scopes";
     else if (!plan.resident())
         why_not = "the layers stream through the device (--layers-per-offload below n_layers)";
     else if (finalize != Finalize::device)
@@ -124,15 +126,9 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     const bool quantize_once = by_words && c.hidden_dim / 4 > kQuantizeOnceWords * local;
     const bool quantize_wo = by_words && c.head_size() % gs == 0 && c.head_size() / 4 <= local &&
                              c.dim / 4 >= kQuantizeWoWords * local;
-    cl::Kernel kernel;
-    try {
-        const std::string options = model + cap + (quantize_once ? " -DQUANTIZE_W2_ONCE" : "") +
-                                    (quantize_wo ? " -DQUANTIZE_WO_INPUT" : "");
-        kernel = cl::Kernel(kernels.token_program(options, c.dim, c.hidden_dim), "forward_token");
-    } catch (const Error& e) {
-        why_not = std::string("the device's compiler refused the token kernel: ") + e.what();
-        return nullptr;
-    }
+    const std::string options = model + cap + (quantize_once ? " -DQUANTIZE_W2_ONCE" : "") +
+                                (quantize_wo ? " -DQUANTIZE_WO_INPUT" : "");
+    cl::Kernel kernel(kernels.token_program(options, c.dim, c.hidden_dim), "forward_token");
 
     // Two work-groups per compute unit where the kernel's registers allow (capped as above, or its largest
     // work-group holds two of ours), else one. Should they not all run at once, the kernel gives up and

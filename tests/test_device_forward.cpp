@@ -440,6 +440,34 @@ TEST(TokenSchedule, LogitsMatchTheReference) {
     }
 }
 
+// An OpenCL 1.2 device (the test device used as one) has no memory scopes: every shape builds as OpenCL C
+// 1.2 without device fences, runs per op and batches prompts, and matches the reference.
+TEST(OpenCl12Device, PerOpAndPromptPathsMatchTheReference) {
+    Device device = open_test_device().as_opencl_1_2();
+    TempDir dir;
+    const Config c{36, 100, 2, 6, 2, 300, 24, true};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 13).string());
+    const std::vector<int> prompt = {1, 50, 7, 200, 9, 33, 120, 5};
+    for (const char* shape : {"gpu", "cpu", "exact"}) {
+        SCOPED_TRACE(shape);
+        DeviceOptions options;
+        options.shape = parse_launch_shape(shape, device.info());
+        DeviceForward dev(device, ck, options);
+        EXPECT_FALSE(dev.token_schedule());
+        if (std::string(shape) != "gpu")  // (the CPU device's reason for the gpu shape is the shape)
+            EXPECT_NE(dev.per_op_reason().find("OpenCL 2.0's memory scopes"), std::string::npos) << dev.per_op_reason();
+        ReferenceForward ref(ck);
+        const std::span<float> expected = ref.prefill(prompt, 0);
+        const std::vector<float> want(expected.begin(), expected.end());
+        EXPECT_LT(relative_error(dev.prefill(prompt, 0), want), 1e-4);
+        for (int pos = static_cast<int>(prompt.size()); pos < c.seq_len; ++pos) {
+            const std::span<float> next = ref.forward(pos % 300, pos);
+            const std::vector<float> next_want(next.begin(), next.end());
+            ASSERT_LT(relative_error(dev.forward(pos % 300, pos), next_want), 1e-4) << "pos " << pos;
+        }
+    }
+}
+
 // A launch whose work-groups did not all run gives up instead of hanging (token.cl), and the token runs
 // again: with one work-group per compute unit, and should that give up too, one command per step for good.
 // Every position's logits still match the reference.
@@ -635,6 +663,7 @@ TEST(TokenSchedule, CpuShapesGiveThePerOpLogitsBitForBit) {
 TEST(TokenSchedule, TheStagedInputIsSizedByTheWeightsFormat) {
     DeviceInfo gpu;
     gpu.type = "GPU";
+    gpu.scopes_standard = "CL3.0";
     gpu.local_mem_bytes = 48 * 1024;
     const Config c = *preset_config("llama2-7b");
     CapacityPlan plan;

@@ -331,10 +331,10 @@ TEST(BuildOptions, LlamaclBuildOptionsReachEveryBuildAndAreNamedWhenTheyFail) {
                              " -t 0 -n 4 --backend opencl";
     const CommandResult plain = run_command(quote(LLAMACL_BINARY) + args);
     ASSERT_EQ(plain.exit_code, 0) << plain.err;
-    // A define the kernels do not read changes nothing.
-    const CommandResult defined = run_command("LLAMACL_BUILD_OPTIONS=-DUNUSED_BY_THE_KERNELS=1 " + quote(LLAMACL_BINARY) + args);
-    EXPECT_EQ(defined.exit_code, 0) << defined.err;
-    EXPECT_EQ(defined.out, plain.out);
+    // A tunable of a kernel this shape does not run changes nothing.
+    const CommandResult tuned = run_command("LLAMACL_BUILD_OPTIONS=-DGEMM_TK=16 " + quote(LLAMACL_BINARY) + args);
+    EXPECT_EQ(tuned.exit_code, 0) << tuned.err;
+    EXPECT_EQ(tuned.out, plain.out);
     // An option the compiler refuses fails the build, the message naming it and the variable.
     const CommandResult refused = run_command("LLAMACL_BUILD_OPTIONS=-no-such-option-xyz " + quote(LLAMACL_BINARY) + args);
     EXPECT_EQ(refused.exit_code, 1);
@@ -342,4 +342,22 @@ TEST(BuildOptions, LlamaclBuildOptionsReachEveryBuildAndAreNamedWhenTheyFail) {
     EXPECT_NE(refused.err.find("llama-cl: kernel build failed on "), std::string::npos) << refused.err;
     EXPECT_NE(refused.err.find("-no-such-option-xyz\", LLAMACL_BUILD_OPTIONS among them)"), std::string::npos)
         << refused.err;
+}
+
+TEST(BuildOptions, MacrosThatAreNotTunablesAreRefusedBeforeAnyBuild) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config(), 1);
+    const std::string args = " generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -n 4 --backend opencl";
+    // The host's own macros (the work-group size, the GEMM's rows, any other name), defined or undefined.
+    for (const std::string options : {"-DLOCAL=2", "-DGEMM_ROWS=0", "'-D GEMM_ROWS=1'", "-UGEMM_ROWS", "-DUNKNOWN"}) {
+        const CommandResult r = run_command("LLAMACL_BUILD_OPTIONS=" + options + " " + quote(LLAMACL_BINARY) + args);
+        SCOPED_TRACE(options);
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_EQ(r.out, "");
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_EQ(r.err.rfind("llama-cl: LLAMACL_BUILD_OPTIONS: ", 0), 0u) << r.err;
+        EXPECT_NE(r.err.find("is not a kernel tunable"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("GEMM_TK (16 or 32"), std::string::npos) << r.err;
+    }
 }

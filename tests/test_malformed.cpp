@@ -410,6 +410,39 @@ TEST(MalformedCheckpoint, AHugeContextWithASmallNRunsInMemoryProportionalToN) {
     }
 }
 
+TEST(MalformedCheckpoint, ManyTinyLayersTakeMemoryForTheirWeightsAlone) {
+    // 2^23 layers of dim 2 in a sparse file: 832 MiB of zeros that take no disk. Bookkeeping of even one
+    // 32-byte tensor view per layer would be 256 MiB: info, which reads no weights, must stay below that,
+    // and generate must fit in the mapped file, the KV cache of the positions it reaches and that much more.
+    TempDir dir;
+    const Config tiny{2, 1, 1 << 23, 1, 1, 260, 2, true};
+    write_model(dir, file_config());  // the tokenizer
+    const fs::path model = dir / "layers.bin";
+    write_bytes(model, v0_file({tiny.dim, tiny.hidden_dim, tiny.n_layers, tiny.n_heads, tiny.n_kv_heads,
+                                tiny.vocab_size, tiny.seq_len}));
+    const CommandResult probe = run("info " + quote(model.string()));
+    const std::size_t at = probe.err.find(" needs ");
+    ASSERT_NE(at, std::string::npos) << probe.err;
+    fs::resize_file(model, std::stoull(probe.err.substr(at + 7)));
+
+    constexpr long kBookkeepingKiB = 256 * 1024;
+    const CommandResult info = run("info " + quote(model.string()), /*limit_memory=*/true);
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    EXPECT_NE(info.out.find("n_layers: 8388608\n"), std::string::npos) << info.out;
+    EXPECT_LT(info.peak_rss_kib, kBookkeepingKiB);
+
+    const long work_kib = static_cast<long>((fs::file_size(model) + ModelSize(tiny).kv_cache_bytes) / 1024);
+    std::string cap;
+#ifndef LLAMACL_UNDER_ASAN
+    cap = "ulimit -v " + std::to_string(work_kib + kBookkeepingKiB) + "; ";
+#endif
+    const CommandResult gen = run_command(cap + "timeout 120 " + bin() + " generate " + quote(model.string()) + " -z " +
+                                          quote((dir / "tok.bin").string()) + " -n 2 --backend cpu");
+    ASSERT_EQ(gen.exit_code, 0) << gen.err;
+    EXPECT_FALSE(gen.out.empty());
+    EXPECT_LT(gen.peak_rss_kib, work_kib + kBookkeepingKiB);
+}
+
 TEST(MalformedCheckpoint, EveryCommandSizesTheCacheByThePositionsItReaches) {
     // The same 7.8 GiB context: chat reaches -n positions, perplexity its window (here the text's tokens),
     // bench --prompt and --context + -n, check its rungs' positions. Each runs under the 1 GiB cap, in a fraction of it.

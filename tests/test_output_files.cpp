@@ -295,16 +295,20 @@ TEST(Messages, BenchOffersNoBackendItLacks) {
                      "bench measures OpenCL devices only\n");
 }
 
-// A compiler that prints on the process's stderr itself (PoCL's clang: "N errors generated.") is heard
-// after llama-cl's own line, not before it.
-TEST(Messages, AFailedKernelBuildStartsWithLlamaClsLine) {
+// A failed build is one line that quotes the compiler's first error: nothing a compiler prints on the
+// process's stderr itself (PoCL's clang: "N errors generated.") comes before or after it.
+TEST(Messages, AFailedKernelBuildIsOneLineWithTheFirstError) {
     TempDir dir;
     const fs::path model = write_model(dir, small_config());
-    const CommandResult r = run_command("LLAMACL_BUILD_OPTIONS=-D__kernel=int '" + std::string(LLAMACL_BINARY) +
+    // The GPU shape's GEMM checks its tunable's value (#error).
+    const CommandResult r = run_command("LLAMACL_BUILD_OPTIONS=-DGEMM_TK=24 '" + std::string(LLAMACL_BINARY) +
                                         "' generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
-                                        " --backend opencl -n 4");
+                                        " --backend opencl --work-shape gpu -n 4");
     EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_EQ(r.err.rfind("llama-cl: kernel build failed on ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("GEMM_TK must be 16 or 32; check LLAMACL_BUILD_OPTIONS"), std::string::npos) << r.err;
 }
 
 }  // namespace

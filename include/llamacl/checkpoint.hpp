@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llamacl/host_memory.hpp"
@@ -102,7 +103,8 @@ public:
     // What loading changed of the file's tensors (GGUF types dequantized at load), or empty.
     const std::string& load_note() const { return load_note_; }
 
-    LayerWeights layer(int l) const { return layers_[static_cast<std::size_t>(l)]; }
+    // Views of layer l's tensors, made on each call: a model holds no table per layer.
+    LayerWeights layer(int l) const;
     // (vocab, dim) in fp32. runq.c dequantizes a Q8_0 table at load; we do at the first call (and widen
     // halves), so that what never reads it (info, quantize) never pays 4 bytes a weight for it.
     const float* token_embedding() const;
@@ -113,6 +115,13 @@ public:
 
 private:
     struct Storage;
+    // `count` tensors of one shape and format back to back (one per layer, or one): the first's view and
+    // the bytes from each one's values, and scales, to the next's.
+    struct TensorRun {
+        WeightTensor first;
+        std::uint64_t stride = 0, scale_stride = 0;
+        WeightTensor at(std::uint64_t i) const;
+    };
     Checkpoint() = default;
     void map_tensors(const std::byte* base, std::uint64_t size);
     // Views of the tensors that start at `p` (their sizes checked), in the legacy or the export order.
@@ -124,7 +133,7 @@ private:
     int version_ = 0;
     ModelFile file_ = ModelFile::llama2c;
     std::string load_note_;
-    std::vector<LayerWeights> layers_;
+    std::vector<std::pair<WeightTensor LayerWeights::*, TensorRun>> layer_tensors_;  // each tensor's layers
     WeightTensor embedding_, classifier_;
     const float* rms_final_ = nullptr;
 };

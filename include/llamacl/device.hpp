@@ -25,6 +25,9 @@ struct DeviceInfo {
     int device_index = 0;    // position within its platform
     std::string platform_name, name, vendor;
     std::string version;         // CL_DEVICE_VERSION, e.g. "OpenCL 3.0 CUDA"
+    // The -cl-std= of kernels that use OpenCL C 2.0's memory scopes (device fences, the token kernel's grid
+    // barrier): "CL3.0" or "CL2.0" as CL_DEVICE_VERSION says, empty on an OpenCL 1.x device, which has none.
+    std::string scopes_standard;
     std::string driver_version;  // CL_DRIVER_VERSION
     std::string type;            // "GPU", "CPU", "ACCELERATOR" or "OTHER"
     bool is_cpu = false;
@@ -60,6 +63,9 @@ public:
     static Device open(const std::string& platform_sel, const std::string& device_sel,
                        bool profiling = false);
 
+    // This device as an OpenCL 1.2 one uses it (no memory scopes): what an old device lacks, on this one.
+    Device as_opencl_1_2() const;
+
     const DeviceInfo& info() const { return info_; }
     cl::Context& context() { return context_; }
     cl::CommandQueue& queue() { return queue_; }
@@ -69,8 +75,9 @@ public:
     const cl::Device& device() const { return device_; }
 
     // Builds all embedded kernels (kernels/*.cl, in file-name order) as one program. `options`
-    // are extra compiler options such as "-DWG=64"; "-cl-std=" + `standard` is always added. A failed
-    // build throws Error("kernel build failed on <device> ...") carrying the compiler's log.
+    // are extra compiler options such as "-DWG=64"; "-cl-std=" + `standard` is always added, and
+    // LLAMACL_BUILD_OPTIONS last (build_options.hpp). A failed build throws Error("kernel build failed on
+    // <device> ...") quoting the compiler's first error.
     cl::Program build_program(const std::string& options, const std::string& standard = "CL1.2") const;
     // The same for arbitrary OpenCL C source; build_program is this applied to the kernel files.
     cl::Program build_program_from_source(const std::string& source, const std::string& options,

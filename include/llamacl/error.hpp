@@ -1,26 +1,21 @@
 #pragma once
 // One exception type for everything a user can get wrong. main() prints what() as a single line
-// on stderr (then any details() as they are) and exits with exit_code(): 1 for bad files and devices,
-// 2 for bad command-line usage.
+// on stderr and exits with exit_code(): 1 for bad files and devices, 2 for bad command-line usage.
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <utility>
 
 namespace llamacl {
 
 class Error : public std::runtime_error {
 public:
-    explicit Error(const std::string& message, int exit_code = 1, std::string details = {})
-        : std::runtime_error(message), exit_code_(exit_code), details_(std::move(details)) {}
+    explicit Error(const std::string& message, int exit_code = 1)
+        : std::runtime_error(message), exit_code_(exit_code) {}
     int exit_code() const { return exit_code_; }
-    // Lines a tool wrote that the message quotes whole (a compiler's log): printed after it, as they are.
-    const std::string& details() const { return details_; }
 
 private:
     int exit_code_;
-    std::string details_;
 };
 
 // A command-line value that is out of range: exit status 2, like CLI11's own parse errors.
@@ -31,8 +26,6 @@ inline Error usage_error(const std::string& message) { return Error(message, 2);
 std::string printable(std::string_view text);
 // Prints "llama-cl: MESSAGE" as one line on stderr, control characters escaped: every message goes out here.
 void report(std::string_view message);
-// An Error's message as report() prints it, then its details, if any, line by line as they are.
-void report(const Error& error);
 
 // The command being run, for remedies that depend on it, while this object lives ("generate" outside any).
 class RunningCommand {

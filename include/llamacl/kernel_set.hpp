@@ -250,7 +250,7 @@ public:
     Range per_position(int width, int positions) const;
 
     // Whether the programs are built with fences of device scope (DEVICE_FENCES in grid_sync.cl): GPU shapes
-    // where the compiler takes OpenCL C 3.0 or 2.0. CPU shapes are built as OpenCL C 1.2.
+    // on a device of OpenCL 2.0 or later. CPU shapes are built as OpenCL C 1.2.
     bool device_fences() const { return standard_ != "CL1.2"; }
     // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in reductions.cl): GPU shapes
     // of whole warps on a device with 32-wide warps whose compiler takes PTX (NVIDIA's).
@@ -280,10 +280,9 @@ private:
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra,
                               const std::string& standard) const;
-    // The build as the first of OpenCL C 3.0 and 2.0 the compiler takes (their memory scopes give device
-    // fences), that standard left in `standard`; Error where it takes neither.
-    cl::Program build_with_scopes(int row_threads, int dot_batch, const std::string& extra,
-                                  std::string& standard) const;
+    // The build in the device's OpenCL C with memory scopes (DeviceInfo::scopes_standard); Error on an
+    // OpenCL 1.x device, which has none.
+    cl::Program build_with_scopes(int row_threads, int dot_batch, const std::string& extra) const;
     Range rows(int rows, int row_threads) const;
 
     // The compute capability of NVIDIA's first GPUs with TF32 and m16n8k32 int8 tensor cores (Ampere).

@@ -58,9 +58,10 @@ private:
     void hold(int positions);
 
     // The f32 matrices laid out for matmul's row blocks (lay_out_row_blocks) into row_blocks_, where the
-    // run repays the copy (laid_out_bytes); layers_ and classifier_ are the matrices the passes read: the
+    // run repays the copy (laid_out_bytes); layer(l) and classifier_ are the matrices the passes read: the
     // checkpoint's, with row_blocks set where laid out.
     void lay_out_matrices();
+    LayerWeights layer(int l) const;
 
     const Checkpoint& ck_;
     Config c_;  // seq_len: the positions this run can reach (within_positions)
@@ -77,7 +78,6 @@ private:
     std::vector<float> logits_;
     ZeroedFloats key_cache_, value_cache_;  // (layer, c_.seq_len, kv_dim)
     std::unique_ptr<float[]> row_blocks_;
-    std::vector<LayerWeights> layers_;
     WeightTensor classifier_;
 };
 
