@@ -454,8 +454,9 @@ TEST(OpenCl12Device, PerOpAndPromptPathsMatchTheReference) {
         options.shape = parse_launch_shape(shape, device.info());
         DeviceForward dev(device, ck, options);
         EXPECT_FALSE(dev.token_schedule());
-        if (std::string(shape) != "gpu")  // (the CPU device's reason for the gpu shape is the shape)
+        if (std::string(shape) != "gpu") {  // (the CPU device's reason for the gpu shape is the shape)
             EXPECT_NE(dev.per_op_reason().find("OpenCL 2.0's memory scopes"), std::string::npos) << dev.per_op_reason();
+        }
         ReferenceForward ref(ck);
         const std::span<float> expected = ref.prefill(prompt, 0);
         const std::vector<float> want(expected.begin(), expected.end());
