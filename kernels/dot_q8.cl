@@ -206,12 +206,14 @@ typedef char char16_unaligned __attribute__((ext_vector_type(16), aligned(1)));
 // CPU families: the group's consecutive weights (Q8_INTERLEAVE 1) for the SIMD units, 16 at a time, in 16
 // partial sums (an integer sum: the exact shape's too).
 #ifdef WEIGHT_Q4_0
-// (Q4_0: the block's 16 bytes, low nibbles times the group's first 16 values, high ones the last 16.)
+// (Q4_0: the block's 16 bytes, low nibbles less 8 times the group's first 16 values, high ones the last
+// 16, in 16-bit lanes: |q - 8| <= 8 and |x| <= 128, so a lane's two products sum to at most 2048.)
 inline int16 group_partials(__global const weight_t* w, __local const char* x, int g) {
     const uchar16 b = as_uchar16(GLOBAL_CHAR16(w + 16 * g));
     __local const char* xg = x + g * GROUP_SIZE;
-    return (convert_int16(b & (uchar16)(15)) - 8) * convert_int16(LOCAL_CHAR16(xg)) +
-           (convert_int16(b >> (uchar16)(4)) - 8) * convert_int16(LOCAL_CHAR16(xg + 16));
+    const short16 lo = convert_short16(as_char16(b & (uchar16)(15)) - (char16)(8));
+    const short16 hi = convert_short16(as_char16(b >> (uchar16)(4)) - (char16)(8));
+    return convert_int16(lo * convert_short16(LOCAL_CHAR16(xg)) + hi * convert_short16(LOCAL_CHAR16(xg + 16)));
 }
 #else
 inline int16 group_partials(__global const weight_t* w, __local const char* x, int g) {
