@@ -73,6 +73,7 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
     cmd->add_option("-z", a.tokenizer, "tokenizer file, with a CHECKPOINT")
         ->check(not_empty("a tokenizer file"))
         ->capture_default_str();
+    add_vocab_mismatch_flag(*cmd, a.allow_vocab_mismatch);
     add_weights_option(*cmd, a.weights);
     cmd->get_option("--weights")
         ->description("climb the model's rungs in this format alone: f32, f16 or q8_0 (default: each format the "
@@ -98,7 +99,8 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     fault_from_environment(ck.config());  // a malformed boundary fault is a usage error before anything runs
     const Tokenizer tokenizer =
         generated ? generated_tokenizer(ck.config().vocab_size)
-                  : Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, ck.config().vocab_size);
+                  : Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, ck.config().vocab_size,
+                                         a.allow_vocab_mismatch ? VocabFit::at_least : VocabFit::exact);
     // The picture's file is made before the ladder runs: a path it cannot go to is found before the first rung.
     std::optional<AtomicFile> plot;
     if (!a.plot.empty())

@@ -49,6 +49,7 @@ struct GenerateArgs {
     std::string checkpoint;
     std::string tokenizer = "tokenizer.bin";
     bool tokenizer_given = false;  // -z on the command line, not the default
+    bool allow_vocab_mismatch = false;
     double temperature = 1.0;  // run.c parses with atof and stores a float; so do we
     double topp = 0.9;
     int seed = 0;              // 0: seed from the clock
@@ -71,6 +72,13 @@ void add_model_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")
         ->check(not_empty("a tokenizer file"))
         ->capture_default_str();
+    add_vocab_mismatch_flag(*cmd, a.allow_vocab_mismatch);
+}
+
+// The tokenizer the flags name for the model `ck`.
+Tokenizer model_tokenizer(const GenerateArgs& a, const Checkpoint& ck) {
+    return Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, ck.config().vocab_size,
+                                a.allow_vocab_mismatch ? VocabFit::at_least : VocabFit::exact);
 }
 
 // run.c's sampling flags.
@@ -399,7 +407,7 @@ int run_generate(const GenerateArgs& a) {
     const Checkpoint ck = open_model(a);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "generate");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer = model_tokenizer(a, ck);
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
@@ -436,8 +444,7 @@ int run_chat(const ChatArgs& a) {
     const Checkpoint ck = open_model(a.run);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "chat");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer =
-        Tokenizer::for_model(a.run.checkpoint, a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer = model_tokenizer(a.run, ck);
     Sampler sampler = make_sampler(a.run, c.vocab_size);
     ChatOptions options;
     if (a.cmd->count("-y")) options.system_prompt = a.system_prompt;
@@ -519,8 +526,7 @@ int run_perplexity(const PerplexityArgs& a) {
     const Checkpoint ck = open_model(a.run);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "perplexity");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer =
-        Tokenizer::for_model(a.run.checkpoint, a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer = model_tokenizer(a.run, ck);
     PerplexityWindows windows;
     windows.context = a.context ? a.context : c.seq_len;
     if (windows.context > c.seq_len)
@@ -576,7 +582,7 @@ struct TokenizeArgs {
 };
 
 int run_tokenize(const TokenizeArgs& a) {
-    const Tokenizer tokenizer = Tokenizer::for_model(a.tokenizer, a.tokenizer, false, 0);
+    const Tokenizer tokenizer = Tokenizer::for_model(a.tokenizer, a.tokenizer, false, 0, VocabFit::at_least);
     const std::vector<int> ids = tokenizer.encode(a.text, !a.no_bos, /*eos=*/false, a.special);
     std::string line;
     for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);

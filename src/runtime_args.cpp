@@ -63,6 +63,12 @@ void add_weights_option(CLI::App& cmd, std::string& weights) {
 
 std::optional<ElementType> weights_format(const std::string& weights) { return parse_element_type(weights); }
 
+void add_vocab_mismatch_flag(CLI::App& cmd, bool& allow) {
+    cmd.add_flag("--allow-vocab-mismatch", allow,
+                 "run with a -z tokenizer that has more entries than the model's vocabulary, as run.c does (its "
+                 "extra ids are never sampled, its pieces mean another model's tokens); refused by default");
+}
+
 namespace {
 
 // Blanks around a number are not part of it: "-n ' 8'" and "-n '8 '" both read 8 (run.c's atoi and atof

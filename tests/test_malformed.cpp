@@ -83,20 +83,6 @@ std::string opencl_fails_under_the_cap() {
 
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
-// The error contract for one run.
-void expect_error(const CommandResult& r, int code, std::initializer_list<std::string> mentions,
-                  const std::string& what) {
-    SCOPED_TRACE(what);
-    EXPECT_NE(r.exit_code, 124) << "timed out";
-    EXPECT_LT(r.exit_code, 128) << "crashed: " << r.err;
-    EXPECT_EQ(r.exit_code, code) << r.err;
-    EXPECT_EQ(r.out, "");
-    EXPECT_EQ(lines(r.err), 1) << "stderr must be exactly one line:\n" << r.err;
-    EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << r.err;
-    EXPECT_EQ(r.err.rfind("llama-cl: ", 0), 0u) << r.err;
-    for (const std::string& m : mentions) EXPECT_NE(r.err.find(m), std::string::npos) << "expected \"" << m << "\" in: " << r.err;
-}
-
 void write_bytes(const fs::path& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
