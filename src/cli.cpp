@@ -33,6 +33,7 @@
 #include "llamacl/ggml_types.hpp"
 #include "llamacl/gguf_file.hpp"
 #include "llamacl/number_text.hpp"
+#include "llamacl/option_suggestion.hpp"
 #include "llamacl/perplexity.hpp"
 #include "llamacl/progress.hpp"
 #include "llamacl/quantize.hpp"
@@ -69,7 +70,7 @@ void add_model_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("checkpoint", a.checkpoint, "model: a llama2.c checkpoint (.bin, version 0, 1 or 2) or a GGUF file")
         ->required()
         ->check(not_empty("a checkpoint file"));
-    cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")
+    cmd->add_option("-z,--tokenizer", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")
         ->check(not_empty("a tokenizer file"))
         ->capture_default_str();
     add_vocab_mismatch_flag(*cmd, a.allow_vocab_mismatch);
@@ -83,26 +84,26 @@ Tokenizer model_tokenizer(const GenerateArgs& a, const Checkpoint& ck) {
 
 // run.c's sampling flags.
 void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
-    cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")
+    cmd->add_option("-t,--temperature", a.temperature, "temperature in [0, inf); 0 is greedy")
         ->transform(number([](const std::string& text) { return "must be a number, e.g. -t 0.8 (got '" + text + "')"; }))
         ->capture_default_str();
-    cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
+    cmd->add_option("-p,--top-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
         // llama.cpp's -p is the prompt: a text here is most likely one.
         ->transform(number([](const std::string& text) {
             return "top-p must be a number in [0, 1] (got '" + text + "'); the prompt is -i, as in run.c: -i '" + text +
                    "'";
         }))
         ->capture_default_str();
-    cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")
+    cmd->add_option("-s,--seed", a.seed, "random seed; 0 seeds from the clock")
         // Decimal and an int, as run.c's atoi reads it: atoi keeps a larger number's low 32 bits (4294967301
         // seeds as 5), which a seed accepted here would not reproduce.
         ->transform(decimal_integer(std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
                                     "an integer from -2147483648 to 2147483647 (run.c reads it as an int)", "INTEGER"))
         ->capture_default_str();
-    cmd->add_option("-n", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
+    cmd->add_option("-n,--steps", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
         ->transform(decimal_int())
         ->capture_default_str();
-    cmd->add_option("-i", a.prompt, "input prompt");
+    cmd->add_option("-i,--prompt", a.prompt, "input prompt");
 }
 
 // Where the forward pass runs, and what it reports.
@@ -434,7 +435,7 @@ void add_chat(CLI::App& app, ChatArgs& a) {
     a.cmd = app.add_subcommand("chat", "Chat with a Llama 2 chat model (run.c's -m chat: flags and output)");
     add_model_options(a.cmd, a.run);
     add_sampling_options(a.cmd, a.run);
-    a.cmd->add_option("-y", a.system_prompt, "system prompt (default: read from standard input)");
+    a.cmd->add_option("-y,--system", a.system_prompt, "system prompt (default: read from standard input)");
     a.cmd->add_option("--chat-template", a.chat_template,
                       "llama2 or llama3 (default: the GGUF file's tokenizer.chat_template, else llama2)");
     add_backend_options(a.cmd, a.run);
@@ -667,19 +668,28 @@ int run_info(const std::string& path) {
     return 0;
 }
 
-// A parse error as report() prints it. CLI11 words an option at the end of the line without its value as
-// "-z: 1 required TEXT:TEXT missing", its own type names; say instead what the option takes.
-std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
+// The spelling of `option` that `args` used last (a message names the option as it was typed: CLI11
+// names it by its long name), else its long name.
+std::string spelled_as_given(const CLI::Option& option, const std::vector<std::string>& args) {
+    for (auto arg = args.rbegin(); arg != args.rend(); ++arg)
+        if (const std::string name = arg->substr(0, arg->find('=')); name.starts_with("-") && option.check_name(name))
+            return name;
+    return option.get_name();
+}
+
+// A parse error in `command` as report() prints it, the option named as typed in `args`. CLI11 words an
+// option at the end of the line without its value as "-z: 1 required TEXT:TEXT missing", its own type
+// names; say instead what the option takes.
+std::string parse_error_message(const CLI::App& command, const CLI::ParseError& e, const std::vector<std::string>& args) {
     const std::string what = e.what();
     const std::size_t colon = what.find(": ");
-    if (!dynamic_cast<const CLI::ArgumentMismatch*>(&e) || colon == std::string::npos ||
-        what.find(" required ", colon) == std::string::npos || !what.ends_with(" missing"))
-        return what;
-    const std::string name = what.substr(0, colon);
-    for (const CLI::App* command : app.get_subcommands({}))
-        if (const CLI::Option* option = command->get_option_no_throw(name); option && command->parsed())
-            return name + ": needs a value after it: " + option->get_description();
-    return name + ": needs a value after it";
+    const CLI::Option* option = colon == std::string::npos ? nullptr : command.get_option_no_throw(what.substr(0, colon));
+    if (!option || option->get_positional()) return what;
+    const std::string name = spelled_as_given(*option, args);
+    if (!dynamic_cast<const CLI::ArgumentMismatch*>(&e) || what.find(" required ", colon) == std::string::npos ||
+        !what.ends_with(" missing"))
+        return name + what.substr(colon);
+    return name + ": needs a value after it: " + option->get_description();
 }
 
 // CLI11's own output (help, version) through stdout's buffer: its std::endl would flush a failed write
@@ -710,6 +720,7 @@ public:
 
 private:
     std::string model_in_use() const;  // for a message with nothing more precise to name
+    const CLI::App& command_parsed() const;  // the command argv named, else the app
 
     CLI::App app_{"llama-cl: run llama2.c checkpoints on any OpenCL device", "llama-cl"};
     GenerateArgs gen_;
@@ -782,26 +793,31 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         std::fputs(app_.help().c_str(), stderr);
         return 2;
     }
+    std::vector<std::string> command_names;
+    for (const CLI::App* command : std::as_const(app_).get_subcommands(std::function<bool(const CLI::App*)>()))
+        command_names.push_back(command->get_name());
+    const std::vector<std::string> args(argv, argv + argc);
     // CLI11 prints the version as soon as it meets the flag, whatever follows.
-    if (std::string_view(argv[1]) == "--version" && argc > 2) {
-        report(std::string("--version takes no arguments, got '") + argv[2] + "' (see llama-cl --help)");
+    if (args[1] == "--version" && args.size() > 2) {
+        report("--version takes no arguments, got '" + args[2] + "' (see llama-cl --help)");
         return 2;
     }
-    // CLI11 calls an unknown command "A subcommand is required"; name the word it did not know instead.
-    if (argv[1][0] != '-') {
-        std::string names;
-        bool known = false;
-        for (const CLI::App* command : std::as_const(app_).get_subcommands(std::function<bool(const CLI::App*)>())) {
-            names += (names.empty() ? "" : ", ") + command->get_name();
-            known = known || command->get_name() == argv[1];
-        }
-        if (!known) {
-            report(std::string("unknown command '") + argv[1] + "'; the commands are " + names + " (see llama-cl --help)");
-            return 2;
-        }
+    // CLI11 calls an unknown command, or an option before any, "A subcommand is required"; name the word it
+    // did not know instead.
+    if (args[1][0] == '-' && !app_.get_option_no_throw(args[1].substr(0, args[1].find('=')))) {
+        report(unexpected_arguments_message(app_, {args[1]}));
+        return 2;
     }
+    if (args[1][0] != '-' && std::find(command_names.begin(), command_names.end(), args[1]) == command_names.end()) {
+        std::string names;
+        for (const std::string& name : command_names) names += (names.empty() ? "" : ", ") + name;
+        report("unknown command '" + args[1] + "'; the commands are " + names + see_help(app_));
+        return 2;
+    }
+    std::vector<const char*> words;
+    for (const std::string& arg : args) words.push_back(arg.c_str());
     try {
-        app_.parse(argc, argv);
+        app_.parse(static_cast<int>(words.size()), words.data());
         gen_.tokenizer_given = generate_->count("-z") > 0;
         chat_.run.tokenizer_given = chat_.cmd->count("-z") > 0;
         perplexity_.run.tokenizer_given = perplexity_.cmd->count("-z") > 0;
@@ -811,19 +827,27 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         if (perplexity_.cmd->parsed()) check_generate_args(perplexity_.run);
     } catch (const CLI::Success& e) {  // --help, --help-all, --version
         return with_output_checked(print_exit(app_, e));
+    } catch (const CLI::ExtrasError&) {
+        report(unexpected_arguments_message(command_parsed(), app_.remaining(true)));
+        return 2;
     } catch (const CLI::ParseError& e) {
         // CLI11 takes a text such as "-x" for an option and then misses the text itself.
         const bool dashed_text = tokenize_->parsed() && !tok_.tokenizer.empty() && tok_.text.empty() &&
-                                 std::any_of(argv + 2, argv + argc, [](const char* arg) { return arg[0] == '-'; });
-        report(parse_error_message(app_, e) +
+                                 std::any_of(args.begin() + 2, args.end(), [](const std::string& arg) { return arg[0] == '-'; });
+        report(parse_error_message(command_parsed(), e, args) +
                (dashed_text ? "; a text that starts with '-' goes after --, as in: tokenize TOKENIZER -- -x" : "") +
-               " (see llama-cl --help)");
+               see_help(command_parsed()));
         return 2;
     } catch (const Error& e) {
         report(e);
         return e.exit_code();
     }
     return std::nullopt;
+}
+
+const CLI::App& CommandLine::command_parsed() const {
+    const std::vector<CLI::App*> parsed = app_.get_subcommands();
+    return parsed.empty() ? app_ : *parsed.front();
 }
 
 // The command and the file it runs on.

@@ -1,10 +1,14 @@
-// The command line as a new user meets it: a tokenizer that does not fit the model.
+// The command line as a new user meets it: a tokenizer that does not fit the model, misspelled options,
+// run.c's habits, the help.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "llamacl/option_suggestion.hpp"
 #include "llamacl/synthetic.hpp"
 #include "models.hpp"
 
@@ -42,3 +46,60 @@ TEST(VocabFit, Stories260KWithTheDefaultTokenizerIsRefused) {
                  "stories260K, default tokenizer");
 }
 
+TEST(OptionSuggestion, TheNearestOptionOfTheCommand) {
+    const std::vector<std::vector<std::string>> options = {
+        {"-h", "--help"}, {"-t", "--temperature"}, {"-p", "--top-p"}, {"-s", "--seed"}, {"-n", "--steps"}, {"--tolerance"}};
+    EXPECT_EQ(llamacl::nearest_option("--temp", options), "-t/--temperature");        // a beginning
+    EXPECT_EQ(llamacl::nearest_option("--top_p", options), "-p/--top-p");             // llama.cpp's underscore
+    EXPECT_EQ(llamacl::nearest_option("--TEMPERATURE", options), "-t/--temperature");  // case
+    EXPECT_EQ(llamacl::nearest_option("--temprature", options), "-t/--temperature");  // a letter left out
+    EXPECT_EQ(llamacl::nearest_option("--seeds", options), "-s/--seed");              // one edit
+    EXPECT_EQ(llamacl::nearest_option("--t", options), "-t/--temperature");           // dashes
+    EXPECT_EQ(llamacl::nearest_option("--ctx-size", options), std::nullopt);
+    EXPECT_EQ(llamacl::nearest_option("-x", options), std::nullopt);  // one letter is near every other
+}
+
+class CommandLine : public ::testing::Test {
+protected:
+    void SetUp() override {
+        model = write_model(dir, small_config()).string();
+        tok = (dir / "tok.bin").string();
+    }
+    // `command` on the model with its tokenizer, on the CPU, then `flags`; no input.
+    CommandResult run(const std::string& command, const std::string& flags) const {
+        return run_llama_cl(command + " " + quote(model) + " -z " + quote(tok) + " --backend cpu " + flags + " < /dev/null");
+    }
+    TempDir dir;
+    std::string model, tok;
+};
+
+TEST_F(CommandLine, AMisspelledOptionNamesTheNearestOfItsCommand) {
+    expect_error(run("generate", "--temp 0.5"), 2,
+                 {"generate: unknown option '--temp'; did you mean -t/--temperature? (see llama-cl generate --help)"},
+                 "generate --temp");
+    expect_error(run("generate", "--top_p=0.5"), 2, {"unknown option '--top_p'; did you mean -p/--top-p?"}, "--top_p");
+    // perplexity has no temperature: nothing near, and its own help.
+    expect_error(run("perplexity", "-f /dev/null --temp 0.5"), 2,
+                 {"perplexity: unknown option '--temp' (see llama-cl perplexity --help)"}, "perplexity --temp");
+    expect_error(run_llama_cl("--temp 0.5"), 2, {"unknown option '--temp' (see llama-cl --help)"}, "no command");
+    expect_error(run("generate", "-t 0 extra"), 2, {"generate: unexpected argument 'extra'"}, "a stray word");
+}
+
+TEST_F(CommandLine, AnOptionsErrorNamesItAsTyped) {
+    expect_error(run("generate", "-t abc"), 2, {"-t: must be a number", "(see llama-cl generate --help)"}, "-t");
+    expect_error(run("generate", "--temperature abc"), 2, {"--temperature: must be a number"}, "--temperature");
+    expect_error(run("generate", "--steps"), 2, {"--steps: needs a value after it"}, "--steps");
+}
+
+TEST_F(CommandLine, LongAliasesOfRunCsFlags) {
+    const CommandResult short_flags = run("generate", "-t 0.8 -p 0.5 -s 3 -n 20 -i 'a b'");
+    ASSERT_EQ(short_flags.exit_code, 0) << short_flags.err;
+    const CommandResult long_flags =
+        run_llama_cl("generate " + quote(model) + " --tokenizer " + quote(tok) +
+                     " --backend cpu --temperature 0.8 --top-p 0.5 --seed 3 --steps 20 --prompt 'a b'");
+    EXPECT_EQ(long_flags.exit_code, 0) << long_flags.err;
+    EXPECT_EQ(long_flags.out, short_flags.out);
+    const CommandResult system = run("chat", "-t 0 -n 0 --system x -i hi");
+    ASSERT_EQ(system.exit_code, 0) << system.err;
+    EXPECT_EQ(system.out, run("chat", "-t 0 -n 0 -y x -i hi").out);
+}
