@@ -38,6 +38,7 @@
 #include "llamacl/progress.hpp"
 #include "llamacl/quantize.hpp"
 #include "llamacl/reference.hpp"
+#include "llamacl/run_c_command_line.hpp"
 #include "llamacl/runtime_args.hpp"
 #include "llamacl/sampler.hpp"
 #include "llamacl/tokenizer.hpp"
@@ -106,6 +107,12 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("-i,--prompt", a.prompt, "input prompt");
 }
 
+// run.c's -m: the command runs as the mode names it (run_c_command_line.hpp routes it before parsing).
+void add_mode_option(CLI::App* cmd) {
+    cmd->add_option("-m,--mode", "run.c's mode: generate or chat (generate -m chat is chat)")
+        ->check(CLI::IsMember({"generate", "chat"}));
+}
+
 // Where the forward pass runs, and what it reports.
 void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
@@ -142,6 +149,7 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (run.c-compatible flags and output)");
     add_model_options(cmd, a);
     add_sampling_options(cmd, a);
+    add_mode_option(cmd);
     add_backend_options(cmd, a);
 }
 
@@ -435,6 +443,7 @@ void add_chat(CLI::App& app, ChatArgs& a) {
     a.cmd = app.add_subcommand("chat", "Chat with a Llama 2 chat model (run.c's -m chat: flags and output)");
     add_model_options(a.cmd, a.run);
     add_sampling_options(a.cmd, a.run);
+    add_mode_option(a.cmd);
     a.cmd->add_option("-y,--system", a.system_prompt, "system prompt (default: read from standard input)");
     a.cmd->add_option("--chat-template", a.chat_template,
                       "llama2 or llama3 (default: the GGUF file's tokenizer.chat_template, else llama2)");
@@ -796,7 +805,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
     std::vector<std::string> command_names;
     for (const CLI::App* command : std::as_const(app_).get_subcommands(std::function<bool(const CLI::App*)>()))
         command_names.push_back(command->get_name());
-    const std::vector<std::string> args(argv, argv + argc);
+    std::vector<std::string> args = with_run_c_command({argv, argv + argc}, command_names);
     // CLI11 prints the version as soon as it meets the flag, whatever follows.
     if (args[1] == "--version" && args.size() > 2) {
         report("--version takes no arguments, got '" + args[2] + "' (see llama-cl --help)");

@@ -1,5 +1,5 @@
-// The command line as a new user meets it: a tokenizer that does not fit the model, misspelled options,
-// run.c's habits, the help.
+// The command line as a new user meets it: a tokenizer that does not fit the model,
+// misspelled options, run.c's flags by long names, run.c's command line.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -102,4 +102,34 @@ TEST_F(CommandLine, LongAliasesOfRunCsFlags) {
     const CommandResult system = run("chat", "-t 0 -n 0 --system x -i hi");
     ASSERT_EQ(system.exit_code, 0) << system.err;
     EXPECT_EQ(system.out, run("chat", "-t 0 -n 0 -y x -i hi").out);
+}
+
+TEST_F(CommandLine, RunCsModeFlagPicksTheCommand) {
+    const CommandResult chat = run("chat", "-t 0 -n 30 -y '' -i hi");
+    ASSERT_EQ(chat.exit_code, 0) << chat.err;
+    const CommandResult generate = run("generate", "-t 0 -n 30 -i hi");
+    ASSERT_EQ(generate.exit_code, 0) << generate.err;
+    ASSERT_NE(chat.out, generate.out);
+    EXPECT_EQ(run("generate", "-m chat -t 0 -n 30 -y '' -i hi").out, chat.out);
+    EXPECT_EQ(run("generate", "-t 0 -n 30 -y '' -i hi --mode=chat").out, chat.out);
+    EXPECT_EQ(run("chat", "-m generate -t 0 -n 30 -i hi").out, generate.out);
+    EXPECT_EQ(run("generate", "-m generate -t 0 -n 30 -i hi").out, generate.out);
+    expect_error(run("generate", "-m story"), 2, {"story not in {generate,chat}"}, "-m story");
+}
+
+// llama2.c's `run MODEL [flags]` with `run` replaced by llama-cl.
+TEST_F(CommandLine, AFileFirstRunsGenerateAsRunCDoes) {
+    const CommandResult generate = run("generate", "-t 0 -n 30 -i hi");
+    ASSERT_EQ(generate.exit_code, 0) << generate.err;
+    EXPECT_EQ(run("", "-t 0 -n 30 -i hi").out, generate.out);
+    EXPECT_EQ(run("", "-m chat -t 0 -n 30 -y '' -i hi").out, run("chat", "-t 0 -n 30 -y '' -i hi").out);
+    // run.c's usage example, in a directory holding model.bin and tokenizer.bin.
+    std::filesystem::rename(model, dir / "model.bin");
+    std::filesystem::rename(tok, dir / "tokenizer.bin");
+    const CommandResult example = run_command("cd " + quote(dir.path().string()) + " && " + quote(LLAMACL_BINARY) +
+                                              " model.bin -n 256 -i \"Once upon a time\" < /dev/null");
+    EXPECT_EQ(example.exit_code, 0) << example.err;
+    EXPECT_EQ(example.out.rfind("Once upon a time", 0), 0u) << example.out;
+    // A word that is neither a command nor a file is still an unknown command.
+    expect_error(run_llama_cl("no-such-model.bin -n 8"), 2, {"unknown command 'no-such-model.bin'"}, "no file");
 }
