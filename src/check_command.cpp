@@ -11,6 +11,7 @@
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/export.hpp"
+#include "llamacl/help_format.hpp"
 #include "llamacl/kernel_set.hpp"
 #include "llamacl/roofline_svg.hpp"
 #include "llamacl/synthetic.hpp"
@@ -82,6 +83,8 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
     cmd->add_option("--plot", a.plot, "write the roofline of a short benchmark (bench --prompt 32 -n 4 --profile) as an SVG file")
         ->check(not_empty("a file name, e.g. --plot roofline.svg"));
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
+    set_examples(*cmd, {"llama-cl check    (a generated model)", "llama-cl check stories15M.bin -z tokenizer.bin",
+                        "llama-cl check --json --plot roofline.svg"});
 }
 
 int run_check_command(const CheckArgs& a, std::FILE* out) {

@@ -32,6 +32,7 @@
 #include "llamacl/generate.hpp"
 #include "llamacl/ggml_types.hpp"
 #include "llamacl/gguf_file.hpp"
+#include "llamacl/help_format.hpp"
 #include "llamacl/number_text.hpp"
 #include "llamacl/option_suggestion.hpp"
 #include "llamacl/perplexity.hpp"
@@ -71,6 +72,7 @@ void add_model_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("checkpoint", a.checkpoint, "model: a llama2.c checkpoint (.bin, version 0, 1 or 2) or a GGUF file")
         ->required()
         ->check(not_empty("a checkpoint file"));
+    const OptionGroup group(*cmd, kModelGroup);
     cmd->add_option("-z,--tokenizer", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")
         ->check(not_empty("a tokenizer file"))
         ->capture_default_str();
@@ -83,8 +85,12 @@ Tokenizer model_tokenizer(const GenerateArgs& a, const Checkpoint& ck) {
                                 a.allow_vocab_mismatch ? VocabFit::at_least : VocabFit::exact);
 }
 
+// The help's group of the prompt and of how tokens are drawn.
+constexpr const char* kSamplingGroup = "Prompt and sampling";
+
 // run.c's sampling flags.
 void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
+    const OptionGroup group(*cmd, kSamplingGroup);
     cmd->add_option("-t,--temperature", a.temperature, "temperature in [0, inf); 0 is greedy")
         ->transform(number([](const std::string& text) { return "must be a number, e.g. -t 0.8 (got '" + text + "')"; }))
         ->capture_default_str();
@@ -109,6 +115,7 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
 
 // run.c's -m: the command runs as the mode names it (run_c_command_line.hpp routes it before parsing).
 void add_mode_option(CLI::App* cmd) {
+    const OptionGroup group(*cmd, kSamplingGroup);
     cmd->add_option("-m,--mode", "run.c's mode: generate or chat (generate -m chat is chat)")
         ->check(CLI::IsMember({"generate", "chat"}));
 }
@@ -121,9 +128,11 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                     "device exists, else cpu; where the only devices are CPUs, the CPU reference where it is "
                     "faster: f32 weights under 16 MiB per layer, f16 under 0.25 MiB, q8_0 always)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
-        ->capture_default_str();
+        ->capture_default_str()
+        ->group(kWhereItRuns);
     add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
+    const OptionGroup debugging(*cmd, "Debugging");
     cmd->add_flag("--compare-cpu", a.compare_cpu,
                   "run the CPU reference in lockstep and compare every device boundary with it; the last stderr "
                   "line names the first divergence (token, layer, operation), exit status 3 if there is one. "
@@ -151,6 +160,9 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     add_sampling_options(cmd, a);
     add_mode_option(cmd);
     add_backend_options(cmd, a);
+    set_examples(*cmd, {"llama-cl generate stories15M.bin -z tokenizer.bin -t 0 -i \"Once upon a time\"",
+                        "llama-cl generate stories260K.bin -z tok512.bin --temperature 0.8 --seed 42",
+                        "llama-cl generate model.gguf --backend cpu -v"});
 }
 
 void check_generate_args(const GenerateArgs& a) {
@@ -444,10 +456,15 @@ void add_chat(CLI::App& app, ChatArgs& a) {
     add_model_options(a.cmd, a.run);
     add_sampling_options(a.cmd, a.run);
     add_mode_option(a.cmd);
-    a.cmd->add_option("-y,--system", a.system_prompt, "system prompt (default: read from standard input)");
+    a.cmd->add_option("-y,--system", a.system_prompt, "system prompt (default: read from standard input)")
+        ->group(kSamplingGroup);
     a.cmd->add_option("--chat-template", a.chat_template,
-                      "llama2 or llama3 (default: the GGUF file's tokenizer.chat_template, else llama2)");
+                      "llama2 or llama3 (default: the GGUF file's tokenizer.chat_template, else llama2)")
+        ->group(kSamplingGroup);
     add_backend_options(a.cmd, a.run);
+    set_examples(*a.cmd, {"llama-cl chat llama-2-7b-chat.bin -z tokenizer.bin -y \"You are terse.\"",
+                          "llama-cl chat Llama-3.2-1B-Instruct-Q8_0.gguf -i \"Name three colours.\"",
+                          "llama-cl llama-2-7b-chat.bin -m chat -z tokenizer.bin    (run.c's command line)"});
 }
 
 int run_chat(const ChatArgs& a) {
@@ -493,6 +510,7 @@ struct PerplexityArgs {
 void add_perplexity(CLI::App& app, PerplexityArgs& a) {
     CLI::App* cmd = a.cmd = app.add_subcommand("perplexity", "Score a text file: mean negative log-likelihood and perplexity");
     add_model_options(cmd, a.run);
+    const OptionGroup group(*cmd, "Scoring");
     cmd->add_option("-f", a.text_file, "the text to score")->required()->check(not_empty("a text file"));
     const CLI::Validator positive = decimal_integer(1, std::numeric_limits<int>::max(),
                                                     "a whole number from 1 to " +
@@ -506,6 +524,9 @@ void add_perplexity(CLI::App& app, PerplexityArgs& a) {
         ->transform(positive);
     cmd->add_flag("--json", a.json, "print the figures as one JSON object");
     add_backend_options(cmd, a.run);
+    set_examples(*cmd, {"llama-cl perplexity stories15M.bin -z tokenizer.bin -f story.txt",
+                        "llama-cl perplexity model.gguf -f wiki.test.raw --context 512 --stride 256",
+                        "llama-cl perplexity stories15M.bin -z tokenizer.bin -f story.txt --json -q"});
 }
 
 // -f's text, whole. A pipe or device (-f /dev/stdin) is read as it comes, up to kMaxTextBytes, which an
@@ -729,6 +750,8 @@ public:
 
 private:
     std::string model_in_use() const;  // for a message with nothing more precise to name
+    std::string command_list() const;  // "generate, tokenize, ..."
+    int run_help() const;
     const CLI::App& command_parsed() const;  // the command argv named, else the app
 
     CLI::App app_{"llama-cl: run llama2.c checkpoints on any OpenCL device", "llama-cl"};
@@ -740,11 +763,15 @@ private:
     QuantizeArgs quant_;
     ChatArgs chat_;
     PerplexityArgs perplexity_;
+    std::string help_topic_;  // help's command; empty: the app's
     CLI::App* generate_ = nullptr;
     CLI::App* tokenize_ = nullptr;
+    CLI::App* help_ = nullptr;
 };
 
 CommandLine::CommandLine() {
+    // Before any command is added: each takes the app's formatter when it is made.
+    app_.formatter(std::make_shared<HelpFormatter>(help_width()));
     app_.require_subcommand(1);
     app_.set_version_flag("--version", "llama-cl 0.1.0");
     // An option given twice takes its last value, as run.c's argument loop does (CLI11 would refuse it
@@ -761,8 +788,13 @@ CommandLine::CommandLine() {
     tokenize_->add_option("text", tok_.text, "text to encode")->required();
     tokenize_->add_flag("--no-bos", tok_.no_bos, "leave BOS out");
     tokenize_->add_flag("--special", tok_.special, "let control tokens' texts match (GGUF vocabularies)");
+    set_examples(*tokenize_, {"llama-cl tokenize tokenizer.bin \"Once upon a time\"",
+                              "llama-cl tokenize Llama-3.2-1B-Instruct-Q8_0.gguf \"<|eot_id|>\" --special",
+                              "llama-cl tokenize tokenizer.bin --no-bos -- \"-x\"    (a text that starts with '-')"});
     CLI::App* info = app_.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
     info->add_option("checkpoint", info_path_, "model file: a llama2.c checkpoint or a GGUF file")->required()->check(not_empty("a checkpoint file"));
+    set_examples(*info, {"llama-cl info stories15M.bin", "llama-cl info Llama-3.2-1B-Instruct-Q8_0.gguf",
+                         "llama-cl info stories15M.q80.bin    (a llama2.c version-2 file)"});
     CLI::App* quantize = app_.add_subcommand(
         "quantize", "Write a model's weights in another format: a GGUF file that llama.cpp loads (OUT named *.gguf), or "
                     "a llama2.c version-2 (Q8_0) checkpoint, as llama2.c's export.py --version 2 writes it");
@@ -788,18 +820,35 @@ CommandLine::CommandLine() {
                          "power of two up to 64 that divides both)")
         ->transform(decimal_integer(1, std::numeric_limits<int>::max(), "a whole number from 1 to " +
                                     std::to_string(std::numeric_limits<int>::max()), "POSITIVE INTEGER"));
+    set_examples(*quantize, {"llama-cl quantize stories15M.bin stories15M.gguf -z tokenizer.bin",
+                             "llama-cl quantize model.gguf model-q4_0.gguf --type q4_0",
+                             "llama-cl quantize stories15M.bin stories15M.q80.bin --group-size 64"});
 
-    app_.add_subcommand("devices", "List every OpenCL platform and device");
+    CLI::App* devices = app_.add_subcommand("devices", "List every OpenCL platform and device");
+    set_examples(*devices, {"llama-cl devices", "llama-cl generate stories15M.bin -z tokenizer.bin --device 1.0    "
+                                                "(platform 1, device 0 as listed)",
+                            "llama-cl bench stories15M.bin --device nvidia    (a name substring)"});
     add_bench_command(app_, bench_);
     add_check_command(app_, check_);
     add_chat(app_, chat_);
     add_perplexity(app_, perplexity_);
+    help_ = app_.add_subcommand("help", "Print the commands, or one command's options and examples");
+    help_->add_option("command", help_topic_, "the command (default: all of them)");
+    set_examples(*help_, {"llama-cl help", "llama-cl help generate", "llama-cl generate --help    (the same)"});
+    set_examples(app_, {"llama-cl generate stories15M.bin -z tokenizer.bin -i \"Once upon a time\"",
+                        "llama-cl stories15M.bin -n 256 -i \"Once upon a time\"    (run.c's command line)",
+                        "llama-cl help generate"});
 }
 
 std::optional<int> CommandLine::parse(int argc, char** argv) {
-    // No command at all: the usage, as a usage error (--help prints the same text on stdout, status 0).
+    // No command at all: a short usage, as a usage error (--help describes every command on stdout).
     if (argc <= 1) {
-        std::fputs(app_.help().c_str(), stderr);
+        const std::size_t width = help_width();
+        std::fprintf(stderr, "%s\n%s\n%s\n",
+                     wrap("Usage: llama-cl COMMAND [OPTIONS], or llama-cl MODEL [run.c's flags] to generate", width, 2).c_str(),
+                     wrap("Commands: " + command_list(), width, 2).c_str(),
+                     wrap("llama-cl help COMMAND prints a command's options and examples; llama-cl --help describes "
+                          "every command", width, 2).c_str());
         return 2;
     }
     std::vector<std::string> command_names;
@@ -818,9 +867,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         return 2;
     }
     if (args[1][0] != '-' && std::find(command_names.begin(), command_names.end(), args[1]) == command_names.end()) {
-        std::string names;
-        for (const std::string& name : command_names) names += (names.empty() ? "" : ", ") + name;
-        report("unknown command '" + args[1] + "'; the commands are " + names + see_help(app_));
+        report("unknown command '" + args[1] + "'; the commands are " + command_list() + see_help(app_));
         return 2;
     }
     std::vector<const char*> words;
@@ -859,6 +906,28 @@ const CLI::App& CommandLine::command_parsed() const {
     return parsed.empty() ? app_ : *parsed.front();
 }
 
+std::string CommandLine::command_list() const {
+    std::string names;
+    for (const CLI::App* command : app_.get_subcommands(std::function<bool(const CLI::App*)>()))
+        names += (names.empty() ? "" : ", ") + command->get_name();
+    return names;
+}
+
+// help [COMMAND]: what --help prints, for the app or that command.
+int CommandLine::run_help() const {
+    if (help_topic_.empty()) {
+        std::fputs(app_.get_formatter()->make_help(&app_, app_.get_name(), CLI::AppFormatMode::Normal).c_str(), stdout);
+        return 0;
+    }
+    const std::vector<const CLI::App*> named = app_.get_subcommands(
+        std::function<bool(const CLI::App*)>([this](const CLI::App* c) { return c->get_name() == help_topic_; }));
+    if (named.empty())
+        throw usage_error("help: unknown command '" + help_topic_ + "'; the commands are " + command_list() +
+                          " (see llama-cl help)");
+    std::fputs(named.front()->help(app_.get_name()).c_str(), stdout);
+    return 0;
+}
+
 // The command and the file it runs on.
 std::string CommandLine::model_in_use() const {
     const auto on = [](const char* command, const std::string& path) {
@@ -880,6 +949,7 @@ int CommandLine::run() {
         if (chat_.cmd->parsed()) return with_output_checked(run_chat(chat_));
         if (perplexity_.cmd->parsed()) return with_output_checked(run_perplexity(perplexity_));
         if (tokenize_->parsed()) return with_output_checked(run_tokenize(tok_));
+        if (help_->parsed()) return with_output_checked(run_help());
         if (app_.got_subcommand("info")) return with_output_checked(run_info(info_path_));
         if (app_.got_subcommand("quantize")) return with_output_checked(run_quantize(quant_));
         if (app_.got_subcommand("devices")) return with_output_checked(run_devices());

@@ -2,6 +2,7 @@
 // misspelled options, run.c's flags by long names, run.c's command line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -132,4 +133,76 @@ TEST_F(CommandLine, AFileFirstRunsGenerateAsRunCDoes) {
     EXPECT_EQ(example.out.rfind("Once upon a time", 0), 0u) << example.out;
     // A word that is neither a command nor a file is still an unknown command.
     expect_error(run_llama_cl("no-such-model.bin -n 8"), 2, {"unknown command 'no-such-model.bin'"}, "no file");
+}
+
+namespace {
+
+// `args` run with stdout not a terminal and $COLUMNS set to `columns`.
+CommandResult run_in_columns(const std::string& args, int columns) {
+    return run_command("COLUMNS=" + std::to_string(columns) + " " + quote(LLAMACL_BINARY) + " " + args + " < /dev/null");
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    for (std::size_t at = 0, end; at < text.size(); at = end + 1) {
+        end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        lines.push_back(text.substr(at, end - at));
+    }
+    return lines;
+}
+
+}  // namespace
+
+TEST(Help, EveryCommandsHelpIsWrappedUntaggedAndEndsWithThreeExamples) {
+    constexpr int kColumns = 70;
+    for (const char* command : {"generate", "chat", "perplexity", "tokenize", "info", "quantize", "devices", "bench",
+                                "check", "help"}) {
+        SCOPED_TRACE(command);
+        const CommandResult r = run_in_columns(std::string(command) + " --help", kColumns);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        for (const char* tag : {"TEXT:", "FLOAT:", "INT:", ":{", "REQUIRED"}) EXPECT_EQ(r.out.find(tag), std::string::npos) << tag;
+        const std::vector<std::string> lines = lines_of(r.out);
+        const auto examples = std::find(lines.begin(), lines.end(), "Examples:");
+        ASSERT_NE(examples, lines.end()) << r.out;
+        for (auto line = lines.begin(); line != examples; ++line)
+            EXPECT_LE(line->size(), static_cast<std::size_t>(kColumns)) << *line;
+        ASSERT_EQ(lines.end() - examples, 4) << r.out;  // the three, then nothing
+        for (auto line = examples + 1; line != lines.end(); ++line) EXPECT_EQ(line->rfind("  llama-cl ", 0), 0u) << *line;
+    }
+}
+
+TEST(Help, GenerateGroupsItsOptions) {
+    const std::string help = run_in_columns("generate --help", 100).out;
+    std::size_t previous = 0;
+    for (const char* group : {"\nModel:\n", "\nPrompt and sampling:\n", "\nWhere it runs:\n", "\nDebugging:\n"}) {
+        const std::size_t at = help.find(group);
+        ASSERT_NE(at, std::string::npos) << group << help;
+        EXPECT_GT(at, previous) << group;
+        previous = at;
+    }
+    EXPECT_LT(help.find("--temperature"), help.find("\nWhere it runs:\n"));
+    EXPECT_GT(help.find("--compare-cpu"), help.find("\nDebugging:\n"));
+}
+
+TEST(Help, TheHelpCommandPrintsWhatHelpFlagsDo) {
+    for (const char* command : {"generate", "quantize"}) {
+        const CommandResult help = run_in_columns(std::string("help ") + command, 80);
+        EXPECT_EQ(help.exit_code, 0) << help.err;
+        EXPECT_EQ(help.out, run_in_columns(std::string(command) + " --help", 80).out) << command;
+    }
+    const CommandResult all = run_in_columns("help", 80);
+    EXPECT_EQ(all.exit_code, 0) << all.err;
+    EXPECT_EQ(all.out, run_in_columns("--help", 80).out);
+    expect_error(run_in_columns("help generat", 80), 2, {"help: unknown command 'generat'", "generate"}, "help generat");
+}
+
+TEST(Help, NoArgumentsIsAShortUsageNamingEveryCommand) {
+    const CommandResult r = run_in_columns("", 80);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_LE(lines_of(r.err).size(), 5u) << r.err;
+    for (const char* command : {"generate", "chat", "perplexity", "tokenize", "info", "quantize", "devices", "bench",
+                                "check", "help"})
+        EXPECT_NE(r.err.find(command), std::string::npos) << command;
 }
