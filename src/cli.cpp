@@ -283,9 +283,15 @@ void print_per_token(const RuntimeCounters& total, int positions) {
 }
 
 // run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
+// -s 0 seeds from the clock, and -v says with what, so that a good sample can be drawn again.
 Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
     std::uint64_t seed = static_cast<std::uint64_t>(a.seed);
-    if (seed == 0) seed = static_cast<unsigned int>(std::time(nullptr));
+    if (seed == 0) {
+        seed = static_cast<unsigned int>(std::time(nullptr));
+        if (a.verbose)
+            std::fprintf(stderr, "seed: %llu, from the clock (-s %llu draws this sample again)\n",
+                         static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+    }
     return Sampler(vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
 }
 
@@ -356,7 +362,9 @@ struct Backend {
                          on_device->plan().describe().c_str(),
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
                          on_device->shape().describe().c_str(), ck.config().weight_format.describe().c_str(),
-                         describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
+                         (a.compare_cpu ? describe_schedule(0, "--compare-cpu compares each step with the reference")
+                                        : describe_schedule(on_device->token_groups(), on_device->per_op_reason()))
+                             .c_str());
             describe_startup(device_open, loaded, built_at_load, ready);
         }
         before = on_device->counters();
@@ -602,8 +610,8 @@ int run_perplexity(const PerplexityArgs& a) {
     }
     // The result first: a failed write is then the one line on stderr, not a second after the figures.
     flush_or_throw(stdout);
-    std::fprintf(stderr, "perplexity: %lld positions in %d window%s, %.3f s, %.1f tokens/s\n", r.positions,
-                 r.windows, r.windows == 1 ? "" : "s", seconds, tokens_per_s);
+    std::fprintf(stderr, "perplexity: %s in %s, %.3f s, %.1f tokens/s\n", counted(r.positions, "position").c_str(),
+                 counted(r.windows, "window").c_str(), seconds, tokens_per_s);
     return backend.report(a.run, static_cast<int>(std::min<long long>(r.positions, std::numeric_limits<int>::max())));
 }
 
