@@ -17,7 +17,6 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
-#include <unistd.h>
 #include <utility>
 
 #include "llamacl/bench_command.hpp"
@@ -582,23 +581,22 @@ int run_perplexity(const PerplexityArgs& a) {
     // run at least one position per token scored.
     Backend backend(a.run, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)),
                     static_cast<long long>(tokens.size() - 1));
-    // A window at a time on a terminal, the line rewritten in place; nothing when stderr is a file.
-    const bool terminal = isatty(fileno(stderr));
+    // A window at a time as a status line, cleared at the end (on a terminal, without -q).
+    std::optional<ProgressLine> progress(std::in_place, "perplexity: scoring " + counted(tokens.size() - 1, "token"));
     const auto start = std::chrono::steady_clock::now();
     PerplexityResult r;
     try {
         r = perplexity(backend.driver(), tokens, windows, [&](const PerplexityResult& so_far) {
-            if (terminal)
-                std::fprintf(stderr, "\rperplexity: %lld/%zu tokens scored, perplexity %.4f", so_far.scored,
-                             tokens.size() - 1, so_far.perplexity);
+            progress->update("perplexity: " + std::to_string(so_far.scored) + "/" + std::to_string(tokens.size() - 1) +
+                             " tokens scored, perplexity " + number_text("%.4f", so_far.perplexity));
         });
     } catch (const NonFiniteLogits& e) {
-        if (terminal) std::fputc('\n', stderr);
+        progress.reset();
         return backend.ended_non_finite(a.run, e);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = seconds > 0 ? static_cast<double>(r.positions) / seconds : 0.0;
-    if (terminal) std::fputc('\n', stderr);
+    progress.reset();
     if (a.json) {
         const nlohmann::ordered_json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
                                   {"perplexity", r.perplexity}, {"windows", r.windows},
@@ -610,8 +608,9 @@ int run_perplexity(const PerplexityArgs& a) {
     }
     // The result first: a failed write is then the one line on stderr, not a second after the figures.
     flush_or_throw(stdout);
-    std::fprintf(stderr, "perplexity: %s in %s, %.3f s, %.1f tokens/s\n", counted(r.positions, "position").c_str(),
-                 counted(r.windows, "window").c_str(), seconds, tokens_per_s);
+    if (!a.run.quiet)
+        std::fprintf(stderr, "perplexity: %s in %s, %.3f s, %.1f tokens/s\n", counted(r.positions, "position").c_str(),
+                     counted(r.windows, "window").c_str(), seconds, tokens_per_s);
     return backend.report(a.run, static_cast<int>(std::min<long long>(r.positions, std::numeric_limits<int>::max())));
 }
 

@@ -190,6 +190,29 @@ TEST(FirstRun, ProgressLinesAppearOnATerminalOnlyAndAreCleared) {
     EXPECT_EQ(quiet.out.find("\033[K"), std::string::npos) << quiet.out;
 }
 
+TEST(FirstRun, PerplexityClearsItsProgressAndQuietSilencesItsSummary) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config());  // seq_len 40: the text takes several windows
+    std::ofstream(dir / "text.txt") << "the quick brown fox jumps over the lazy dog, and then it runs home again to sleep";
+    const std::string args = "perplexity " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -f " + quote((dir / "text.txt").string()) + " --backend cpu --context 8";
+    const CommandResult piped = run_llama_cl(args);
+    ASSERT_EQ(piped.exit_code, 0) << piped.err;
+    EXPECT_EQ(piped.err.rfind("perplexity: ", 0), 0u) << piped.err;
+    EXPECT_NE(piped.err.find(" windows, "), std::string::npos) << piped.err;
+    const CommandResult quiet = run_llama_cl(args + " -q");
+    ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+    EXPECT_EQ(quiet.err, "");
+    EXPECT_EQ(quiet.out, piped.out);
+    if (!has_script()) GTEST_SKIP() << "util-linux's script is not installed: no pseudo-terminal to test with";
+    const CommandResult tty = on_terminal(args, dir / "out.txt");
+    ASSERT_EQ(tty.exit_code, 0) << tty.out;
+    EXPECT_NE(tty.out.find("\r\033[Kllama-cl: perplexity: "), std::string::npos) << tty.out;
+    // The last progress line is erased and the summary written over it, nothing left of it on its line.
+    EXPECT_NE(tty.out.find("\r\033[Kperplexity: "), std::string::npos) << tty.out;
+    EXPECT_EQ(on_terminal(args + " -q", dir / "quiet.txt").out, "");
+}
+
 TEST(FirstRun, AnEmptyKernelCacheAddsNothingToStderr) {
     TempDir dir;
     const auto model = write_model(dir, small_config(), 1);
