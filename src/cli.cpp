@@ -962,6 +962,8 @@ int CommandLine::run() {
         if (app_.got_subcommand("devices")) return with_output_checked(run_devices());
         if (app_.got_subcommand("bench")) return with_output_checked(run_bench(bench_));
         if (app_.got_subcommand("check")) return with_output_checked(run_check_command(check_));
+    } catch (const ReaderGone&) {
+        return 0;
     } catch (const Error& e) {
         report(e);
         return e.exit_code();
