@@ -827,6 +827,7 @@ CommandLine::CommandLine() {
                          "power of two up to 64 that divides both)")
         ->transform(decimal_integer(1, std::numeric_limits<int>::max(), "a whole number from 1 to " +
                                     std::to_string(std::numeric_limits<int>::max()), "POSITIVE INTEGER"));
+    quantize->add_flag("--force", quant_.force, "replace OUT where it exists (never the input)");
     set_examples(*quantize, {"llama-cl quantize stories15M.bin stories15M.gguf -z tokenizer.bin",
                              "llama-cl quantize model.gguf model-q4_0.gguf --type q4_0",
                              "llama-cl quantize stories15M.bin stories15M.q80.bin --group-size 64"});
