@@ -16,7 +16,6 @@
 #include <memory>
 #include <optional>
 #include <sstream>
-#include <string_view>
 #include <utility>
 
 #include "llamacl/bench_command.hpp"
@@ -282,12 +281,13 @@ void print_per_token(const RuntimeCounters& total, int positions) {
 }
 
 // run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
-// -s 0 seeds from the clock, and -v says with what, so that a good sample can be drawn again.
+// -s 0 seeds from the clock, and -v says with what where tokens are drawn (-t above 0), so that a good sample
+// can be drawn again.
 Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
     std::uint64_t seed = static_cast<std::uint64_t>(a.seed);
     if (seed == 0) {
         seed = static_cast<unsigned int>(std::time(nullptr));
-        if (a.verbose)
+        if (a.verbose && a.temperature > 0)
             std::fprintf(stderr, "seed: %llu, from the clock (-s %llu draws this sample again)\n",
                          static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
     }

@@ -429,6 +429,7 @@ TEST(VerboseStats, ASeedFromTheClockIsPrintedAndDrawsTheSampleAgain) {
     EXPECT_NE(clock.err.find("-s " + std::to_string(seed) + " draws this sample again"), std::string::npos) << clock.err;
     EXPECT_EQ(run_llama_cl(base + " -s " + std::to_string(seed)).out, clock.out);
     EXPECT_EQ(run_llama_cl(base + " -s 0").err.find("seed: "), std::string::npos) << "only with -v";
+    EXPECT_EQ(run_llama_cl(base + " -s 0 -v -t 0").err.find("seed: "), std::string::npos) << "greedy draws nothing";
 }
 
 // --compare-cpu runs the device one step at a time, whatever schedule it would choose alone.
