@@ -15,6 +15,7 @@
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/export.hpp"
+#include "llamacl/help_format.hpp"
 #include "llamacl/roofline_svg.hpp"
 #include "llamacl/synthetic.hpp"
 
@@ -85,6 +86,8 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
         ->check(not_empty("a file name, e.g. --plot roofline.svg"))
         ->needs("--profile");
     cmd->add_flag("-q,--quiet", a.quiet, "no progress lines on stderr (shown only on a terminal) while bench measures");
+    set_examples(*cmd, {"llama-cl bench stories15M.bin", "llama-cl bench --synthetic tiny -n 64 --runs 5",
+                        "llama-cl bench stories15M.bin --prompt 128 --profile --plot roofline.svg"});
 }
 
 int run_bench(const BenchArgs& a, std::FILE* out) {

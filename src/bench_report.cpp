@@ -5,6 +5,7 @@
 
 #include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/device_forward.hpp"
+#include "llamacl/number_text.hpp"
 
 namespace llamacl {
 
@@ -96,10 +97,9 @@ std::string format_bench_text(const BenchResult& r) {
          (r.argmax == "device" ? "; greedy decoding on the device" : "; argmax on the host") + "\n";
     std::string runs;
     for (double v : r.run_tok_s) runs += format(" %.2f", v);
-    t += format("decode:      %.2f tok/s (%.3f ms/token), median of %d runs of %d tokens at positions %d..%d;"
-                " runs:%s\n",
-                r.decode_tok_s, 1e3 / r.decode_tok_s, static_cast<int>(r.run_tok_s.size()), r.tokens, r.context,
-                r.context + r.tokens - 1, runs.c_str());
+    t += format("decode:      %.2f tok/s (%.3f ms/token), median of %s of %s at positions %d..%d; runs:%s\n",
+                r.decode_tok_s, 1e3 / r.decode_tok_s, counted(static_cast<long long>(r.run_tok_s.size()), "run").c_str(),
+                counted(r.tokens, "token").c_str(), r.context, r.context + r.tokens - 1, runs.c_str());
     if (r.context != r.context_requested)
         t += format("             (--context %d clamped to seq_len - tokens = %d)\n", r.context_requested, r.context);
     t += format("bytes/token: %.3f MB = layer weights %.3f + final norm and classifier %.3f + KV reads %.3f\n",
@@ -121,9 +121,10 @@ std::string format_bench_text(const BenchResult& r) {
         const ElementType w = r.config.weight_format.type;
         const std::string gemms_on =
             r.prompt_tensor_cores ? "tensor cores (" + tensor_core_name(w) + ")" : "the portable kernels";
-        t += format("prefill:     %.2f tok/s (%.3f ms for %d positions), median of %d runs; runs:%s; GEMMs on %s\n",
-                    r.prompt_tok_s, r.prompt / r.prompt_tok_s * 1e3, r.prompt, static_cast<int>(r.run_prompt_tok_s.size()),
-                    prompt_runs.c_str(), gemms_on.c_str());
+        t += format("prefill:     %.2f tok/s (%.3f ms for %s), median of %s; runs:%s; GEMMs on %s\n", r.prompt_tok_s,
+                    r.prompt / r.prompt_tok_s * 1e3, counted(r.prompt, "position").c_str(),
+                    counted(static_cast<long long>(r.run_prompt_tok_s.size()), "run").c_str(), prompt_runs.c_str(),
+                    gemms_on.c_str());
         // The FMA probe is the SIMT cores' roof; tensor cores are not bound by it.
         t += format("flops:       %.3f GFLOP per prompt; achieved %.2f GFLOP/s = %.1f%% of the FMA throughput "
                     "(%.2f GFLOP/s, fma_f32%s)\n",

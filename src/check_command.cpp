@@ -11,6 +11,7 @@
 #include "llamacl/compare.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/export.hpp"
+#include "llamacl/help_format.hpp"
 #include "llamacl/kernel_set.hpp"
 #include "llamacl/roofline_svg.hpp"
 #include "llamacl/synthetic.hpp"
@@ -73,6 +74,7 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
     cmd->add_option("-z", a.tokenizer, "tokenizer file, with a CHECKPOINT")
         ->check(not_empty("a tokenizer file"))
         ->capture_default_str();
+    add_vocab_mismatch_flag(*cmd, a.allow_vocab_mismatch);
     add_weights_option(*cmd, a.weights);
     cmd->get_option("--weights")
         ->description("climb the model's rungs in this format alone: f32, f16, q8_0 or q4_0 (default: each format "
@@ -81,6 +83,8 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
     cmd->add_option("--plot", a.plot, "write the roofline of a short benchmark (bench --prompt 32 -n 4 --profile) as an SVG file")
         ->check(not_empty("a file name, e.g. --plot roofline.svg"));
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
+    set_examples(*cmd, {"llama-cl check    (a generated model)", "llama-cl check stories15M.bin -z tokenizer.bin",
+                        "llama-cl check --json --plot roofline.svg"});
 }
 
 int run_check_command(const CheckArgs& a, std::FILE* out) {
@@ -98,7 +102,8 @@ int run_check_command(const CheckArgs& a, std::FILE* out) {
     fault_from_environment(ck.config());  // a malformed boundary fault is a usage error before anything runs
     const Tokenizer tokenizer =
         generated ? generated_tokenizer(ck.config().vocab_size)
-                  : Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, ck.config().vocab_size);
+                  : Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, ck.config().vocab_size,
+                                         a.allow_vocab_mismatch ? VocabFit::at_least : VocabFit::exact);
     // The picture's file is made before the ladder runs: a path it cannot go to is found before the first rung.
     std::optional<AtomicFile> plot;
     if (!a.plot.empty())

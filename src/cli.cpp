@@ -16,8 +16,6 @@
 #include <memory>
 #include <optional>
 #include <sstream>
-#include <string_view>
-#include <unistd.h>
 #include <utility>
 
 #include "llamacl/bench_command.hpp"
@@ -32,11 +30,14 @@
 #include "llamacl/generate.hpp"
 #include "llamacl/ggml_types.hpp"
 #include "llamacl/gguf_file.hpp"
+#include "llamacl/help_format.hpp"
 #include "llamacl/number_text.hpp"
+#include "llamacl/option_suggestion.hpp"
 #include "llamacl/perplexity.hpp"
 #include "llamacl/progress.hpp"
 #include "llamacl/quantize.hpp"
 #include "llamacl/reference.hpp"
+#include "llamacl/run_c_command_line.hpp"
 #include "llamacl/runtime_args.hpp"
 #include "llamacl/sampler.hpp"
 #include "llamacl/tokenizer.hpp"
@@ -49,6 +50,7 @@ struct GenerateArgs {
     std::string checkpoint;
     std::string tokenizer = "tokenizer.bin";
     bool tokenizer_given = false;  // -z on the command line, not the default
+    bool allow_vocab_mismatch = false;
     double temperature = 1.0;  // run.c parses with atof and stores a float; so do we
     double topp = 0.9;
     int seed = 0;              // 0: seed from the clock
@@ -68,33 +70,52 @@ void add_model_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("checkpoint", a.checkpoint, "model: a llama2.c checkpoint (.bin, version 0, 1 or 2) or a GGUF file")
         ->required()
         ->check(not_empty("a checkpoint file"));
-    cmd->add_option("-z", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")
+    const OptionGroup group(*cmd, kModelGroup);
+    cmd->add_option("-z,--tokenizer", a.tokenizer, "tokenizer file (llama2.c tokenizer.bin format)")
         ->check(not_empty("a tokenizer file"))
         ->capture_default_str();
+    add_vocab_mismatch_flag(*cmd, a.allow_vocab_mismatch);
 }
+
+// The tokenizer the flags name for the model `ck`.
+Tokenizer model_tokenizer(const GenerateArgs& a, const Checkpoint& ck) {
+    return Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, ck.config().vocab_size,
+                                a.allow_vocab_mismatch ? VocabFit::at_least : VocabFit::exact);
+}
+
+// The help's group of the prompt and of how tokens are drawn.
+constexpr const char* kSamplingGroup = "Prompt and sampling";
 
 // run.c's sampling flags.
 void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
-    cmd->add_option("-t", a.temperature, "temperature in [0, inf); 0 is greedy")
+    const OptionGroup group(*cmd, kSamplingGroup);
+    cmd->add_option("-t,--temperature", a.temperature, "temperature in [0, inf); 0 is greedy")
         ->transform(number([](const std::string& text) { return "must be a number, e.g. -t 0.8 (got '" + text + "')"; }))
         ->capture_default_str();
-    cmd->add_option("-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
+    cmd->add_option("-p,--top-p", a.topp, "top-p (nucleus) in [0, 1]; 0 or 1 samples from the whole distribution")
         // llama.cpp's -p is the prompt: a text here is most likely one.
         ->transform(number([](const std::string& text) {
             return "top-p must be a number in [0, 1] (got '" + text + "'); the prompt is -i, as in run.c: -i '" + text +
                    "'";
         }))
         ->capture_default_str();
-    cmd->add_option("-s", a.seed, "random seed; 0 seeds from the clock")
+    cmd->add_option("-s,--seed", a.seed, "random seed; 0 seeds from the clock")
         // Decimal and an int, as run.c's atoi reads it: atoi keeps a larger number's low 32 bits (4294967301
         // seeds as 5), which a seed accepted here would not reproduce.
         ->transform(decimal_integer(std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
                                     "an integer from -2147483648 to 2147483647 (run.c reads it as an int)", "INTEGER"))
         ->capture_default_str();
-    cmd->add_option("-n", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
+    cmd->add_option("-n,--steps", a.steps, "positions to run, prompt included; 0 means the whole context (seq_len)")
         ->transform(decimal_int())
         ->capture_default_str();
-    cmd->add_option("-i", a.prompt, "input prompt");
+    cmd->add_option("-i,--prompt", a.prompt, "input prompt");
+}
+
+// run.c's -m: the command runs as the mode names it (run_c_command_line.hpp routes it before parsing).
+void add_mode_option(CLI::App* cmd) {
+    const OptionGroup group(*cmd, kSamplingGroup);
+    cmd->add_option("-m,--mode", "run.c's mode: generate or chat (generate -m chat is chat)")
+        ->check(CLI::IsMember({"generate", "chat"}));
 }
 
 // Where the forward pass runs, and what it reports.
@@ -105,9 +126,11 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
                     "device exists, else cpu; where the only devices are CPUs, the CPU reference where it is "
                     "faster: f32 weights under 16 MiB per layer, f16 under 0.25 MiB, q8_0 always)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
-        ->capture_default_str();
+        ->capture_default_str()
+        ->group(kWhereItRuns);
     add_weights_option(*cmd, a.weights);
     add_runtime_options(*cmd, a.runtime);
+    const OptionGroup debugging(*cmd, "Debugging");
     cmd->add_flag("--compare-cpu", a.compare_cpu,
                   "run the CPU reference in lockstep and compare every device boundary with it; the last stderr "
                   "line names the first divergence (token, layer, operation), exit status 3 if there is one. "
@@ -133,7 +156,11 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
     CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (run.c-compatible flags and output)");
     add_model_options(cmd, a);
     add_sampling_options(cmd, a);
+    add_mode_option(cmd);
     add_backend_options(cmd, a);
+    set_examples(*cmd, {"llama-cl generate stories15M.bin -z tokenizer.bin -t 0 -i \"Once upon a time\"",
+                        "llama-cl generate stories260K.bin -z tok512.bin --temperature 0.8 --seed 42",
+                        "llama-cl generate model.gguf --backend cpu -v"});
 }
 
 void check_generate_args(const GenerateArgs& a) {
@@ -255,9 +282,16 @@ void print_per_token(const RuntimeCounters& total, int positions) {
 }
 
 // run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
+// -s 0 seeds from the clock, and -v says with what where tokens are drawn (-t above 0), so that a good sample
+// can be drawn again.
 Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
     std::uint64_t seed = static_cast<std::uint64_t>(a.seed);
-    if (seed == 0) seed = static_cast<unsigned int>(std::time(nullptr));
+    if (seed == 0) {
+        seed = static_cast<unsigned int>(std::time(nullptr));
+        if (a.verbose && a.temperature > 0)
+            std::fprintf(stderr, "seed: %llu, from the clock (-s %llu draws this sample again)\n",
+                         static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+    }
     return Sampler(vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
 }
 
@@ -328,7 +362,9 @@ struct Backend {
                          on_device->plan().describe().c_str(),
                          on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
                          on_device->shape().describe().c_str(), ck.config().weight_format.describe().c_str(),
-                         describe_schedule(on_device->token_groups(), on_device->per_op_reason()).c_str());
+                         (a.compare_cpu ? describe_schedule(0, "--compare-cpu compares each step with the reference")
+                                        : describe_schedule(on_device->token_groups(), on_device->per_op_reason()))
+                             .c_str());
             describe_startup(device_open, loaded, built_at_load, ready);
         }
         before = on_device->counters();
@@ -400,7 +436,7 @@ int run_generate(const GenerateArgs& a) {
     const Checkpoint ck = open_model(a);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "generate");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer = Tokenizer::for_model(a.checkpoint, a.tokenizer, a.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer = model_tokenizer(a, ck);
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
@@ -427,18 +463,23 @@ void add_chat(CLI::App& app, ChatArgs& a) {
     a.cmd = app.add_subcommand("chat", "Chat with a Llama 2 chat model (run.c's -m chat: flags and output)");
     add_model_options(a.cmd, a.run);
     add_sampling_options(a.cmd, a.run);
-    a.cmd->add_option("-y", a.system_prompt, "system prompt (default: read from standard input)");
+    add_mode_option(a.cmd);
+    a.cmd->add_option("-y,--system", a.system_prompt, "system prompt (default: read from standard input)")
+        ->group(kSamplingGroup);
     a.cmd->add_option("--chat-template", a.chat_template,
-                      "llama2 or llama3 (default: the GGUF file's tokenizer.chat_template, else llama2)");
+                      "llama2 or llama3 (default: the GGUF file's tokenizer.chat_template, else llama2)")
+        ->group(kSamplingGroup);
     add_backend_options(a.cmd, a.run);
+    set_examples(*a.cmd, {"llama-cl chat llama-2-7b-chat.bin -z tokenizer.bin -y \"You are terse.\"",
+                          "llama-cl chat Llama-3.2-1B-Instruct-Q8_0.gguf -i \"Name three colours.\"",
+                          "llama-cl llama-2-7b-chat.bin -m chat -z tokenizer.bin    (run.c's command line)"});
 }
 
 int run_chat(const ChatArgs& a) {
     const Checkpoint ck = open_model(a.run);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "chat");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer =
-        Tokenizer::for_model(a.run.checkpoint, a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer = model_tokenizer(a.run, ck);
     Sampler sampler = make_sampler(a.run, c.vocab_size);
     ChatOptions options;
     if (a.cmd->count("-y")) options.system_prompt = a.system_prompt;
@@ -477,6 +518,7 @@ struct PerplexityArgs {
 void add_perplexity(CLI::App& app, PerplexityArgs& a) {
     CLI::App* cmd = a.cmd = app.add_subcommand("perplexity", "Score a text file: mean negative log-likelihood and perplexity");
     add_model_options(cmd, a.run);
+    const OptionGroup group(*cmd, "Scoring");
     cmd->add_option("-f", a.text_file, "the text to score")->required()->check(not_empty("a text file"));
     const CLI::Validator positive = decimal_integer(1, std::numeric_limits<int>::max(),
                                                     "a whole number from 1 to " +
@@ -490,6 +532,9 @@ void add_perplexity(CLI::App& app, PerplexityArgs& a) {
         ->transform(positive);
     cmd->add_flag("--json", a.json, "print the figures as one JSON object");
     add_backend_options(cmd, a.run);
+    set_examples(*cmd, {"llama-cl perplexity stories15M.bin -z tokenizer.bin -f story.txt",
+                        "llama-cl perplexity model.gguf -f wiki.test.raw --context 512 --stride 256",
+                        "llama-cl perplexity stories15M.bin -z tokenizer.bin -f story.txt --json -q"});
 }
 
 // -f's text, whole. A pipe or device (-f /dev/stdin) is read as it comes, up to kMaxTextBytes, which an
@@ -520,8 +565,7 @@ int run_perplexity(const PerplexityArgs& a) {
     const Checkpoint ck = open_model(a.run);
     const Config& c = ck.config();
     const std::optional<Fault> fault = fault_from_environment(c, "perplexity");  // a malformed one is an error on every backend
-    const Tokenizer tokenizer =
-        Tokenizer::for_model(a.run.checkpoint, a.run.tokenizer, a.run.tokenizer_given, c.vocab_size);
+    const Tokenizer tokenizer = model_tokenizer(a.run, ck);
     PerplexityWindows windows;
     windows.context = a.context ? a.context : c.seq_len;
     if (windows.context > c.seq_len)
@@ -538,23 +582,22 @@ int run_perplexity(const PerplexityArgs& a) {
     // run at least one position per token scored.
     Backend backend(a.run, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)),
                     static_cast<long long>(tokens.size() - 1));
-    // A window at a time on a terminal, the line rewritten in place; nothing when stderr is a file.
-    const bool terminal = isatty(fileno(stderr));
+    // A window at a time as a status line, cleared at the end (on a terminal, without -q).
+    std::optional<ProgressLine> progress(std::in_place, "perplexity: scoring " + counted(tokens.size() - 1, "token"));
     const auto start = std::chrono::steady_clock::now();
     PerplexityResult r;
     try {
         r = perplexity(backend.driver(), tokens, windows, [&](const PerplexityResult& so_far) {
-            if (terminal)
-                std::fprintf(stderr, "\rperplexity: %lld/%zu tokens scored, perplexity %.4f", so_far.scored,
-                             tokens.size() - 1, so_far.perplexity);
+            progress->update("perplexity: " + std::to_string(so_far.scored) + "/" + std::to_string(tokens.size() - 1) +
+                             " tokens scored, perplexity " + number_text("%.4f", so_far.perplexity));
         });
     } catch (const NonFiniteLogits& e) {
-        if (terminal) std::fputc('\n', stderr);
+        progress.reset();
         return backend.ended_non_finite(a.run, e);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = seconds > 0 ? static_cast<double>(r.positions) / seconds : 0.0;
-    if (terminal) std::fputc('\n', stderr);
+    progress.reset();
     if (a.json) {
         const nlohmann::ordered_json j = {{"tokens", r.scored},        {"mean_nll", r.mean_nll},
                                   {"perplexity", r.perplexity}, {"windows", r.windows},
@@ -566,8 +609,9 @@ int run_perplexity(const PerplexityArgs& a) {
     }
     // The result first: a failed write is then the one line on stderr, not a second after the figures.
     flush_or_throw(stdout);
-    std::fprintf(stderr, "perplexity: %lld positions in %d window%s, %.3f s, %.1f tokens/s\n", r.positions,
-                 r.windows, r.windows == 1 ? "" : "s", seconds, tokens_per_s);
+    if (!a.run.quiet)
+        std::fprintf(stderr, "perplexity: %s in %s, %.3f s, %.1f tokens/s\n", counted(r.positions, "position").c_str(),
+                     counted(r.windows, "window").c_str(), seconds, tokens_per_s);
     return backend.report(a.run, static_cast<int>(std::min<long long>(r.positions, std::numeric_limits<int>::max())));
 }
 
@@ -577,7 +621,7 @@ struct TokenizeArgs {
 };
 
 int run_tokenize(const TokenizeArgs& a) {
-    const Tokenizer tokenizer = Tokenizer::for_model(a.tokenizer, a.tokenizer, false, 0);
+    const Tokenizer tokenizer = Tokenizer::for_model(a.tokenizer, a.tokenizer, false, 0, VocabFit::at_least);
     const std::vector<int> ids = tokenizer.encode(a.text, !a.no_bos, /*eos=*/false, a.special);
     std::string line;
     for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
@@ -662,19 +706,28 @@ int run_info(const std::string& path) {
     return 0;
 }
 
-// A parse error as report() prints it. CLI11 words an option at the end of the line without its value as
-// "-z: 1 required TEXT:TEXT missing", its own type names; say instead what the option takes.
-std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
+// The spelling of `option` that `args` used last (a message names the option as it was typed: CLI11
+// names it by its long name), else its long name.
+std::string spelled_as_given(const CLI::Option& option, const std::vector<std::string>& args) {
+    for (auto arg = args.rbegin(); arg != args.rend(); ++arg)
+        if (const std::string name = arg->substr(0, arg->find('=')); name.starts_with("-") && option.check_name(name))
+            return name;
+    return option.get_name();
+}
+
+// A parse error in `command` as report() prints it, the option named as typed in `args`. CLI11 words an
+// option at the end of the line without its value as "-z: 1 required TEXT:TEXT missing", its own type
+// names; say instead what the option takes.
+std::string parse_error_message(const CLI::App& command, const CLI::ParseError& e, const std::vector<std::string>& args) {
     const std::string what = e.what();
     const std::size_t colon = what.find(": ");
-    if (!dynamic_cast<const CLI::ArgumentMismatch*>(&e) || colon == std::string::npos ||
-        what.find(" required ", colon) == std::string::npos || !what.ends_with(" missing"))
-        return what;
-    const std::string name = what.substr(0, colon);
-    for (const CLI::App* command : app.get_subcommands({}))
-        if (const CLI::Option* option = command->get_option_no_throw(name); option && command->parsed())
-            return name + ": needs a value after it: " + option->get_description();
-    return name + ": needs a value after it";
+    const CLI::Option* option = colon == std::string::npos ? nullptr : command.get_option_no_throw(what.substr(0, colon));
+    if (!option || option->get_positional()) return what;
+    const std::string name = spelled_as_given(*option, args);
+    if (!dynamic_cast<const CLI::ArgumentMismatch*>(&e) || what.find(" required ", colon) == std::string::npos ||
+        !what.ends_with(" missing"))
+        return name + what.substr(colon);
+    return name + ": needs a value after it: " + option->get_description();
 }
 
 // CLI11's own output (help, version) through stdout's buffer: its std::endl would flush a failed write
@@ -705,6 +758,9 @@ public:
 
 private:
     std::string model_in_use() const;  // for a message with nothing more precise to name
+    std::string command_list() const;  // "generate, tokenize, ..."
+    int run_help() const;
+    const CLI::App& command_parsed() const;  // the command argv named, else the app
 
     CLI::App app_{"llama-cl: run llama2.c checkpoints on any OpenCL device", "llama-cl"};
     GenerateArgs gen_;
@@ -715,11 +771,15 @@ private:
     QuantizeArgs quant_;
     ChatArgs chat_;
     PerplexityArgs perplexity_;
+    std::string help_topic_;  // help's command; empty: the app's
     CLI::App* generate_ = nullptr;
     CLI::App* tokenize_ = nullptr;
+    CLI::App* help_ = nullptr;
 };
 
 CommandLine::CommandLine() {
+    // Before any command is added: each takes the app's formatter when it is made.
+    app_.formatter(std::make_shared<HelpFormatter>(help_width()));
     app_.require_subcommand(1);
     app_.set_version_flag("--version", "llama-cl 0.1.0");
     // An option given twice takes its last value, as run.c's argument loop does (CLI11 would refuse it
@@ -736,8 +796,13 @@ CommandLine::CommandLine() {
     tokenize_->add_option("text", tok_.text, "text to encode")->required();
     tokenize_->add_flag("--no-bos", tok_.no_bos, "leave BOS out");
     tokenize_->add_flag("--special", tok_.special, "let control tokens' texts match (GGUF vocabularies)");
+    set_examples(*tokenize_, {"llama-cl tokenize tokenizer.bin \"Once upon a time\"",
+                              "llama-cl tokenize Llama-3.2-1B-Instruct-Q8_0.gguf \"<|eot_id|>\" --special",
+                              "llama-cl tokenize tokenizer.bin --no-bos -- \"-x\"    (a text that starts with '-')"});
     CLI::App* info = app_.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
     info->add_option("checkpoint", info_path_, "model file: a llama2.c checkpoint or a GGUF file")->required()->check(not_empty("a checkpoint file"));
+    set_examples(*info, {"llama-cl info stories15M.bin", "llama-cl info Llama-3.2-1B-Instruct-Q8_0.gguf",
+                         "llama-cl info stories15M.q80.bin    (a llama2.c version-2 file)"});
     CLI::App* quantize = app_.add_subcommand(
         "quantize", "Write a model's weights in another format: a GGUF file that llama.cpp loads (OUT named *.gguf), or "
                     "a llama2.c version-2 (Q8_0) checkpoint, as llama2.c's export.py --version 2 writes it");
@@ -763,40 +828,61 @@ CommandLine::CommandLine() {
                          "power of two up to 64 that divides both)")
         ->transform(decimal_integer(1, std::numeric_limits<int>::max(), "a whole number from 1 to " +
                                     std::to_string(std::numeric_limits<int>::max()), "POSITIVE INTEGER"));
+    quantize->add_flag("--force", quant_.force, "replace OUT where it exists (never the input)");
+    set_examples(*quantize, {"llama-cl quantize stories15M.bin stories15M.gguf -z tokenizer.bin",
+                             "llama-cl quantize model.gguf model-q4_0.gguf --type q4_0",
+                             "llama-cl quantize stories15M.bin stories15M.q80.bin --group-size 64"});
 
-    app_.add_subcommand("devices", "List every OpenCL platform and device");
+    CLI::App* devices = app_.add_subcommand("devices", "List every OpenCL platform and device");
+    set_examples(*devices, {"llama-cl devices", "llama-cl generate stories15M.bin -z tokenizer.bin --device 1.0    "
+                                                "(platform 1, device 0 as listed)",
+                            "llama-cl bench stories15M.bin --device nvidia    (a name substring)"});
     add_bench_command(app_, bench_);
     add_check_command(app_, check_);
     add_chat(app_, chat_);
     add_perplexity(app_, perplexity_);
+    help_ = app_.add_subcommand("help", "Print the commands, or one command's options and examples");
+    help_->add_option("command", help_topic_, "the command (default: all of them)");
+    set_examples(*help_, {"llama-cl help", "llama-cl help generate", "llama-cl generate --help    (the same)"});
+    set_examples(app_, {"llama-cl generate stories15M.bin -z tokenizer.bin -i \"Once upon a time\"",
+                        "llama-cl stories15M.bin -n 256 -i \"Once upon a time\"    (run.c's command line)",
+                        "llama-cl help generate"});
 }
 
 std::optional<int> CommandLine::parse(int argc, char** argv) {
-    // No command at all: the usage, as a usage error (--help prints the same text on stdout, status 0).
+    // No command at all: a short usage, as a usage error (--help describes every command on stdout).
     if (argc <= 1) {
-        std::fputs(app_.help().c_str(), stderr);
+        const std::size_t width = help_width();
+        std::fprintf(stderr, "%s\n%s\n%s\n",
+                     wrap("Usage: llama-cl COMMAND [OPTIONS], or llama-cl MODEL [run.c's flags] to generate", width, 2).c_str(),
+                     wrap("Commands: " + command_list(), width, 2).c_str(),
+                     wrap("llama-cl help COMMAND prints a command's options and examples; llama-cl --help describes "
+                          "every command", width, 2).c_str());
         return 2;
     }
+    std::vector<std::string> command_names;
+    for (const CLI::App* command : std::as_const(app_).get_subcommands(std::function<bool(const CLI::App*)>()))
+        command_names.push_back(command->get_name());
+    std::vector<std::string> args = with_run_c_command({argv, argv + argc}, command_names);
     // CLI11 prints the version as soon as it meets the flag, whatever follows.
-    if (std::string_view(argv[1]) == "--version" && argc > 2) {
-        report(std::string("--version takes no arguments, got '") + argv[2] + "' (see llama-cl --help)");
+    if (args[1] == "--version" && args.size() > 2) {
+        report("--version takes no arguments, got '" + args[2] + "' (see llama-cl --help)");
         return 2;
     }
-    // CLI11 calls an unknown command "A subcommand is required"; name the word it did not know instead.
-    if (argv[1][0] != '-') {
-        std::string names;
-        bool known = false;
-        for (const CLI::App* command : std::as_const(app_).get_subcommands(std::function<bool(const CLI::App*)>())) {
-            names += (names.empty() ? "" : ", ") + command->get_name();
-            known = known || command->get_name() == argv[1];
-        }
-        if (!known) {
-            report(std::string("unknown command '") + argv[1] + "'; the commands are " + names + " (see llama-cl --help)");
-            return 2;
-        }
+    // CLI11 calls an unknown command, or an option before any, "A subcommand is required"; name the word it
+    // did not know instead.
+    if (args[1][0] == '-' && !app_.get_option_no_throw(args[1].substr(0, args[1].find('=')))) {
+        report(unexpected_arguments_message(app_, {args[1]}));
+        return 2;
     }
+    if (args[1][0] != '-' && std::find(command_names.begin(), command_names.end(), args[1]) == command_names.end()) {
+        report("unknown command '" + args[1] + "'; the commands are " + command_list() + see_help(app_));
+        return 2;
+    }
+    std::vector<const char*> words;
+    for (const std::string& arg : args) words.push_back(arg.c_str());
     try {
-        app_.parse(argc, argv);
+        app_.parse(static_cast<int>(words.size()), words.data());
         gen_.tokenizer_given = generate_->count("-z") > 0;
         chat_.run.tokenizer_given = chat_.cmd->count("-z") > 0;
         perplexity_.run.tokenizer_given = perplexity_.cmd->count("-z") > 0;
@@ -806,19 +892,49 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
         if (perplexity_.cmd->parsed()) check_generate_args(perplexity_.run);
     } catch (const CLI::Success& e) {  // --help, --help-all, --version
         return with_output_checked(print_exit(app_, e));
+    } catch (const CLI::ExtrasError&) {
+        report(unexpected_arguments_message(command_parsed(), app_.remaining(true)));
+        return 2;
     } catch (const CLI::ParseError& e) {
         // CLI11 takes a text such as "-x" for an option and then misses the text itself.
         const bool dashed_text = tokenize_->parsed() && !tok_.tokenizer.empty() && tok_.text.empty() &&
-                                 std::any_of(argv + 2, argv + argc, [](const char* arg) { return arg[0] == '-'; });
-        report(parse_error_message(app_, e) +
+                                 std::any_of(args.begin() + 2, args.end(), [](const std::string& arg) { return arg[0] == '-'; });
+        report(parse_error_message(command_parsed(), e, args) +
                (dashed_text ? "; a text that starts with '-' goes after --, as in: tokenize TOKENIZER -- -x" : "") +
-               " (see llama-cl --help)");
+               see_help(command_parsed()));
         return 2;
     } catch (const Error& e) {
         report(e.what());
         return e.exit_code();
     }
     return std::nullopt;
+}
+
+const CLI::App& CommandLine::command_parsed() const {
+    const std::vector<CLI::App*> parsed = app_.get_subcommands();
+    return parsed.empty() ? app_ : *parsed.front();
+}
+
+std::string CommandLine::command_list() const {
+    std::string names;
+    for (const CLI::App* command : app_.get_subcommands(std::function<bool(const CLI::App*)>()))
+        names += (names.empty() ? "" : ", ") + command->get_name();
+    return names;
+}
+
+// help [COMMAND]: what --help prints, for the app or that command.
+int CommandLine::run_help() const {
+    if (help_topic_.empty()) {
+        std::fputs(app_.get_formatter()->make_help(&app_, app_.get_name(), CLI::AppFormatMode::Normal).c_str(), stdout);
+        return 0;
+    }
+    const std::vector<const CLI::App*> named = app_.get_subcommands(
+        std::function<bool(const CLI::App*)>([this](const CLI::App* c) { return c->get_name() == help_topic_; }));
+    if (named.empty())
+        throw usage_error("help: unknown command '" + help_topic_ + "'; the commands are " + command_list() +
+                          " (see llama-cl help)");
+    std::fputs(named.front()->help(app_.get_name()).c_str(), stdout);
+    return 0;
 }
 
 // The command and the file it runs on.
@@ -842,11 +958,14 @@ int CommandLine::run() {
         if (chat_.cmd->parsed()) return with_output_checked(run_chat(chat_));
         if (perplexity_.cmd->parsed()) return with_output_checked(run_perplexity(perplexity_));
         if (tokenize_->parsed()) return with_output_checked(run_tokenize(tok_));
+        if (help_->parsed()) return with_output_checked(run_help());
         if (app_.got_subcommand("info")) return with_output_checked(run_info(info_path_));
         if (app_.got_subcommand("quantize")) return with_output_checked(run_quantize(quant_));
         if (app_.got_subcommand("devices")) return with_output_checked(run_devices());
         if (app_.got_subcommand("bench")) return with_output_checked(run_bench(bench_));
         if (app_.got_subcommand("check")) return with_output_checked(run_check_command(check_));
+    } catch (const ReaderGone&) {
+        return 0;
     } catch (const Error& e) {
         report(e.what());
         return e.exit_code();

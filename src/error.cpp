@@ -48,16 +48,32 @@ std::string cpu_reference_remedy() {
     return "run generate with --backend cpu";
 }
 
-std::string output_failure(std::FILE* out) {
+namespace {
+
+// Flushes `out`: 0 when everything written arrived, else the failed call's errno (-1 where an earlier
+// failed write left none).
+int flush_error(std::FILE* out) {
     errno = 0;
-    if (std::fflush(out) == 0 && !std::ferror(out)) return {};
-    // errno is the failed call's when the flush failed; an earlier failed write may have left none.
-    return std::string("cannot write the output: ") + (errno ? std::strerror(errno) : "I/O error");
+    if (std::fflush(out) == 0 && !std::ferror(out)) return 0;
+    return errno ? errno : -1;
+}
+
+std::string failure_text(int error) {
+    return std::string("cannot write the output: ") + (error > 0 ? std::strerror(error) : "I/O error");
+}
+
+}  // namespace
+
+std::string output_failure(std::FILE* out) {
+    const int error = flush_error(out);
+    return error == 0 || error == EPIPE ? std::string() : failure_text(error);
 }
 
 // Generating into the void after a failed write would only waste the device's time.
 void flush_or_throw(std::FILE* out) {
-    if (std::string failure = output_failure(out); !failure.empty()) throw Error(std::move(failure));
+    const int error = flush_error(out);
+    if (error == EPIPE) throw ReaderGone();
+    if (error != 0) throw Error(failure_text(error));
 }
 
 }  // namespace llamacl

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "llamacl/error.hpp"
+#include "llamacl/number_text.hpp"
 
 namespace llamacl {
 
@@ -80,10 +81,9 @@ bool decode_until(Forward& model, const Tokenizer& tokenizer, Sampler& sampler, 
 }
 
 std::string GenerateStats::describe_rates() const {
-    char line[160];
-    std::snprintf(line, sizeof line, "prompt: %d tokens, %.2f tok/s; generation: %d tokens, %.2f tok/s",
-                  prompt_positions, prompt_tokens_per_s, positions - prompt_positions, tokens_per_s);
-    return line;
+    return "prompt: " + counted(prompt_tokens, "token") + ", " + number_text("%.2f", prompt_tokens_per_s) +
+           " tok/s; generation: " + counted(positions - prompt_tokens, "token") + ", " +
+           number_text("%.2f", tokens_per_s) + " tok/s";
 }
 
 GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& sampler,
@@ -92,12 +92,12 @@ GenerateStats generate(Forward& model, const Tokenizer& tokenizer, Sampler& samp
     const int n = static_cast<int>(prompt_tokens.size());
     int pos = 0, untimed = 0;
     GenerateStats stats;
+    stats.prompt_tokens = n;
     // The prompt's forced positions through the model's prefill, timed on their own.
     const auto prefill = [&](std::span<const int> tokens) {
         const clock::time_point begin = clock::now();
         const std::span<float> logits = run_forced(model, tokens, 0);
         const double seconds = std::chrono::duration<double>(clock::now() - begin).count();
-        stats.prompt_positions = static_cast<int>(tokens.size());
         stats.prompt_tokens_per_s = seconds > 0 ? static_cast<double>(tokens.size()) / seconds : 0.0;
         return logits;
     };

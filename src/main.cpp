@@ -6,8 +6,8 @@
 #include "llamacl/cli.hpp"
 
 int main(int argc, char** argv) {
-    // A reader that goes away (`| head`) is a failed write, reported as one line and exit 1 like a full
-    // disk, not a death by SIGPIPE.
+    // A reader that goes away (`| head`) is a failed write with EPIPE, which ends the command quietly
+    // (error.hpp's ReaderGone), not a death by SIGPIPE.
     std::signal(SIGPIPE, SIG_IGN);
     // Output to a file or pipe is held until a flush (generate flushes each piece) or exit, up to 1 MiB: a
     // write that fails inside stdio's own buffering leaves no errno, the final flush's failure does.

@@ -10,4 +10,8 @@ std::string number_text(const char* fmt, double v) {
     return buf;
 }
 
+std::string counted(long long n, const std::string& noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 }  // namespace llamacl

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -260,6 +261,11 @@ int run_quantize(const QuantizeArgs& a) {
         throw usage_error("--group-size: applies to llama2.c version-2 output; a GGUF file's q4_0 and q8_0 blocks are "
                           "32 weights (leave --group-size out for " + a.output + ")");
     }
+    // An existing file is someone's work: replaced only when asked. (Never an input, a directory or a
+    // device, even then: AtomicFile refuses those.)
+    std::error_code ec;
+    if (!a.force && std::filesystem::is_regular_file(a.output, ec))
+        throw usage_error("quantize: " + a.output + " exists; pass --force to replace it, or name another output");
     const Checkpoint ck = Checkpoint::open(a.input);
     // A live progress line only where someone watches it, and only when there is time to watch.
     const bool live = ::isatty(STDERR_FILENO) && ModelSize(ck.config()).weight_bytes() >= (256ull << 20);

@@ -8,6 +8,8 @@
 #include <limits>
 #include <string>
 
+#include "llamacl/help_format.hpp"
+
 namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {
@@ -16,6 +18,7 @@ bool RuntimeArgs::shapes_the_runtime() const {
 }
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
+    const OptionGroup group(cmd, kWhereItRuns);
     // An empty selector would match every device: it is a mistake (an unset shell variable), not a choice.
     cmd.add_option("--platform", a.platform, "OpenCL platform: index or case-insensitive name substring")
         ->check(not_empty("an index or a name substring from llama-cl devices"));
@@ -55,6 +58,7 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
 }
 
 void add_weights_option(CLI::App& cmd, std::string& weights) {
+    const OptionGroup group(cmd, kWhereItRuns);
     cmd.add_option("--weights", weights,
                    "the weights' format: f32, f16, q8_0 (int8 in groups: runq.c's for a llama2.c file, ggml's for a "
                    "GGUF file) or q4_0 (ggml's 4-bit blocks of 32); f32 and f16 weights are converted at load "
@@ -63,6 +67,13 @@ void add_weights_option(CLI::App& cmd, std::string& weights) {
 }
 
 std::optional<ElementType> weights_format(const std::string& weights) { return parse_element_type(weights); }
+
+void add_vocab_mismatch_flag(CLI::App& cmd, bool& allow) {
+    const OptionGroup group(cmd, kModelGroup);
+    cmd.add_flag("--allow-vocab-mismatch", allow,
+                 "run with a -z tokenizer that has more entries than the model's vocabulary, as run.c does (its "
+                 "extra ids are never sampled, its pieces mean another model's tokens); refused by default");
+}
 
 namespace {
 

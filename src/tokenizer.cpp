@@ -33,6 +33,14 @@ constexpr const char* kCutShort = "; the file is cut short: download or export i
 constexpr const char* kNotTheTokenizer =
     "; use the model's own tokenizer.bin (llama2.c's, or its tokenizer.py's export)";
 
+// A tokenizer whose size is not the model's vocabulary is another model's: its ids name other pieces.
+// run.c reads the first vocab_size entries of a larger one, which --allow-vocab-mismatch allows too.
+Error vocab_mismatch(const std::string& path, int entries, int vocab_size) {
+    return Error(path + ": the tokenizer has " + std::to_string(entries) + " entries but the model's vocabulary is " +
+                 std::to_string(vocab_size) + " tokens; pass the model's own tokenizer with -z" +
+                 (entries > vocab_size ? ", or --allow-vocab-mismatch to run with this one as run.c does" : ""));
+}
+
 // run.c's byte_pieces: byte i as a one-character C string at [2*i], NUL-terminated at [2*i+1].
 constexpr std::array<char, 512> make_byte_pieces() {
     std::array<char, 512> pieces{};
@@ -182,10 +190,7 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
 
     const int n = t.size();
     if (n == 0) throw Error(path + ": tokenizer file has no entries" + kNotTheTokenizer);
-    if (n < min_vocab)
-        throw Error(path + ": tokenizer has " + std::to_string(n) +
-                    " entries but the model's vocabulary is " + std::to_string(min_vocab) +
-                    "; use the tokenizer the model was trained with");
+    if (n < min_vocab) throw vocab_mismatch(path, n, min_vocab);
 
     // run.c sorts with qsort(compare_tokens = strcmp). glibc's qsort is a stable merge sort, so
     // equal pieces stay in id order; std::stable_sort gives the identical permutation.
@@ -197,9 +202,11 @@ Tokenizer Tokenizer::load(const std::string& path, int min_vocab) {
     return t;
 }
 
-Tokenizer Tokenizer::load_flag(const std::string& path, bool given, int min_vocab) {
+Tokenizer Tokenizer::load_flag(const std::string& path, bool given, int vocab_size, VocabFit fit) {
     try {
-        return load(path, min_vocab);
+        Tokenizer t = load(path, vocab_size);
+        if (fit == VocabFit::exact && t.size() != vocab_size) throw vocab_mismatch(path, t.size(), vocab_size);
+        return t;
     } catch (const Error& e) {
         if (given) throw;
         throw Error(std::string(e.what()) + " (the default tokenizer, as no -z was given: pass the model's tokenizer "
@@ -299,15 +306,16 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file, int min_vocab) {
     return v;
 }
 
-Tokenizer Tokenizer::for_model(const std::string& model_path, const std::string& path, bool given, int min_vocab) {
+Tokenizer Tokenizer::for_model(const std::string& model_path, const std::string& path, bool given, int vocab_size,
+                               VocabFit fit) {
     std::error_code ec;
     if (!given && std::filesystem::is_regular_file(model_path, ec)) {  // (a FIFO is never opened to look)
         std::ifstream in(model_path, std::ios::binary);
         std::array<std::byte, 4> head{};
         if (in.read(reinterpret_cast<char*>(head.data()), head.size()) && GgufFile::has_magic(head))
-            return from_gguf(GgufFile::open(model_path), min_vocab);
+            return from_gguf(GgufFile::open(model_path), vocab_size);
     }
-    return load_flag(path, given, min_vocab);
+    return load_flag(path, given, vocab_size, fit);
 }
 
 void Tokenizer::check_id(int id) const {

@@ -1,9 +1,12 @@
 #include "support.hpp"
 
+#include <gtest/gtest.h>
+
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -25,6 +28,19 @@ std::optional<fs::path> shared_dir() {
     fs::path dir = env && *env ? fs::path(env) : fs::path(LLAMACL_DEFAULT_SHARED_DIR);
     if (fs::is_directory(dir / "models") && fs::is_directory(dir / "reference")) return dir;
     return std::nullopt;
+}
+
+void expect_error(const CommandResult& r, int code, std::initializer_list<std::string> mentions,
+                  const std::string& what) {
+    SCOPED_TRACE(what);
+    EXPECT_NE(r.exit_code, 124) << "timed out";
+    EXPECT_LT(r.exit_code, 128) << "crashed: " << r.err;
+    EXPECT_EQ(r.exit_code, code) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr must be exactly one line:\n" << r.err;
+    EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << r.err;
+    EXPECT_EQ(r.err.rfind("llama-cl: ", 0), 0u) << r.err;
+    for (const std::string& m : mentions) EXPECT_NE(r.err.find(m), std::string::npos) << "expected \"" << m << "\" in: " << r.err;
 }
 
 TempDir::TempDir() {

@@ -2,6 +2,7 @@
 // Helpers shared by the tests: where the reference data lives, scratch files, running the binary.
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct CommandResult {
     long peak_rss_kib = 0;
 };
 
+// The error contract for one run, `what` naming it in a failure: exit status `code`, nothing on stdout, one
+// line on stderr that starts "llama-cl: " and contains each of `mentions`.
+void expect_error(const CommandResult& r, int code, std::initializer_list<std::string> mentions,
+                  const std::string& what);
 // Runs the built llama-cl binary; `args` is a shell fragment, so quote paths with quote().
 CommandResult run_llama_cl(const std::string& args);
 // Single-quotes a string for the shell.

@@ -244,7 +244,7 @@ TEST(ChatCli, EndOfInputExitsZeroAndBadFlagsAreUsageErrors) {
     const CommandResult eof = run_llama_cl(base + " -y '' < /dev/null");
     EXPECT_EQ(eof.exit_code, 0) << eof.err;
     EXPECT_EQ(eof.out, "User: \n");
-    for (const char* flags : {"-t -1", "-p 1.5", "-n -3", "-m chat"}) {
+    for (const char* flags : {"-t -1", "-p 1.5", "-n -3", "-m story"}) {
         const CommandResult r = run_llama_cl(base + " " + flags + " < /dev/null");
         EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.err;
         EXPECT_EQ(r.out, "") << flags;

@@ -2,9 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <utility>
 
 #include "llamacl/device.hpp"
+#include "llamacl/generate.hpp"
+#include "llamacl/number_text.hpp"
 #include "llamacl/reference.hpp"
 #include "models.hpp"
 #include "reference_cases.hpp"
@@ -186,6 +190,29 @@ TEST(FirstRun, ProgressLinesAppearOnATerminalOnlyAndAreCleared) {
     EXPECT_EQ(quiet.out.find("\033[K"), std::string::npos) << quiet.out;
 }
 
+TEST(FirstRun, PerplexityClearsItsProgressAndQuietSilencesItsSummary) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config());  // seq_len 40: the text takes several windows
+    std::ofstream(dir / "text.txt") << "the quick brown fox jumps over the lazy dog, and then it runs home again to sleep";
+    const std::string args = "perplexity " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -f " + quote((dir / "text.txt").string()) + " --backend cpu --context 8";
+    const CommandResult piped = run_llama_cl(args);
+    ASSERT_EQ(piped.exit_code, 0) << piped.err;
+    EXPECT_EQ(piped.err.rfind("perplexity: ", 0), 0u) << piped.err;
+    EXPECT_NE(piped.err.find(" windows, "), std::string::npos) << piped.err;
+    const CommandResult quiet = run_llama_cl(args + " -q");
+    ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+    EXPECT_EQ(quiet.err, "");
+    EXPECT_EQ(quiet.out, piped.out);
+    if (!has_script()) GTEST_SKIP() << "util-linux's script is not installed: no pseudo-terminal to test with";
+    const CommandResult tty = on_terminal(args, dir / "out.txt");
+    ASSERT_EQ(tty.exit_code, 0) << tty.out;
+    EXPECT_NE(tty.out.find("\r\033[Kllama-cl: perplexity: "), std::string::npos) << tty.out;
+    // The last progress line is erased and the summary written over it, nothing left of it on its line.
+    EXPECT_NE(tty.out.find("\r\033[Kperplexity: "), std::string::npos) << tty.out;
+    EXPECT_EQ(on_terminal(args + " -q", dir / "quiet.txt").out, "");
+}
+
 TEST(FirstRun, AnEmptyKernelCacheAddsNothingToStderr) {
     TempDir dir;
     const auto model = write_model(dir, small_config(), 1);
@@ -360,4 +387,80 @@ TEST(BuildOptions, MacrosThatAreNotTunablesAreRefusedBeforeAnyBuild) {
         EXPECT_NE(r.err.find("is not a kernel tunable"), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("GEMM_TK (16 or 32"), std::string::npos) << r.err;
     }
+}
+
+TEST(VerboseStats, CountsAreSingularForOne) {
+    EXPECT_EQ(llamacl::counted(1, "token"), "1 token");
+    EXPECT_EQ(llamacl::counted(0, "run"), "0 runs");
+    EXPECT_EQ(llamacl::counted(2, "window"), "2 windows");
+    llamacl::GenerateStats stats;
+    stats.prompt_tokens = 1;
+    stats.positions = 2;
+    const std::string rates = stats.describe_rates();
+    EXPECT_EQ(rates.rfind("prompt: 1 token, ", 0), 0u) << rates;
+    EXPECT_NE(rates.find("; generation: 1 token, "), std::string::npos) << rates;
+}
+
+namespace {
+
+// -v's "prompt: N tokens, ...; generation: M tokens, ..." as {N, M}; {-1, -1} where stderr lacks it.
+std::pair<int, int> verbose_counts(const std::string& err) {
+    const std::size_t at = err.find("prompt: ");
+    std::pair<int, int> counts{-1, -1};
+    if (at == std::string::npos) return counts;
+    const std::size_t generation = err.find("generation: ", at);
+    counts.first = std::atoi(err.c_str() + at + 8);
+    if (generation != std::string::npos) counts.second = std::atoi(err.c_str() + generation + 12);
+    return counts;
+}
+
+}  // namespace
+
+// The prompt's tokens and the positions after it, whichever backend ran them (a device decodes greedily
+// from the prompt's last token on, the reference samples after the whole prompt).
+TEST(VerboseStats, PromptAndGenerationCountsAreTheSameOnEveryBackend) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config());
+    const std::string tok = quote((dir / "tok.bin").string());
+    const std::string ids = run_llama_cl("tokenize " + tok + " 'a b c'").out;
+    const int prompt = static_cast<int>(std::count(ids.begin(), ids.end(), ' ')) + 1;
+    const std::string base = "generate " + quote(model.string()) + " -z " + tok + " -t 0 -n 20 -i 'a b c' -v --backend ";
+    const CommandResult cpu = run_llama_cl(base + "cpu"), device = run_llama_cl(base + "opencl");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+    ASSERT_EQ(device.exit_code, 0) << device.err;
+    ASSERT_EQ(device.out, cpu.out);
+    EXPECT_EQ(verbose_counts(cpu.err).first, prompt) << cpu.err;
+    EXPECT_EQ(verbose_counts(device.err), verbose_counts(cpu.err)) << device.err;
+}
+
+TEST(VerboseStats, ASeedFromTheClockIsPrintedAndDrawsTheSampleAgain) {
+    TempDir dir;
+    const auto model = write_model(dir, small_config());
+    const std::string base = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -t 1 -n 30 --backend cpu";
+    const CommandResult clock = run_llama_cl(base + " -s 0 -v");
+    ASSERT_EQ(clock.exit_code, 0) << clock.err;
+    const std::size_t at = clock.err.find("seed: ");
+    ASSERT_NE(at, std::string::npos) << clock.err;
+    const long long seed = std::atoll(clock.err.c_str() + at + 6);
+    ASSERT_GT(seed, 0) << clock.err;
+    EXPECT_NE(clock.err.find("-s " + std::to_string(seed) + " draws this sample again"), std::string::npos) << clock.err;
+    EXPECT_EQ(run_llama_cl(base + " -s " + std::to_string(seed)).out, clock.out);
+    EXPECT_EQ(run_llama_cl(base + " -s 0").err.find("seed: "), std::string::npos) << "only with -v";
+    EXPECT_EQ(run_llama_cl(base + " -s 0 -v -t 0").err.find("seed: "), std::string::npos) << "greedy draws nothing";
+}
+
+// --compare-cpu runs the device one step at a time, whatever schedule it would choose alone.
+TEST(VerboseStats, CompareCpuNamesTheScheduleThatRuns) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    const std::string base = "generate " + quote((shared / "models/stories260K.bin").string()) + " -z " +
+                             quote((shared / "models/tok512.bin").string()) +
+                             " -t 0 -n 4 -v --backend opencl --schedule token";
+    const CommandResult alone = run_llama_cl(base);
+    ASSERT_EQ(alone.exit_code, 0) << alone.err;
+    EXPECT_NE(alone.err.find("schedule: token"), std::string::npos) << alone.err;
+    const CommandResult compared = run_llama_cl(base + " --compare-cpu");
+    ASSERT_EQ(compared.exit_code, 0) << compared.err;
+    EXPECT_NE(compared.err.find("schedule: per-op (one kernel launch per step: --compare-cpu"), std::string::npos)
+        << compared.err;
 }

@@ -552,12 +552,12 @@ TEST(QuantizeGguf, RefusalsAreOneLineAndWriteNothing) {
         EXPECT_EQ(count_lines(r.err), 1) << r.err;
         EXPECT_FALSE(fs::exists(dir / c.out)) << c.flags;
     }
-    // Never over an input: the model (a GGUF file, by its name or a link's) or the tokenizer.
+    // Never over an input, even with --force: the model (a GGUF file, by its name or a link's) or the tokenizer.
     ASSERT_EQ(quantize(model, out, z).exit_code, 0);
     const std::string before = read_file(out);
     fs::create_symlink(out, dir / "link.gguf");
     for (const fs::path& target : {out, dir / "link.gguf"}) {
-        const CommandResult self = quantize(out, target, "--type q4_0");
+        const CommandResult self = quantize(out, target, "--type q4_0 --force");
         EXPECT_EQ(self.exit_code, 1);
         EXPECT_NE(self.err.find("quantize: cannot write " + target.string() + ": it is the input checkpoint"),
                   std::string::npos)
@@ -567,10 +567,30 @@ TEST(QuantizeGguf, RefusalsAreOneLineAndWriteNothing) {
     EXPECT_EQ(read_file(out), before);
     const fs::path tok_gguf = dir / "tok.gguf";
     fs::copy_file(tok, tok_gguf);
-    const CommandResult over_tokenizer = quantize(model, tok_gguf, "-z " + quote(tok_gguf.string()));
+    const CommandResult over_tokenizer = quantize(model, tok_gguf, "--force -z " + quote(tok_gguf.string()));
     EXPECT_EQ(over_tokenizer.exit_code, 1);
     EXPECT_NE(over_tokenizer.err.find("it is the tokenizer"), std::string::npos) << over_tokenizer.err;
     EXPECT_EQ(read_file(tok_gguf), read_file(tok));
+}
+
+TEST(QuantizeGguf, AnExistingOutputIsReplacedOnlyWithForce) {
+    TempDir dir;
+    const fs::path model = write_dim_64_model(dir, 96), out = dir / "out.gguf";
+    const std::string z = " -z " + quote((dir / "tok.bin").string());
+    ASSERT_EQ(quantize(model, out, "--type q8_0" + z).exit_code, 0);
+    const std::string q8_0 = read_file(out);
+    expect_error(quantize(model, out, "--type q4_0" + z), 2,
+                 {"quantize: " + out.string() + " exists; pass --force to replace it"}, "without --force");
+    EXPECT_EQ(read_file(out), q8_0);
+    const CommandResult forced = quantize(model, out, "--type q4_0 --force" + z);
+    ASSERT_EQ(forced.exit_code, 0) << forced.err;
+    EXPECT_NE(read_file(out), q8_0);
+    // The same for a version-2 output, by its name or a link's.
+    const fs::path v2 = dir / "out.q80.bin", link = dir / "link.bin";
+    ASSERT_EQ(quantize(model, v2).exit_code, 0);
+    fs::create_symlink(v2, link);
+    for (const fs::path& target : {v2, link})
+        expect_error(quantize(model, target), 2, {target.string() + " exists; pass --force"}, target.string());
 }
 
 TEST(QuantizeGguf, GgufInputWithoutAVocabularyTakesTokenizerBin) {
@@ -651,7 +671,7 @@ TEST(QuantizeGguf, WeightsBeyondWhatHalvesHoldAreRefused) {
         EXPECT_FALSE(fs::exists(dir / "x.gguf"));
     }
     for (const char* type : {"q8_0", "f32"})
-        EXPECT_EQ(quantize(model, dir / "x.gguf", std::string("--type ") + type + z).exit_code, 0) << type;
+        EXPECT_EQ(quantize(model, dir / "x.gguf", std::string("--force --type ") + type + z).exit_code, 0) << type;
 }
 
 }  // namespace

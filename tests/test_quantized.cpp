@@ -202,9 +202,9 @@ TEST(Quantize, WritesTheBytesOfAnIndependentExportPyWriter) {
             const auto model = write_model(dir, c, version, 11);
             const Checkpoint fp32 = Checkpoint::open(model.string());
             for (const int gs : {4, 2}) {
-                const auto out = dir / "q.bin";
+                const auto out = dir / "q.bin";  // (replaced each time)
                 const CommandResult r = run_llama_cl("quantize " + quote(model.string()) + " " + quote(out.string()) +
-                                                     " --group-size " + std::to_string(gs));
+                                                     " --force --group-size " + std::to_string(gs));
                 ASSERT_EQ(r.exit_code, 0) << r.err;
                 EXPECT_EQ(r.out, "");
                 EXPECT_EQ(r.err, "wrote " + out.string() + ": llama2.c version 2, q8_0 (group size " +
@@ -226,9 +226,9 @@ TEST(Quantize, DefaultGroupSizeAndTheSharedFilesAreExportPysBytes) {
     for (const auto& [fp32, q80] : {std::pair{"stories260K.v1.bin", "stories260K.q80.bin"},
                                     {"stories260K.bin", "stories260K.q80.bin"},
                                     {"synth-gqa-unshared.bin", "synth-gqa-unshared.q80.bin"}}) {
-        const auto out = dir / "q.bin";
-        const CommandResult r =
-            run_llama_cl("quantize " + quote((shared / "models" / fp32).string()) + " " + quote(out.string()));
+        const auto out = dir / "q.bin";  // (replaced each time)
+        const CommandResult r = run_llama_cl("quantize " + quote((shared / "models" / fp32).string()) + " " +
+                                             quote(out.string()) + " --force");
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_TRUE(read_file(out) == read_file(shared / "models" / q80)) << fp32;
     }
@@ -259,12 +259,13 @@ TEST(Quantize, BadInputsAreOneLineErrors) {
     EXPECT_NE(nowhere.err.find("cannot create"), std::string::npos) << nowhere.err;
 
     // The output is renamed into place: never over the input (by its name or a link's), nor over a
-    // directory or device; each left as it was.
+    // directory or device, even with --force; each left as it was.
     const std::string before = read_file(model);
     const auto link = dir / "link.bin";
     std::filesystem::create_symlink(model, link);
     for (const std::filesystem::path& target : {model, link}) {
-        const CommandResult self = run_llama_cl("quantize " + quote(model.string()) + " " + quote(target.string()));
+        const CommandResult self =
+            run_llama_cl("quantize " + quote(model.string()) + " " + quote(target.string()) + " --force");
         EXPECT_EQ(self.exit_code, 1) << target;
         EXPECT_NE(self.err.find("is the input checkpoint"), std::string::npos) << self.err;
         EXPECT_EQ(std::count(self.err.begin(), self.err.end(), '\n'), 1) << self.err;

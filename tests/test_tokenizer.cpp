@@ -429,10 +429,22 @@ TEST(TokenizerLoad, FewerEntriesThanTheModelVocabulary) {
     TempDir dir;
     const auto path = write_tokenizer(dir, {{" "}, {"a"}, {"b"}});
     expect_error([&] { Tokenizer::load(path, 4); }, path,
-                 "tokenizer has 3 entries but the model's vocabulary is 4; use the tokenizer the "
-                 "model was trained with");
+                 "the tokenizer has 3 entries but the model's vocabulary is 4 tokens; pass the model's own "
+                 "tokenizer with -z");
     EXPECT_EQ(Tokenizer::load(path, 3).size(), 3);
-    EXPECT_EQ(Tokenizer::load(path, 2).size(), 3);  // more entries than the model needs is fine
+    EXPECT_EQ(Tokenizer::load(path, 2).size(), 3);  // more entries than the model needs loads
+}
+
+// A command's tokenizer fits its model entry for entry; more entries only where the command allows them.
+TEST(TokenizerLoad, ACommandsTokenizerHasExactlyTheModelsVocabulary) {
+    TempDir dir;
+    const auto path = write_tokenizer(dir, {{" "}, {"a"}, {"b"}});
+    expect_error([&] { Tokenizer::for_model(path, path, true, 2, llamacl::VocabFit::exact); }, path,
+                 "the tokenizer has 3 entries but the model's vocabulary is 2 tokens; pass the model's own "
+                 "tokenizer with -z, or --allow-vocab-mismatch to run with this one as run.c does");
+    EXPECT_EQ(Tokenizer::for_model(path, path, true, 3, llamacl::VocabFit::exact).size(), 3);
+    EXPECT_EQ(Tokenizer::for_model(path, path, true, 2, llamacl::VocabFit::at_least).size(), 3);
+    expect_error([&] { Tokenizer::for_model(path, path, true, 4, llamacl::VocabFit::at_least); }, path, "entries");
 }
 
 // ---- The shared tokenizers against run.c's recorded output ----

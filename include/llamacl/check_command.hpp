@@ -16,6 +16,7 @@ struct CheckArgs {
     std::string checkpoint;  // empty: a generated model (synthetic.hpp's "tiny")
     std::string tokenizer = "tokenizer.bin";
     bool tokenizer_given = false;  // -z on the command line, not the default
+    bool allow_vocab_mismatch = false;
     std::string weights;  // --weights: the model's rungs in this format alone (default: check_formats())
     RuntimeArgs runtime;
     std::string plot;  // roofline SVG path

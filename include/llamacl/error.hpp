@@ -42,10 +42,18 @@ private:
 // cpu"; in bench, which measures devices only, timing the reference with generate instead.
 std::string cpu_reference_remedy();
 
-// Flushes `out`; empty when everything written to it arrived, else "cannot write the output: REASON" (a
-// full disk, an I/O error: run.c ignores them, we do not).
+// The reader of the output went away (EPIPE: `| head` closed the pipe): a normal end for a filter, which
+// ends the command quietly, with status 0.
+class ReaderGone : public std::exception {
+public:
+    const char* what() const noexcept override { return "the output's reader went away"; }
+};
+
+// Flushes `out`; empty when everything written to it arrived or its reader went away, else "cannot write
+// the output: REASON" (a full disk, an I/O error: run.c ignores them, we do not).
 std::string output_failure(std::FILE* out);
-// Throws an Error with output_failure()'s text when it is not empty.
+// Throws ReaderGone where the reader went away, else an Error with output_failure()'s text when it is not
+// empty.
 void flush_or_throw(std::FILE* out);
 
 }  // namespace llamacl

@@ -60,11 +60,12 @@ struct GenerateStats {
     double tokens_per_s = 0.0;   // positions after the prompt's per second (with a one-token prompt run.c's
                                  // "achieved tok/s", timed from the second position; with a greedy decoder
                                  // from the first: it may return positions in batches)
-    // The prompt's prefill: its positions (with a greedy decoder all but the last, which decoding runs) and
-    // their rate.
-    int prompt_positions = 0;
+    // The prompt's tokens, and its prefill's rate (with a greedy decoder over all but the last token, which
+    // decoding runs).
+    int prompt_tokens = 0;
     double prompt_tokens_per_s = 0.0;
-    // "prompt: N tokens, X tok/s; generation: M tokens, Y tok/s" (-v), as llama.cpp reports them apart.
+    // "prompt: N tokens, X tok/s; generation: M tokens, Y tok/s" (-v), as llama.cpp reports them apart; the
+    // counts are the same on every backend.
     std::string describe_rates() const;
 };
 

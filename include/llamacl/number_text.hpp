@@ -6,5 +6,7 @@
 namespace llamacl {
 
 std::string number_text(const char* fmt, double v);
+// A count and its noun, singular for one: "1 token", "3 tokens" (`noun` takes an s).
+std::string counted(long long n, const std::string& noun);
 
 }  // namespace llamacl

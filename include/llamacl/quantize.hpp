@@ -17,6 +17,7 @@ struct QuantizeArgs {
     std::string fallback_type;  // --fallback-type, the same names (empty: q8_0)
     std::string tokenizer;      // -z: tokenizer.bin, the vocabulary of a GGUF file from a llama2.c model
     int group_size = 0;         // version 2's --group-size (0: default_group_size)
+    bool force = false;         // --force: OUT may exist already, and is replaced
 };
 
 // Runs the command: writes OUT, then one line on stderr describing what was written. Throws Error for

@@ -32,6 +32,9 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
 // --weights f32|f16|q8_0|q4_0, which every backend honours (the CPU reference computes on the converted weights).
 void add_weights_option(CLI::App& cmd, std::string& weights);
 std::optional<ElementType> weights_format(const std::string& weights);  // nullopt: the file's own
+// --allow-vocab-mismatch, for commands that take -z: a tokenizer with more entries than the model's
+// vocabulary runs, as run.c runs it, instead of being refused as another model's.
+void add_vocab_mismatch_flag(CLI::App& cmd, bool& allow);
 // A transform for options that take a number: blanks around it are dropped, and anything strtod does not
 // read whole is refused with complaint(text).
 CLI::Validator number(const std::function<std::string(const std::string&)>& complaint);

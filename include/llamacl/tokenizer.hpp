@@ -20,22 +20,28 @@ namespace llamacl {
 class BpeTokenizer;
 class GgufFile;
 
+// How a llama2.c tokenizer must fit a model's vocabulary: entry for entry, or with entries to spare
+// beyond the ids the model emits (run.c's rule, which --allow-vocab-mismatch keeps).
+enum class VocabFit { exact, at_least };
+
 class Tokenizer {
 public:
     // Reads and validates `path`. Throws llamacl::Error("<path>: ...") when the file is missing,
     // unreadable, a directory, truncated, has a bad length field, holds no entries, or holds fewer
     // than `min_vocab` entries (the model's vocabulary: every id the model can emit needs a piece).
     static Tokenizer load(const std::string& path, int min_vocab);
-    // load, for a command's -z: where -z was not `given`, `path` is run.c's default (./tokenizer.bin), and
-    // an error says so, which a user who did not know the default learns from.
-    static Tokenizer load_flag(const std::string& path, bool given, int min_vocab);
+    // load, for a command's -z, with `fit` to the model's `vocab_size` entries: where -z was not `given`,
+    // `path` is run.c's default (./tokenizer.bin), and an error says so, which a user who did not know the
+    // default learns from.
+    static Tokenizer load_flag(const std::string& path, bool given, int vocab_size, VocabFit fit);
     // The vocabulary of a GGUF file (tokenizer.ggml.model "llama" or "gpt2"). Throws llamacl::Error naming
     // the file and the key for a missing or malformed vocabulary, another tokenizer model or pre-tokenizer,
     // special ids outside it, or fewer than `min_vocab` tokens.
     static Tokenizer from_gguf(const GgufFile& file, int min_vocab);
     // The vocabulary a command runs `model_path` with: -z's file where given, else the model's own when it
     // is a GGUF file, else run.c's default tokenizer.bin (load_flag).
-    static Tokenizer for_model(const std::string& model_path, const std::string& path, bool given, int min_vocab);
+    static Tokenizer for_model(const std::string& model_path, const std::string& path, bool given, int vocab_size,
+                               VocabFit fit);
 
     // Number of entries in the file (may exceed the model's vocabulary).
     int size() const { return static_cast<int>(offsets_.size()) - 1; }
