@@ -243,8 +243,8 @@ TEST(QuantRules, Q4_0DequantizesAsGgml) {
     std::vector<float> out(QK8_0);
     dequantize(out.data(), WeightTensor{WeightFormat::q4_0(), &b}, QK8_0);
     for (int j = 0; j < 16; j++) {
-        EXPECT_EQ(out[j], (j - 8) * 0.5f) << j;
-        EXPECT_EQ(out[j + 16], (7 - j) * 0.5f) << j + 16;
+        EXPECT_EQ(out[j], static_cast<float>(j - 8) * 0.5f) << j;
+        EXPECT_EQ(out[j + 16], static_cast<float>(7 - j) * 0.5f) << j + 16;
     }
 }
 
