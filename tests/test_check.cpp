@@ -49,7 +49,28 @@ TEST(Check, TheFormatStagesRepeatForEachFormat) {
                                         "prefill:f16", "generate:f16", "grid-barrier:f16", "kernels:q8_0", "layer:q8_0",
                                         "forward:q8_0", "prefill:q8_0", "generate:q8_0", "grid-barrier:q8_0",
                                         "bandwidth"}));
-    EXPECT_EQ(std::vector<ElementType>(std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes)), kDeviceFormats);
+    // The generated model's rows are not whole blocks of 32: every format but q4_0 (the next test's).
+    std::vector<ElementType> all = kDeviceFormats;
+    all.push_back(ElementType::q4_0);
+    EXPECT_EQ(std::vector<ElementType>(std::begin(kDeviceElementTypes), std::end(kDeviceElementTypes)), all);
+}
+
+// A model whose rows are whole blocks of 32 climbs q4_0's rungs too, and passes them.
+TEST(Check, AModelOfWholeBlocksClimbsQ4_0) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    const std::filesystem::path model = shared / "models/gguf/synthG.bin";
+    const Checkpoint ck = Checkpoint::open(model.string());
+    EXPECT_EQ(check_formats(ck), (std::vector<ElementType>{ElementType::f32, ElementType::f16, ElementType::q8_0,
+                                                           ElementType::q4_0}));
+    const CommandResult r =
+        run_llama_cl("check " + quote(model.string()) + " -z " + quote((shared / "models/tok512.bin").string()) +
+                     " --weights q4_0");
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (const std::string& name : rung_names(std::vector<ElementType>{ElementType::q4_0})) {
+        const std::string status = status_of(r.out, name);
+        EXPECT_TRUE(status == "pass" || (name == "grid-barrier:q4_0" && status == "skip")) << name << "\n" << r.out;
+    }
+    EXPECT_NE(rung_line(r.out, "kernels:q4_0").find("q4_0 (ggml's blocks of 32) weights"), std::string::npos) << r.out;
 }
 
 TEST(Check, AnFp32ModelClimbsQ8OnlyWhereItsGroupsAreWholeWords) {
