@@ -105,7 +105,34 @@ std::vector<float> awkward_input(int n, unsigned seed) {
     return x;
 }
 
+// Every path of the matmul (the AVX2 blocks of eight rows where the CPU has them, the rows after them one
+// by one, a batch of inputs eight at a time and the rest) of `tensor` (d rows of n) against want(row,
+// input quantized by quantize_row_q8_0_ref), bit for bit, on `batch` awkward inputs from `seed`.
+template <typename Want>
+void expect_every_path(const WeightTensor& tensor, int n, int d, int batch, unsigned seed, Want want) {
+    std::vector<std::vector<float>> xs;
+    std::vector<MatmulInput> inputs(static_cast<std::size_t>(batch), MatmulInput(tensor.format, n));
+    for (int b = 0; b < batch; b++) {
+        xs.push_back(awkward_input(n, seed + static_cast<unsigned>(b)));
+        inputs[static_cast<std::size_t>(b)].set(xs.back().data());
+    }
+    std::vector<float> together(static_cast<std::size_t>(batch) * d);
+    matmuls(inputs, {{together.data(), tensor, d, static_cast<std::size_t>(d)}});
+    for (int b = 0; b < batch; b++) {
+        const auto xq = quantize_row_q8_0_ref(xs[static_cast<std::size_t>(b)].data(), n);
+        std::vector<float> alone(d);
+        matmul(alone.data(), inputs[static_cast<std::size_t>(b)], tensor, d);
+        for (int r = 0; r < d; r++) {
+            const float expected = want(r, xq);
+            EXPECT_EQ(bits(alone[r]), bits(expected)) << "n " << n << " input " << b << " row " << r;
+            EXPECT_EQ(bits(together[static_cast<std::size_t>(b) * d + r]), bits(expected))
+                << "batched: n " << n << " input " << b << " row " << r;
+        }
+    }
+}
+
 }  // namespace
+
 
 TEST(QuantRules, GgmlInputIsQuantizeRowQ80Ref) {
     const int n = 5 * QK8_0;
@@ -122,35 +149,17 @@ TEST(QuantRules, GgmlInputIsQuantizeRowQ80Ref) {
     EXPECT_EQ(in.scales()[3], 1.0f);
 }
 
-// Every path of the matmul (the AVX2 blocks of eight rows where the CPU has them, the rows after them one
-// by one, a batch of inputs eight at a time and the rest) against ggml's vec_dot, bit for bit.
+// Every path of the Q8_0 matmul against ggml's vec_dot, bit for bit.
 TEST(QuantRules, GgmlMatmulIsVecDotQ80Q80) {
     const WeightFormat ggml{ElementType::q8_0, QK8_0, QuantRule::ggml};
     for (const int n : {QK8_0, 7 * QK8_0}) {
-        const int d = 21, batch = 11;
-        const auto w = uniform_floats(static_cast<std::size_t>(n) * d, 1);
-        const StoredQ80 s = stored(w);
-        const WeightTensor tensor{ggml, s.q.data(), s.scales.data()};
-        std::vector<std::vector<float>> xs;
-        std::vector<MatmulInput> inputs(batch, MatmulInput(ggml, n));
-        for (int b = 0; b < batch; b++) {
-            xs.push_back(awkward_input(n, 10 + b));
-            inputs[b].set(xs[b].data());
-        }
-        std::vector<float> together(static_cast<std::size_t>(batch) * d);
-        matmuls(inputs, {{together.data(), tensor, d, static_cast<std::size_t>(d)}});
-        for (int b = 0; b < batch; b++) {
-            const auto xq = quantize_row_q8_0_ref(xs[b].data(), n);
-            std::vector<float> alone(d);
-            matmul(alone.data(), inputs[b], tensor, d);
-            for (int r = 0; r < d; r++) {
-                const BlockQ80* row = s.blocks.data() + static_cast<std::size_t>(r) * (n / QK8_0);
-                const float want = vec_dot_q8_0_q8_0(n, row, xq.data());
-                EXPECT_EQ(bits(alone[r]), bits(want)) << "n " << n << " input " << b << " row " << r;
-                EXPECT_EQ(bits(together[static_cast<std::size_t>(b) * d + r]), bits(want))
-                    << "batched: n " << n << " input " << b << " row " << r;
-            }
-        }
+        const int d = 21;
+        const StoredQ80 s = stored(uniform_floats(static_cast<std::size_t>(n) * d, 1));
+        expect_every_path(WeightTensor{ggml, s.q.data(), s.scales.data()}, n, d, 11, 10,
+                          [&](int r, const std::vector<BlockQ80>& xq) {
+                              return vec_dot_q8_0_q8_0(n, s.blocks.data() + static_cast<std::size_t>(r) * (n / QK8_0),
+                                                       xq.data());
+                          });
     }
 }
 
@@ -205,7 +214,7 @@ float vec_dot_q4_0_q8_0(int n, const Q4Block* x, const BlockQ80* y) {
 TEST(QuantRules, Q4_0MatmulIsVecDotQ40Q80) {
     const WeightFormat q4 = WeightFormat::q4_0();
     for (const int n : {QK8_0, 9 * QK8_0}) {
-        const int d = 19, batch = 10;
+        const int d = 19;
         auto w = uniform_floats(static_cast<std::size_t>(n) * d, 2);
         std::fill(w.begin() + QK8_0, w.begin() + 2 * QK8_0, 0.0f);
         w[5] = -7.0f;
@@ -213,26 +222,9 @@ TEST(QuantRules, Q4_0MatmulIsVecDotQ40Q80) {
         std::vector<std::byte> encoded(q4.bytes(w.size()));
         encode_weights(encoded.data(), w.data(), w.size(), q4);
         ASSERT_EQ(0, std::memcmp(encoded.data(), blocks.data(), encoded.size())) << "quantize_row_q4_0_ref's blocks";
-        const WeightTensor tensor{q4, blocks.data()};
-        std::vector<std::vector<float>> xs;
-        std::vector<MatmulInput> inputs(batch, MatmulInput(q4, n));
-        for (int b = 0; b < batch; b++) {
-            xs.push_back(awkward_input(n, 20 + b));
-            inputs[b].set(xs[b].data());
-        }
-        std::vector<float> together(static_cast<std::size_t>(batch) * d);
-        matmuls(inputs, {{together.data(), tensor, d, static_cast<std::size_t>(d)}});
-        for (int b = 0; b < batch; b++) {
-            const auto xq = quantize_row_q8_0_ref(xs[b].data(), n);
-            std::vector<float> alone(d);
-            matmul(alone.data(), inputs[b], tensor, d);
-            for (int r = 0; r < d; r++) {
-                const float want = vec_dot_q4_0_q8_0(n, blocks.data() + static_cast<std::size_t>(r) * (n / QK8_0), xq.data());
-                EXPECT_EQ(bits(alone[r]), bits(want)) << "n " << n << " input " << b << " row " << r;
-                EXPECT_EQ(bits(together[static_cast<std::size_t>(b) * d + r]), bits(want))
-                    << "batched: n " << n << " input " << b << " row " << r;
-            }
-        }
+        expect_every_path(WeightTensor{q4, blocks.data()}, n, d, 10, 20, [&](int r, const std::vector<BlockQ80>& xq) {
+            return vec_dot_q4_0_q8_0(n, blocks.data() + static_cast<std::size_t>(r) * (n / QK8_0), xq.data());
+        });
     }
 }
 
