@@ -212,9 +212,9 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const char* in, __glo
     const int g = lane / 4, t = lane % 4;
     const int r0 = get_group_id(0) * GEMM_TR, p0 = get_group_id(1) * GEMM_TP;
     // The warp's first row and position in the tile; element e of the work-item's D fragments is the
-    // tile's row Q8_ROW(e) and position Q8_POS(e).
+    // tile's row Q8_TILE_ROW(e) and position Q8_POS(e).
     const int wr = warp % 2 * (GEMM_TR / 2), wp = warp / 2 * (GEMM_TP / 4);
-#define Q8_ROW(e) (wr + (e) / (4 * Q8_NB) * 16 + g + ((e) % 4 >= 2 ? 8 : 0))
+#define Q8_TILE_ROW(e) (wr + (e) / (4 * Q8_NB) * 16 + g + ((e) % 4 >= 2 ? 8 : 0))
 #define Q8_POS(e) (wp + (e) / 4 % Q8_NB * 8 + 2 * t + ((e) & 1))
     int dots[Q8_ELEMENTS];
     float acc[Q8_ELEMENTS];
@@ -236,7 +236,7 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const char* in, __glo
         for (int k8 = 0; k8 < Q8_STEP_WORDS; k8 += 8) q8_mma(b, k8, wr, wp, dots, scratch);
         if (s % Q8_STEPS_PER_GROUP == Q8_STEPS_PER_GROUP - 1) {
 #pragma unroll
-            for (int e = 0; e < Q8_ELEMENTS; e++) acc[e] += Q8_TERM((float)dots[e], b->ws[Q8_ROW(e)], b->xs[Q8_POS(e)]);
+            for (int e = 0; e < Q8_ELEMENTS; e++) acc[e] += Q8_TERM((float)dots[e], b->ws[Q8_TILE_ROW(e)], b->xs[Q8_POS(e)]);
         }
         // Every work-item is done with the other buffer: it read it in the step before the last barrier.
         if (s + 1 < steps) q8_store(&steps_[(s + 1) % 2], &next, flat);
@@ -244,13 +244,13 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const char* in, __glo
     }
 #pragma unroll
     for (int e = 0; e < Q8_ELEMENTS; e++) {
-        const int r = r0 + Q8_ROW(e), p = p0 + Q8_POS(e);
+        const int r = r0 + Q8_TILE_ROW(e), p = p0 + Q8_POS(e);
         if (r < rows && p < positions) {
             __global float* o = out + out_offset + (size_t)p * rows + r;
             *o = accumulate ? *o + acc[e] : acc[e];
         }
     }
-#undef Q8_ROW
+#undef Q8_TILE_ROW
 #undef Q8_POS
 }
 #else
