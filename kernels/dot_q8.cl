@@ -154,16 +154,27 @@ inline void stage_input(__local float* staged, __global const float* x, __global
 }
 #endif
 
-// The dot product of four int8 pairs (words), added to acc: one dp4a where NVIDIA's compiler takes PTX.
+// The dot product of four int8 pairs (words), added to acc, and of four unsigned bytes with four int8
+// (dot_nibbles): one dp4a where NVIDIA's compiler takes PTX.
 #ifdef INLINE_PTX
 inline int dot_words(int a, int b, int acc) {
     int sum;
     __asm__("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(sum) : "r"(a), "r"(b), "r"(acc));
     return sum;
 }
+inline int dot_nibbles(int a, int b, int acc) {
+    int sum;
+    __asm__("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(sum) : "r"(a), "r"(b), "r"(acc));
+    return sum;
+}
 #else
 inline int dot_words(int a, int b, int acc) {
     const char4 u = as_char4(a), v = as_char4(b);
+    return acc + u.x * v.x + u.y * v.y + u.z * v.z + u.w * v.w;
+}
+inline int dot_nibbles(int a, int b, int acc) {
+    const uchar4 u = as_uchar4(a);
+    const char4 v = as_char4(b);
     return acc + u.x * v.x + u.y * v.y + u.z * v.z + u.w * v.w;
 }
 #endif
@@ -245,12 +256,12 @@ inline int4 group_dots4(__global const weight_t* w, __local const char* x, int g
 #else
 // Group g's words (the GPU family's up to 16 bytes, the CPU families' 4): one load where the row's start
 // allows it (rows of a multiple of Q8_WORD bytes), else Q8_WORD / 4 loads of ints. Q4_0's block: its
-// nibbles in one load, widened to its two words of int8 values (its low nibbles, then its high ones).
+// nibbles in one load, as two words of bytes q (0 .. 15): its low nibbles, then its high ones.
 #ifdef WEIGHT_Q4_0
 inline void load_group(__private q8_word_t* words, __global const weight_t* w, int groups, int g) {
     const int4 v = q4_words(w, g);
-    words[0] = (int4)(q4_values(v.x, 0), q4_values(v.y, 0), q4_values(v.z, 0), q4_values(v.w, 0));
-    words[1] = (int4)(q4_values(v.x, 1), q4_values(v.y, 1), q4_values(v.z, 1), q4_values(v.w, 1));
+    words[0] = v & 0x0f0f0f0f;
+    words[1] = (v >> 4) & 0x0f0f0f0f;
 }
 #else
 inline void load_group(__private q8_word_t* words, __global const weight_t* w, int groups, int g) {
@@ -264,7 +275,22 @@ inline void load_group(__private q8_word_t* words, __global const weight_t* w, i
 }
 #endif
 // The group's words' dot product with the staged input's, read as ints: local memory is aligned only to
-// a float (a vector load faults on NVIDIA).
+// a float (a vector load faults on NVIDIA). Q4_0's: the unsigned nibbles' products less 8 times the
+// input's sum, the same integer as (q - 8)'s products.
+#ifdef WEIGHT_Q4_0
+inline int loaded_group_dot(__private const q8_word_t* words, __local const char* x, int groups, int g) {
+    __local const int* xi = (__local const int*)x;
+    int sum = 0, eights = 0;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int4 xv = Q8_VLOAD(q8_word(groups, g, k), xi);
+        sum = dot_nibbles(words[k].w, xv.w,
+                          dot_nibbles(words[k].z, xv.z, dot_nibbles(words[k].y, xv.y, dot_nibbles(words[k].x, xv.x, sum))));
+        eights = word_dot((int4)(0x08080808), xv, eights);
+    }
+    return sum - eights;
+}
+#else
 inline int loaded_group_dot(__private const q8_word_t* words, __local const char* x, int groups, int g) {
     __local const int* xi = (__local const int*)x;
     int sum = 0;
@@ -272,6 +298,7 @@ inline int loaded_group_dot(__private const q8_word_t* words, __local const char
     for (int k = 0; k < GROUP_SIZE / Q8_WORD; k++) sum = word_dot(words[k], Q8_VLOAD(q8_word(groups, g, k), xi), sum);
     return sum;
 }
+#endif
 inline int group_dot(__global const weight_t* w, __local const char* x, int groups, int g) {
     q8_word_t words[GROUP_SIZE / Q8_WORD];
     load_group(words, w, groups, g);
