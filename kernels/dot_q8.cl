@@ -335,6 +335,24 @@ inline float q8_dot(__global const weight_t* w, __local const float* staged, int
         sum += terms.w;
     }
 #endif
+#if defined(WEIGHT_Q4_0) && SHAPE_FAMILY == SHAPE_GPU
+    // A Q4_0 group is half a Q8_0 group's bytes: Q4_IN_FLIGHT of the lane's groups loaded before any is
+    // used keep more bytes in flight; their terms are then added in order.
+    __local const char* x = STAGED_VALUES(staged, n);
+    for (; g + (Q4_IN_FLIGHT - 1) * ROW_THREADS < groups; g += Q4_IN_FLIGHT * ROW_THREADS) {
+        q8_word_t words[Q4_IN_FLIGHT][2];
+        float scales[Q4_IN_FLIGHT];
+#pragma unroll
+        for (int i = 0; i < Q4_IN_FLIGHT; i++) {
+            load_group(words[i], w, groups, g + i * ROW_THREADS);
+            scales[i] = SCALE(w_scales, g + i * ROW_THREADS);
+        }
+#pragma unroll
+        for (int i = 0; i < Q4_IN_FLIGHT; i++)
+            sum += Q8_TERM((float)loaded_group_dot(words[i], x, groups, g + i * ROW_THREADS), scales[i],
+                           staged[g + i * ROW_THREADS]);
+    }
+#endif
     for (; g < groups; g += ROW_THREADS) sum += q8_term(w, w_scales, staged, groups, g);
     return sum;
 }

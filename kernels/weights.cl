@@ -108,6 +108,7 @@ inline float span_dot(float sum, float v, __local const float* in, int s) { retu
 #ifdef WEIGHT_Q4_0
 #define Q8_INTERLEAVE 1
 #define Q8_WORD 16
+#define Q4_IN_FLIGHT 2  // a GPU lane's groups loaded at once (dot_q8.cl's q8_dot)
 #endif
 #ifndef Q8_INTERLEAVE
 #define Q8_INTERLEAVE 1
