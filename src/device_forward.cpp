@@ -326,7 +326,7 @@ void DeviceForward::read_result(bool mark, const BoundaryObserver& observer) {
         const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
         queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event(Command::read_hidden));
         counters_.bytes_read += row_bytes;
-        classify(ck_, ck_.classifier(), hidden_.data(), normed_.data(), logits_.data());
+        classify(ck_.config(), ck_.rms_final(), ck_.classifier(), hidden_.data(), normed_.data(), logits_.data());
         boundary_host(-1, Op::final_norm, normed_, observer);
         boundary_host(-1, Op::logits, logits_, observer);
     }
