@@ -19,7 +19,7 @@ struct KernelSignature {
     std::span<const std::string_view> args;  // its arguments' names, in order
 };
 
-// Every kernel the runtime binds, with its file.
+// Every kernel the host binds (the runtime, the kernel checks, bench's probes), with its file.
 namespace signatures {
 extern const KernelSignature attn_qkv_rope, ffn_gate_up, rmsnorm, classifier;  // norm_matvec.cl
 extern const KernelSignature matvec_residual;                                  // matvec_residual.cl
