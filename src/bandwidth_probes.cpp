@@ -8,6 +8,7 @@
 #include "llamacl/embedded_kernels.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/host_memory.hpp"
+#include "llamacl/kernel_args.hpp"
 
 namespace llamacl {
 
@@ -21,12 +22,6 @@ std::string embedded_source(std::string_view file) {
 
 cl::Program copy_program(const Device& device) {
     return device.build_program_from_source(embedded_source("copy.cl"), "");
-}
-
-// copy.cl's tensor-core probes, with the instructions before them (GEMM_MMA: kernels/tensor_cores.cl).
-cl::Program mma_program(const Device& device) {
-    return device.build_program_from_source(embedded_source("tensor_cores.cl") + embedded_source("copy.cl"),
-                                            "-DGEMM_MMA -DMMA_PROBE");
 }
 
 cl::CommandQueue profiling_queue(const Device& device) {
@@ -51,6 +46,11 @@ double best_seconds(cl::CommandQueue& queue, int reps, Enqueue enqueue) {
 }
 
 }  // namespace
+
+cl::Program mma_probe_program(const Device& device, const std::string& options) {
+    return device.build_program_from_source(embedded_source("tensor_cores.cl") + embedded_source("copy.cl"),
+                                            "-DGEMM_MMA -DMMA_PROBE " + options);
+}
 
 double event_seconds(const cl::Event& event) {
     const cl_ulong start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
@@ -93,8 +93,7 @@ double measure_copy_gbs(const Device& device, std::uint64_t bytes, int reps) {
     queue.enqueueFillBuffer(src, 0.0f, 0, bytes);
     queue.enqueueFillBuffer(dst, 0.0f, 0, bytes);
     cl::Kernel copy(copy_program(device), "copy_f32");
-    copy.setArg(0, src);
-    copy.setArg(1, dst);
+    bind_args(copy, signatures::copy_f32, {{"src", src}, {"dst", dst}});
     const cl::NDRange float4s(bytes / (4 * sizeof(float)));
     const double s = best_seconds(queue, reps, [&](cl::Event* event) {
         queue.enqueueNDRangeKernel(copy, cl::NullRange, float4s, cl::NullRange, nullptr, event);
@@ -109,10 +108,7 @@ double measure_fma_gflops(const Device& device, int reps) {
     cl::CommandQueue queue = profiling_queue(device);
     cl::Buffer out = device.allocate(items * sizeof(float), "FMA throughput probe");
     cl::Kernel fma(copy_program(device), "fma_f32");
-    fma.setArg(0, out);
-    fma.setArg(1, 0.999f);
-    fma.setArg(2, 0.001f);
-    fma.setArg(3, kSteps);
+    bind_args(fma, signatures::fma_f32, {{"out", out}, {"b", 0.999f}, {"c", 0.001f}, {"steps", kSteps}});
     const double s = best_seconds(queue, reps, [&](cl::Event* event) {
         queue.enqueueNDRangeKernel(fma, cl::NullRange, cl::NDRange(items), cl::NullRange, nullptr, event);
     });
@@ -127,18 +123,22 @@ double measure_mma_gops(const Device& device, MmaOperands operands, int reps) {
     const std::size_t items = static_cast<std::size_t>(device.info().compute_units) * 1024;
     cl::CommandQueue queue = profiling_queue(device);
     cl::Buffer out = device.allocate(items * sizeof(float), "tensor-core throughput probe");
-    cl::Kernel mma(mma_program(device), mma_probe_kernel(operands));
-    mma.setArg(0, out);
-    mma.setArg(1, int8 ? 0x01010101u : 0x3f800000u);  // ones
-    mma.setArg(2, int8 ? 0x01010101u : 0x3a800000u);  // ones; 2^-10
-    mma.setArg(3, kSteps);
+    const KernelSignature& signature = mma_probe_signature(operands);
+    cl::Kernel mma(mma_probe_program(device), std::string(signature.kernel).c_str());
+    bind_args(mma, signature,
+              {{"out", out},
+               {"a", int8 ? 0x01010101u : 0x3f800000u},   // ones
+               {"b", int8 ? 0x01010101u : 0x3a800000u},   // ones; 2^-10
+               {"steps", kSteps}});
     const double s = best_seconds(queue, reps, [&](cl::Event* event) {
         queue.enqueueNDRangeKernel(mma, cl::NullRange, cl::NDRange(items), cl::NDRange(256), nullptr, event);
     });
     return 2.0 * multiply_adds * kChains * kSteps * static_cast<double>(items / kWarp) / s / 1e9;
 }
 
-const char* mma_probe_kernel(MmaOperands operands) { return operands == MmaOperands::int8 ? "mma_s8" : "mma_tf32"; }
+const KernelSignature& mma_probe_signature(MmaOperands operands) {
+    return operands == MmaOperands::int8 ? signatures::mma_s8 : signatures::mma_tf32;
+}
 
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps) {
     bytes = probe_size(bytes);

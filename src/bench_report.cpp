@@ -135,7 +135,7 @@ std::string format_bench_text(const BenchResult& r) {
             const MmaOperands operands = tensor_core_operands(w);
             t += format("tensor cores: %.2f G%s/s (%s, best of %d); the prompt at %.1f%% of it, a multiply-add "
                         "taking %d of its products (%s)\n",
-                        r.device_mma_gops, operands == MmaOperands::int8 ? "OP" : "FLOP", mma_probe_kernel(operands),
+                        r.device_mma_gops, operands == MmaOperands::int8 ? "OP" : "FLOP", std::string(mma_probe_signature(operands).kernel).c_str(),
                         r.probe_reps, r.prompt_mma_pct, tensor_core_products(w), tensor_core_name(w).c_str());
         }
     }

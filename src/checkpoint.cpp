@@ -203,12 +203,6 @@ void check_group_size(const std::string& path, const Config& c) {
 
 }  // namespace
 
-Config within_positions(const Config& c, int positions) {
-    Config reached = c;
-    if (positions > 0 && positions < c.seq_len) reached.seq_len = positions;
-    return reached;
-}
-
 ModelSize::ModelSize(const Config& c) {
     const TensorCounts t = tensor_counts(c);
     const std::uint64_t L = c.n_layers;

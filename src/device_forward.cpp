@@ -56,15 +56,18 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 }
 
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
+    : DeviceForward(device, ck, options, launch_shape(device, options, ck.weight_format())) {}
+
+DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options,
+                             const LaunchShape& shape)
     : device_(device),
       ck_(ck),
-      c_(within_positions(device_weights(ck, device.info(), launch_shape(device, options, ck.weight_format())),
-                          options.positions)),
+      c_(within_positions(device_weights(ck, device.info(), shape), options.positions)),
       finalize_(options.finalize),
       plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
-                          prefill_batch_for(launch_shape(device, options, ck.weight_format()), c_), options.positions)),
+                          prefill_batch_for(shape, c_), options.positions)),
       // The kernels are built for the matrices' format (the file's, or --weights') and the model's norm.
-      kernels_(device, launch_shape(device, options, ck.weight_format()), c_.weight_format, true, "",
+      kernels_(device, shape, c_.weight_format, true, "",
                options.tensor_cores ? TensorCores::where_present : TensorCores::never, c_.norm_eps),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
@@ -323,7 +326,7 @@ void DeviceForward::read_result(bool mark, const BoundaryObserver& observer) {
         const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
         queue.enqueueReadBuffer(work_.x, CL_TRUE, 0, row_bytes, hidden_.data(), nullptr, log_event(Command::read_hidden));
         counters_.bytes_read += row_bytes;
-        classify(ck_, ck_.classifier(), hidden_.data(), normed_.data(), logits_.data());
+        classify(ck_.config(), ck_.rms_final(), ck_.classifier(), hidden_.data(), normed_.data(), logits_.data());
         boundary_host(-1, Op::final_norm, normed_, observer);
         boundary_host(-1, Op::logits, logits_, observer);
     }

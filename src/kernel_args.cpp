@@ -43,6 +43,9 @@ constexpr Names kForwardToken[] = {
     "rms_final",   "wcls",         "logits",    "tokens",     "argmax_partial", "chunk_lens",  "first",
     "count",       "greedy",       "chosen_from", "sync",     "sync_base",      "spin_limit",  "staged",
     "seq_len",     "stride_cache"};
+constexpr Names kCopy[] = {"src", "dst"};
+constexpr Names kFma[] = {"out", "b", "c", "steps"};
+constexpr Names kMma[] = {"out", "a", "b", "steps"};
 
 }  // namespace
 
@@ -65,16 +68,22 @@ const KernelSignature quantize_rows{"quantize_rows", kQuantizeRows};
 const KernelSignature rope_rows{"rope_rows", kRopeRows};
 const KernelSignature swiglu{"swiglu", kSwiglu};
 const KernelSignature forward_token{"forward_token", kForwardToken};
+const KernelSignature copy_f32{"copy_f32", kCopy};
+const KernelSignature fma_f32{"fma_f32", kFma};
+const KernelSignature mma_tf32{"mma_tf32", kMma};
+const KernelSignature mma_s8{"mma_s8", kMma};
 }  // namespace signatures
 
 std::span<const KernelSignature* const> kernel_signatures() {
-    static const std::array<const KernelSignature*, 18> all = {
+    static const std::array<const KernelSignature*, 22> all = {
         &signatures::attn_qkv_rope, &signatures::ffn_gate_up,     &signatures::rmsnorm,
         &signatures::classifier,    &signatures::matvec_residual, &signatures::attention,
         &signatures::argmax,        &signatures::argmax_embed,    &signatures::rmsnorm_rows,
         &signatures::gemm,          &signatures::gemm_qkv_rope,   &signatures::gemm_gate_up,
         &signatures::attention_rows, &signatures::attention_tiles, &signatures::quantize_rows,
-        &signatures::rope_rows,     &signatures::swiglu,          &signatures::forward_token};
+        &signatures::rope_rows,     &signatures::swiglu,          &signatures::forward_token,
+        &signatures::copy_f32,      &signatures::fma_f32,         &signatures::mma_tf32,
+        &signatures::mma_s8};
     return all;
 }
 

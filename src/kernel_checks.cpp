@@ -82,6 +82,24 @@ KernelHarness::Matrix KernelHarness::upload_matrix(const std::vector<float>& w, 
     return m;
 }
 
+void KernelHarness::run(cl::Kernel& kernel, const KernelSignature& signature, const KernelSet::Range& range,
+                        std::initializer_list<KernelArg> args) {
+    if (args.size() != signature.args.size())
+        throw std::logic_error("a check of " + std::string(signature.kernel) + " binds " +
+                               std::to_string(args.size()) + " of its " + std::to_string(signature.args.size()) +
+                               " arguments");
+    bind_args(kernel, signature, args);
+    device.queue().enqueueNDRangeKernel(kernel, cl::NullRange, range.global, range.local);
+    device.queue().finish();
+}
+
+void KernelHarness::run(KernelSet::Matvec which, int rows, int n, std::initializer_list<KernelArg> args) {
+    static constexpr const KernelSignature* kSignatures[] = {  // indexed by KernelSet::Matvec
+        &signatures::attn_qkv_rope, &signatures::matvec_residual, &signatures::ffn_gate_up, &signatures::classifier};
+    const KernelSet::Launch l = kernels.matvec(which, rows, n);
+    run(*l.kernel, *kSignatures[static_cast<int>(which)], l.range, args);
+}
+
 void KernelHarness::matmul(float* out, const float* x, const Matrix& w) {
     MatmulInput input(w.format, w.n);
     input.set(x);
@@ -92,7 +110,8 @@ cl::Buffer KernelHarness::gemm_input(const std::vector<float>& in, int positions
     const cl::Buffer floats = upload(in);
     if (!weights.quantized()) return floats;
     cl::Buffer quantized = device.allocate(weights.input().bytes(static_cast<std::uint64_t>(positions) * n), "quantized rows");
-    run(kernels.quantize_rows, kernels.groups(positions), floats, quantized, n, kernels.staged_space(n));
+    run(kernels.quantize_rows, signatures::quantize_rows, kernels.groups(positions),
+        {{"x", floats}, {"out", quantized}, {"n", n}, {"staged", kernels.staged_space(n)}});
     return quantized;
 }
 
@@ -258,9 +277,11 @@ KernelCheckResult check_attn_qkv_rope(KernelHarness& h) {
             cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w);
             cl::Buffer q_b = h.upload(sentinels(dim)), kc_b = h.upload(sentinels(cache_size)),
                        vc_b = h.upload(sentinels(cache_size)), xn_b = h.upload(sentinels(dim));
-            h.run(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim, x_b, w_b, wq.buffer, wk.buffer,
-                  wv.buffer, rope_buf, q_b, kc_b, vc_b, xn_b, dim, kv_dim, head_size, pos, h.kernels.staged_space(dim),
-                  h.kernels.staged_count(dim));
+            h.run(KernelSet::Matvec::attn_qkv_rope, (dim + 2 * kv_dim) / 2, dim,
+                  {{"x", x_b}, {"rms_weight", w_b}, {"wq", wq.buffer}, {"wk", wk.buffer}, {"wv", wv.buffer},
+                   {"rope", rope_buf}, {"q", q_b}, {"key_cache", kc_b}, {"value_cache", vc_b}, {"xn", xn_b},
+                   {"dim", dim}, {"kv_dim", kv_dim}, {"head_size", head_size}, {"pos", pos},
+                   {"staged", h.kernels.staged_space(dim)}, {"staged_n", h.kernels.staged_count(dim)}});
             const auto q_d = h.download(q_b, dim), xn_d = h.download(xn_b, dim);
             const auto kc_d = h.download(kc_b, cache_size), vc_d = h.download(vc_b, cache_size);
             const std::size_t at = static_cast<std::size_t>(pos) * kv_dim;
@@ -361,8 +382,11 @@ void attention_case(KernelHarness& h, KernelComparer& cmp, const AttentionCase& 
             cl::Buffer out_b = h.upload(std::vector<float>(dim, kNaN));  // any element left unwritten fails
             cl::Buffer partial_b = h.upload(
                 std::vector<float>(static_cast<std::size_t>(c.n_heads) * chunks * (c.head_size + 2), kNaN));
-            h.run(h.kernels.attention, h.kernels.heads(c.n_heads, chunks), q_b, k_b, v_b, att_b, out_b, partial_b,
-                  arrivals_b, c.n_heads, c.head_size, kv_dim, kv_mul, seq_len, pos, chunk_len);
+            h.run(h.kernels.attention, signatures::attention, h.kernels.heads(c.n_heads, chunks),
+                  {{"q", q_b}, {"key_cache", k_b}, {"value_cache", v_b}, {"att", att_b}, {"out", out_b},
+                   {"partial_out", partial_b}, {"arrivals", arrivals_b}, {"n_heads", c.n_heads},
+                   {"head_size", c.head_size}, {"kv_dim", kv_dim}, {"kv_mul", kv_mul}, {"seq_len", seq_len},
+                   {"pos", pos}, {"chunk_len", chunk_len}});
             cmp.match_exp(h, h.download(out_b, dim), out, "attention output");
             cmp.expect(h.download(arrivals_b, c.n_heads) == std::vector<float>(c.n_heads, 0.0f),
                        "the last chunk of each head leaves its count at zero for the next launch");
@@ -423,8 +447,9 @@ KernelCheckResult check_matvec_residual(KernelHarness& h) {
         for (int i = 0; i < c.rows; i++) expected[i] += tmp[i];
 
         cl::Buffer in_b = h.upload(in), x_b = h.upload(x);
-        h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n, w.buffer, in_b, x_b, c.n, c.rows,
-              h.kernels.staged_space(c.n), h.kernels.staged_count(c.n));
+        h.run(KernelSet::Matvec::matvec_residual, c.rows, c.n,
+              {{"w", w.buffer}, {"in", in_b}, {"x", x_b}, {"n", c.n}, {"rows", c.rows},
+               {"staged", h.kernels.staged_space(c.n)}, {"staged_n", h.kernels.staged_count(c.n)}});
         const auto x_d = h.download(x_b, x.size());
         cmp.match_product(h, slice(x_d, 0, c.rows), expected, "x");
         cmp.untouched(slice(x_d, c.rows, pad), "x past rows");
@@ -454,8 +479,10 @@ KernelCheckResult check_ffn_gate_up(KernelHarness& h) {
 
         cl::Buffer x_b = h.upload(x), w_b = h.upload(rms_w);
         cl::Buffer hb_b = h.upload(sentinels(c.hidden + pad)), xn_b = h.upload(sentinels(c.dim));
-        h.run(KernelSet::Matvec::ffn_gate_up, c.hidden, c.dim, x_b, w_b, w1.buffer, w3.buffer, hb_b, xn_b, c.dim,
-              c.hidden, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
+        h.run(KernelSet::Matvec::ffn_gate_up, c.hidden, c.dim,
+              {{"x", x_b}, {"rms_weight", w_b}, {"w1", w1.buffer}, {"w3", w3.buffer}, {"hb", hb_b}, {"xn", xn_b},
+               {"dim", c.dim}, {"hidden_dim", c.hidden}, {"staged", h.kernels.staged_space(c.dim)},
+               {"staged_n", h.kernels.staged_count(c.dim)}});
         const auto hb_d = h.download(hb_b, c.hidden + pad), xn_d = h.download(xn_b, c.dim);
 
         // reference: the products of the xn the kernel wrote
@@ -503,16 +530,20 @@ KernelCheckResult check_classifier(KernelHarness& h) {
         cl::Buffer logits_b = h.upload(sentinels(c.vocab + pad)), xn_b = h.upload(sentinels(c.dim));
 
         // The block at row_base > 0 alone: its rows at the offset, nothing else, and no xn.
-        h.run(KernelSet::Matvec::classifier, rows2, c.dim, x_b, rw_b, second.buffer, logits_b, xn_b, c.dim, rows2,
-              c.split, h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
+        h.run(KernelSet::Matvec::classifier, rows2, c.dim,
+              {{"x", x_b}, {"rms_weight", rw_b}, {"w", second.buffer}, {"logits", logits_b}, {"xn", xn_b},
+               {"dim", c.dim}, {"rows", rows2}, {"row_base", c.split}, {"staged", h.kernels.staged_space(c.dim)},
+               {"staged_n", h.kernels.staged_count(c.dim)}});
         const auto later = h.download(logits_b, c.vocab + pad);
         cmp.untouched(slice(later, 0, c.split), "logits before row_base");
         cmp.untouched(slice(later, c.vocab, pad), "logits past the block");
         cmp.untouched(h.download(xn_b, c.dim), "xn with row_base > 0");
 
         // Then the block at row 0: the rest of the logits, and xn.
-        h.run(KernelSet::Matvec::classifier, c.split, c.dim, x_b, rw_b, first.buffer, logits_b, xn_b, c.dim, c.split, 0,
-              h.kernels.staged_space(c.dim), h.kernels.staged_count(c.dim));
+        h.run(KernelSet::Matvec::classifier, c.split, c.dim,
+              {{"x", x_b}, {"rms_weight", rw_b}, {"w", first.buffer}, {"logits", logits_b}, {"xn", xn_b},
+               {"dim", c.dim}, {"rows", c.split}, {"row_base", 0}, {"staged", h.kernels.staged_space(c.dim)},
+               {"staged_n", h.kernels.staged_count(c.dim)}});
         const auto all = h.download(logits_b, c.vocab + pad), xn_d = h.download(xn_b, c.dim);
 
         // reference: the products of the xn the kernel wrote
@@ -566,9 +597,11 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
         cl::Buffer logits_b = h.upload(logits);
         const cl::Buffer& table_b = stored.buffer;
 
-        h.run(h.kernels.argmax, h.kernels.groups(groups), logits_b, n, partial_b);
-        h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 1, tokens_b, pos, table_b, x_b,
-              dim);
+        h.run(h.kernels.argmax, signatures::argmax, h.kernels.groups(groups),
+              {{"logits", logits_b}, {"count", n}, {"partial", partial_b}});
+        h.run(h.kernels.argmax_embed, signatures::argmax_embed, h.kernels.groups(1),
+              {{"logits", logits_b}, {"partial", partial_b}, {"groups", groups}, {"choose", 1}, {"tokens", tokens_b},
+               {"pos", pos}, {"table", table_b}, {"x", x_b}, {"dim", dim}});
         const cl_int chosen = read_token();
         if (!cmp.expect(chosen == expected, "argmax chose " + std::to_string(chosen))) return result;
         cmp.expect(h.download(x_b, dim) == row(table, expected), "x is not the chosen token's embedding row");
@@ -576,8 +609,9 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
         // Without choose: the token in the sequence (the one just chosen, or another written there) stays.
         const cl_int forced = (expected + 1) % n;
         h.device.queue().enqueueWriteBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof forced, &forced);
-        h.run(h.kernels.argmax_embed, h.kernels.groups(1), logits_b, partial_b, groups, 0, tokens_b, pos, table_b, x_b,
-              dim);
+        h.run(h.kernels.argmax_embed, signatures::argmax_embed, h.kernels.groups(1),
+              {{"logits", logits_b}, {"partial", partial_b}, {"groups", groups}, {"choose", 0}, {"tokens", tokens_b},
+               {"pos", pos}, {"table", table_b}, {"x", x_b}, {"dim", dim}});
         const cl_int kept = read_token();
         if (!cmp.expect(kept == forced, "without choose the sequence's token " + std::to_string(forced) +
                                             " became " + std::to_string(kept)))
@@ -632,7 +666,8 @@ KernelCheckResult check_rmsnorm_rows(KernelHarness& h) {
                 rmsnorm(expected.data() + static_cast<std::size_t>(p) * n, x.data() + static_cast<std::size_t>(p) * n,
                         weight.data(), n, h.norm_eps);
             cl::Buffer x_b = h.upload(x), w_b = h.upload(weight), out_b = h.upload(std::vector<float>(x.size(), kNaN));
-            h.run(h.kernels.rmsnorm_rows, h.kernels.groups(positions), x_b, w_b, out_b, n);
+            h.run(h.kernels.rmsnorm_rows, signatures::rmsnorm_rows, h.kernels.groups(positions),
+                  {{"x", x_b}, {"weight", w_b}, {"out", out_b}, {"n", n}});
             cmp.match(h, true, h.download(out_b, x.size()), expected, "out");
         }
     }
@@ -707,7 +742,8 @@ KernelCheckResult check_quantize_rows(KernelHarness& h) {
         layout.write_rows(want.data(), {layout.format, q.data(), scales.data()}, 0, positions, n);
 
         const cl::Buffer out_b = h.upload_bytes(std::vector<std::byte>(want.size(), std::byte{0x5a}));
-        h.run(h.kernels.quantize_rows, h.kernels.groups(positions), h.upload(x), out_b, n, h.kernels.staged_space(n));
+        h.run(h.kernels.quantize_rows, signatures::quantize_rows, h.kernels.groups(positions),
+              {{"x", h.upload(x)}, {"out", out_b}, {"n", n}, {"staged", h.kernels.staged_space(n)}});
         const std::vector<std::byte> got = h.download_bytes(out_b, want.size());
         if (exact) {
             const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
@@ -781,7 +817,9 @@ KernelCheckResult check_gemm(KernelHarness& h) {
                 }
                 cl::Buffer in_b = h.gemm_input(in, positions, c.n), out_b = h.upload(out);
                 const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gemm, {c.rows}, positions, tile);
-                h.run(*l.kernel, l.range, w.buffer, in_b, out_b, pad, c.n, c.rows, positions, accumulate);
+                h.run(*l.kernel, signatures::gemm, l.range,
+                      {{"w", w.buffer}, {"in", in_b}, {"out", out_b}, {"out_offset", pad}, {"n", c.n}, {"rows", c.rows},
+                       {"positions", positions}, {"accumulate", accumulate}});
                 const auto got = h.download(out_b, out.size());
                 if (h.exact_gemm)
                     cmp.bit_identical(slice(got, pad, count), expected, "out");
@@ -834,9 +872,11 @@ KernelCheckResult check_gemm_qkv_rope(KernelHarness& h) {
             cl::Buffer k_b = h.upload(std::vector<float>(cache_size, kKernelSentinel));
             cl::Buffer v_b = h.upload(std::vector<float>(cache_size, kKernelSentinel));
             const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::qkv_rope, {dim, kv_dim, kv_dim}, c.positions, tile);
-            h.run(*l.kernel, l.range, wq.buffer, wk.buffer, wv.buffer, h.upload(in),
-                  h.upload(rope_table(seq_len, Rope{c.head_size})), q_b, k_b, v_b, dim, kv_dim, c.head_size, c.pos,
-                  c.positions);
+            h.run(*l.kernel, signatures::gemm_qkv_rope, l.range,
+                  {{"wq", wq.buffer}, {"wk", wk.buffer}, {"wv", wv.buffer}, {"in", h.upload(in)},
+                   {"rope", h.upload(rope_table(seq_len, Rope{c.head_size}))}, {"q", q_b}, {"key_cache", k_b},
+                   {"value_cache", v_b}, {"dim", dim}, {"kv_dim", kv_dim}, {"head_size", c.head_size}, {"pos", c.pos},
+                   {"positions", c.positions}});
             cmp.match(h, true, h.download(q_b, q_want.size()), q_want, "q");
             const std::size_t at = static_cast<std::size_t>(c.pos) * kv_dim,
                               count = static_cast<std::size_t>(c.positions) * kv_dim;
@@ -881,7 +921,9 @@ KernelCheckResult check_gemm_gate_up(KernelHarness& h) {
                 }
                 cl::Buffer hb_b = h.upload(std::vector<float>(count + pad, kKernelSentinel));
                 const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gate_up, {2 * c.hidden}, positions, tile);
-                h.run(*l.kernel, l.range, w1.buffer, w3.buffer, h.upload(in), hb_b, c.dim, c.hidden, positions);
+                h.run(*l.kernel, signatures::gemm_gate_up, l.range,
+                      {{"w1", w1.buffer}, {"w3", w3.buffer}, {"in", h.upload(in)}, {"hb", hb_b}, {"dim", c.dim},
+                       {"hidden_dim", c.hidden}, {"positions", positions}});
                 const auto got = h.download(hb_b, count + pad);
                 cmp.match_exp(h, slice(got, 0, count), want, "hb");
                 cmp.untouched(slice(got, count, pad), "hb past the batch");
@@ -914,8 +956,9 @@ KernelCheckResult check_rope_rows(KernelHarness& h) {
                  keys_want.data() + static_cast<std::size_t>(c.pos + p) * c.kv_dim, c.pos + p, c.dim, c.kv_dim,
                  Rope{c.head_size});
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), t_b = h.upload(table);
-        h.run(h.kernels.rope_rows, h.kernels.per_position((c.dim + c.kv_dim) / 2, c.positions), q_b, k_b, t_b, c.dim,
-              c.kv_dim, c.head_size, c.pos, c.positions);
+        h.run(h.kernels.rope_rows, signatures::rope_rows, h.kernels.per_position((c.dim + c.kv_dim) / 2, c.positions),
+              {{"q", q_b}, {"key_cache", k_b}, {"rope", t_b}, {"dim", c.dim}, {"kv_dim", c.kv_dim},
+               {"head_size", c.head_size}, {"pos", c.pos}, {"positions", c.positions}});
         cmp.match(h, true, h.download(q_b, q.size()), q_want, "q");
         // Rows outside the batch's are the input's exactly, so the whole cache is compared bit for bit there.
         const auto k_got = h.download(k_b, keys.size());
@@ -967,15 +1010,20 @@ KernelCheckResult check_attention_rows(KernelHarness& h) {
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
         cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.positions) * a.n_heads * seq_len, kNaN));
         cl::Buffer out_b = h.upload(std::vector<float>(q.size(), kNaN));
-        h.run(h.kernels.attention_rows, h.kernels.per_position(a.n_heads, c.positions), q_b, k_b, v_b, att_b, out_b,
-              a.n_heads, a.head_size, kv_dim, kv_mul, seq_len, c.pos, c.positions);
+        h.run(h.kernels.attention_rows, signatures::attention_rows, h.kernels.per_position(a.n_heads, c.positions),
+              {{"q", q_b}, {"key_cache", k_b}, {"value_cache", v_b}, {"att", att_b}, {"out", out_b},
+               {"n_heads", a.n_heads}, {"head_size", a.head_size}, {"kv_dim", kv_dim}, {"kv_mul", kv_mul},
+               {"seq_len", seq_len}, {"pos", c.pos}, {"positions", c.positions}});
         cmp.match_exp(h, h.download(out_b, q.size()), expected, "attention_rows");
         if (!h.kernels.attention_tiles_possible(a.head_size)) continue;
         cl::Buffer tiles_out = h.upload(std::vector<float>(q.size(), kNaN));
         const auto local = h.kernels.attention_tiles_local(a.head_size);
-        h.run(h.kernels.attention_tiles, h.kernels.attention_tiles_range(a.n_heads, c.positions), q_b, k_b, v_b,
-              tiles_out, a.n_heads, a.head_size, kv_dim, kv_mul, c.pos, c.positions, local[0], local[1], local[2],
-              local[3]);
+        h.run(h.kernels.attention_tiles, signatures::attention_tiles,
+              h.kernels.attention_tiles_range(a.n_heads, c.positions),
+              {{"q", q_b}, {"key_cache", k_b}, {"value_cache", v_b}, {"out", tiles_out}, {"n_heads", a.n_heads},
+               {"head_size", a.head_size}, {"kv_dim", kv_dim}, {"kv_mul", kv_mul}, {"pos", c.pos},
+               {"positions", c.positions}, {"queries", local[0]}, {"keys", local[1]}, {"scores", local[2]},
+               {"exchange", local[3]}});
         cmp.match_exp(h, h.download(tiles_out, q.size()), expected, "attention_tiles");
     }
     return result;
@@ -992,7 +1040,8 @@ KernelCheckResult check_swiglu(KernelHarness& h) {
         auto expected = gate;
         swiglu(expected.data(), up.data(), count);
         cl::Buffer g_b = h.upload(gate), u_b = h.upload(up);
-        h.run(h.kernels.swiglu, h.kernels.per_position(count, 1), g_b, u_b, count);
+        h.run(h.kernels.swiglu, signatures::swiglu, h.kernels.per_position(count, 1),
+              {{"gate", g_b}, {"up", u_b}, {"count", count}});
         cmp.match_exp(h, h.download(g_b, gate.size()), expected, "swiglu");
     }
     return result;

@@ -688,11 +688,11 @@ void swiglu(float* hb, const float* hb2, int hidden_dim) {
     }
 }
 
-void classify(const Checkpoint& ck, const WeightTensor& classifier, const float* hidden, float* normed, float* logits) {
-    const Config& c = ck.config();
+void classify(const Config& c, const float* rms_final, const WeightTensor& classifier, const float* hidden,
+              float* normed, float* logits) {
     // run.c normalizes x in place; normalizing into a separate buffer computes the same values.
-    rmsnorm(normed, hidden, ck.rms_final(), c.dim, c.norm_eps);
-    MatmulInput input(ck.weight_format(), c.dim);  // runq.c quantizes the normalized x here
+    rmsnorm(normed, hidden, rms_final, c.dim, c.norm_eps);
+    MatmulInput input(c.weight_format, c.dim);  // runq.c quantizes the normalized x here
     input.set(normed);
     matmul(logits, input, classifier, c.vocab_size);
 }

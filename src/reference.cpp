@@ -130,7 +130,7 @@ std::span<float> ReferenceForward::forward(int token, int pos) { return forward(
 
 std::span<float> ReferenceForward::forward(int token, int pos, const BoundaryObserver& observer) {
     run_layers(std::span<const int>(&token, 1), pos, observer);
-    classify(ck_, classifier_, act_.x.data(), act_.xb2.data(), logits_.data());
+    classify(ck_.config(), ck_.rms_final(), classifier_, act_.x.data(), act_.xb2.data(), logits_.data());
     if (observer) {
         observer(-1, Op::final_norm, std::span<const float>(act_.xb2.data(), static_cast<std::size_t>(c_.dim)));
         observer(-1, Op::logits, logits_);
@@ -235,7 +235,8 @@ std::span<float> ReferenceForward::prefill(std::span<const int> tokens, int firs
         // The logits of the positions asked for: the prompt's last, or with `each` every one, classify()'s
         // steps with the classifier read once for the batch.
         if (!each) {
-            if (done + n == tokens.size()) classify(ck_, classifier_, &a.x[(n - 1) * d], a.xb2.data(), logits_.data());
+            if (done + n == tokens.size())
+                classify(ck_.config(), ck_.rms_final(), classifier_, &a.x[(n - 1) * d], a.xb2.data(), logits_.data());
             continue;
         }
         a.logits.resize(kBatch * vocab);

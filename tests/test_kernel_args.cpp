@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "llamacl/bandwidth_probes.hpp"
 #include "llamacl/device.hpp"
 #include "llamacl/error.hpp"
 #include "llamacl/kernel_args.hpp"
@@ -100,7 +101,19 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     expect_signature(cl::Kernel(token, "forward_token"));
 }
 
-// Every kernel of the programs has a signature, but bench's probes copy_f32 and fma_f32, which bench binds itself.
+// bench's probes (kernels/copy.cl): copy_f32 and fma_f32 as every program builds them, the tensor-core
+// probes where the device has tensor cores.
+TEST(KernelBinding, ProbesMatchTheCompiledKernels) {
+    Device& device = test_device();
+    KernelSet kernels(device, parse_launch_shape("gpu", device.info()), WeightFormat{}, true, "-cl-kernel-arg-info");
+    const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
+    for (const char* name : {"copy_f32", "fma_f32"}) expect_signature(cl::Kernel(program, name));
+    if (!kernels.tensor_cores()) GTEST_SKIP() << "no tensor cores: mma_tf32 and mma_s8 are not built";
+    const cl::Program mma = mma_probe_program(device, "-cl-kernel-arg-info");
+    for (const char* name : {"mma_tf32", "mma_s8"}) expect_signature(cl::Kernel(mma, name));
+}
+
+// Every kernel of the programs has a signature.
 TEST(KernelBinding, EveryKernelHasASignature) {
     Device& device = test_device();
     // Float builds, and Q8_0's, which have quantize_rows too.
@@ -112,9 +125,7 @@ TEST(KernelBinding, EveryKernelHasASignature) {
         std::istringstream in(names);
         int count = 0;
         for (std::string name; std::getline(in, name, ';'); ++count)
-            if (name != "copy_f32" && name != "fma_f32") {
-                EXPECT_NO_THROW(signature_of(name)) << name;
-            }
+            EXPECT_NO_THROW(signature_of(name)) << name;
         EXPECT_GE(count, 8);
     }
 }

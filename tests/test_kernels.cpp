@@ -304,7 +304,9 @@ TEST(TensorCores, SplitOperandsKeepFp32Accuracy) {
         SCOPED_TRACE(shape + (h.kernels.tensor_cores() ? ": tensor cores" : ": portable kernels"));
         cl::Buffer out = h.upload(std::vector<float>(static_cast<std::size_t>(positions) * rows, kNaN));
         const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gemm, {rows}, positions);
-        h.run(*l.kernel, l.range, h.upload(w), h.upload(in), out, 0, n, rows, positions, 0);
+        h.run(*l.kernel, signatures::gemm, l.range,
+              {{"w", h.upload(w)}, {"in", h.upload(in)}, {"out", out}, {"out_offset", 0}, {"n", n}, {"rows", rows},
+               {"positions", positions}, {"accumulate", 0}});
         const auto got = h.download(out, static_cast<std::size_t>(positions) * rows);
         EXPECT_LE(bound_ratio([&](int p, int r) { return got[static_cast<std::size_t>(p) * rows + r]; }), 1.0);
     }
@@ -341,17 +343,20 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
         cl::Buffer q = h.upload(std::vector<float>(dim, kKernelSentinel)), xn = h.upload(std::vector<float>(dim));
         cl::Buffer keys = h.upload(std::vector<float>(dim)), values = h.upload(std::vector<float>(dim));
         const cl::Buffer w = h.upload(wq);
-        h.run(KernelSet::Matvec::attn_qkv_rope, (3 * dim) / 2, dim, h.upload(x), h.upload(norm), w, w, w,
-              h.upload(rope), q, keys, values, xn, dim, dim, head_size, 0, h.kernels.staged_space(dim),
-              h.kernels.staged_count(dim));
+        h.run(KernelSet::Matvec::attn_qkv_rope, (3 * dim) / 2, dim,
+              {{"x", h.upload(x)}, {"rms_weight", h.upload(norm)}, {"wq", w}, {"wk", w}, {"wv", w},
+               {"rope", h.upload(rope)}, {"q", q}, {"key_cache", keys}, {"value_cache", values}, {"xn", xn},
+               {"dim", dim}, {"kv_dim", dim}, {"head_size", head_size}, {"pos", 0},
+               {"staged", h.kernels.staged_space(dim)}, {"staged_n", h.kernels.staged_count(dim)}});
         return q;
     }, dim, "attn_qkv_rope's q");
     const auto w = random_vector(static_cast<std::size_t>(rows) * n, rng), in = random_vector(n, rng);
     const auto residual = random_vector(rows, rng);
     same([&](KernelHarness& h) {
         cl::Buffer out = h.upload(residual);
-        h.run(KernelSet::Matvec::matvec_residual, rows, n, h.upload(w), h.upload(in), out, n, rows,
-              h.kernels.staged_space(n), h.kernels.staged_count(n));
+        h.run(KernelSet::Matvec::matvec_residual, rows, n,
+              {{"w", h.upload(w)}, {"in", h.upload(in)}, {"x", out}, {"n", n}, {"rows", rows},
+               {"staged", h.kernels.staged_space(n)}, {"staged_n", h.kernels.staged_count(n)}});
         return out;
     }, rows, "matvec_residual's x");
     // attention (the scores' slices, the softmax's group max and sum), one chunk and eight.
@@ -363,11 +368,13 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
         const int chunks = attention_chunk_count(pos, chunk_len);
         same([&](KernelHarness& h) {
             cl::Buffer out = h.upload(std::vector<float>(q.size(), kNaN));
-            h.run(h.kernels.attention, h.kernels.heads(heads, chunks), h.upload(q), h.upload(keys), h.upload(values),
-                  h.upload(std::vector<float>(1)), out,
-                  h.upload(std::vector<float>(static_cast<std::size_t>(heads) * chunks * (head + 2))),
-                  h.upload(std::vector<float>(heads, 0.0f)), heads, head, heads * head, 1, pos + 1, pos,
-                  chunk_len);
+            h.run(h.kernels.attention, signatures::attention, h.kernels.heads(heads, chunks),
+                  {{"q", h.upload(q)}, {"key_cache", h.upload(keys)}, {"value_cache", h.upload(values)},
+                   {"att", h.upload(std::vector<float>(1))}, {"out", out},
+                   {"partial_out", h.upload(std::vector<float>(static_cast<std::size_t>(heads) * chunks * (head + 2)))},
+                   {"arrivals", h.upload(std::vector<float>(heads, 0.0f))}, {"n_heads", heads}, {"head_size", head},
+                   {"kv_dim", heads * head}, {"kv_mul", 1}, {"seq_len", pos + 1}, {"pos", pos},
+                   {"chunk_len", chunk_len}});
             return out;
         }, q.size(), "attention in " + std::to_string(chunks) + " chunks");
     }

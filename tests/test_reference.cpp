@@ -439,7 +439,7 @@ TEST(Reference, ReportsEveryBoundaryInOrderWithItsSize) {
     // classify() of the last residual reproduces the logits (the --finalize=cpu path).
     final_logits.assign(logits.begin(), logits.end());
     std::vector<float> normed(c.dim), again(c.vocab_size);
-    classify(ck, ck.classifier(), last_residual.data(), normed.data(), again.data());
+    classify(ck.config(), ck.rms_final(), ck.classifier(), last_residual.data(), normed.data(), again.data());
     EXPECT_EQ(again, final_logits);
 }
 

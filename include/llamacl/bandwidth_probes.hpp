@@ -3,8 +3,10 @@
 // pinned host-to-device bandwidth (what streaming weight uploads use). Each probe times itself by OpenCL
 // event timestamps on a profiling queue of its own, whatever the device's main queue is.
 #include <cstdint>
+#include <string>
 
 #include "llamacl/device.hpp"
+#include "llamacl/kernel_args.hpp"
 
 namespace llamacl {
 
@@ -23,8 +25,11 @@ enum class MmaOperands { tf32, int8 };
 // `reps` launches of copy.cl's mma_tf32 or mma_s8 filling every compute unit. Only where prefill takes
 // the tensor cores (KernelSet::tensor_cores): the kernels are NVIDIA's inline PTX.
 double measure_mma_gops(const Device& device, MmaOperands operands, int reps);
-// The probe's kernel for `operands`: "mma_tf32" or "mma_s8".
-const char* mma_probe_kernel(MmaOperands operands);
+// The probe's kernel for `operands`: mma_tf32 or mma_s8.
+const KernelSignature& mma_probe_signature(MmaOperands operands);
+// copy.cl's tensor-core probes, after the instructions they issue (GEMM_MMA: kernels/tensor_cores.cl), built
+// with `options` added.
+cl::Program mma_probe_program(const Device& device, const std::string& options = "");
 // Host-to-device bandwidth in GB/s from pinned memory, best of `reps`.
 double measure_h2d_gbs(const Device& device, std::uint64_t bytes, int reps);
 // The probes' buffer size without --probe-mib: kCacheMultiple x the last-level cache, at least

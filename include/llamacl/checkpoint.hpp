@@ -1,5 +1,6 @@
 #pragma once
-// A model's description whatever its file: the shape and the math's parameters (Config), the byte counts
+// A model's description whatever its file: the shape and the math's parameters (Config,
+// model_config.hpp), the byte counts
 // every other module plans with (ModelSize), and read-only views of the weights. llama2.c checkpoints are
 // memory-mapped: fp32 (versions 0 and 1) or Q8_0 (version 2); GGUF files are read into one format the
 // runtime reads (gguf_model.hpp); either may be converted in memory (--weights).
@@ -12,37 +13,10 @@
 #include <vector>
 
 #include "llamacl/host_memory.hpp"
+#include "llamacl/model_config.hpp"
 #include "llamacl/weight_format.hpp"
 
 namespace llamacl {
-
-struct Config {
-    int dim = 0;         // transformer width
-    int hidden_dim = 0;  // FFN width
-    int n_layers = 0;
-    int n_heads = 0;     // query heads
-    int n_kv_heads = 0;  // key/value heads (< n_heads: grouped-query attention)
-    int vocab_size = 0;  // always positive here; the v0 sign convention is decoded into shared_classifier
-    int seq_len = 0;     // maximum context
-    bool shared_classifier = true;  // classifier == token embedding table
-    WeightFormat weight_format{};   // of the embedding table, the classifier and the layers' matrices
-    // What run.c hard-codes, with run.c's values; a GGUF file's metadata sets them.
-    float norm_eps = 1e-5f;     // RMSNorm's epsilon
-    float rope_base = 10000.0f;  // RoPE: pair i of a head turns by pos * rope_base^(-2i / head_size)
-    // Empty, or head_size / 2 factors: pair i's angle divided by rope_factors[i] (Llama 3's rope_freqs).
-    std::vector<float> rope_factors{};
-    // Whose arithmetic quantized weights follow, the file's family's: runq.c for llama2.c, ggml for GGUF.
-    QuantRule quant_rule = QuantRule::runq;
-
-    int head_size() const { return dim / n_heads; }
-    int kv_dim() const { return dim / n_heads * n_kv_heads; }
-    int kv_mul() const { return n_heads / n_kv_heads; }  // query heads per KV head
-};
-
-// The model as a run that reaches only `positions` positions sees it (0, or more than seq_len: the whole
-// context): seq_len lowered to them, so that everything sized per position (the KV cache, attention's
-// scores, the RoPE table) is sized by what the run can reach, not by the header alone.
-Config within_positions(const Config& c, int positions);
 
 // One source of truth for sizes: info, the device capacity plan, bench and the tests all use this.
 struct ModelSize {

@@ -119,6 +119,8 @@ public:
     }
 
 private:
+    // The public constructor's work, for the launch shape it chooses once.
+    DeviceForward(Device& device, const Checkpoint& checkpoint, const DeviceOptions& options, const LaunchShape& shape);
     void start(int first, std::span<const int> forced, int end) override;
     int next(int pos) override;
     // Copies the forced tokens at positions from `from` on into the device's token sequence (without waiting).

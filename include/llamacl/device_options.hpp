@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "llamacl/capacity_plan.hpp"  // Finalize
-#include "llamacl/kernel_set.hpp"     // LaunchShape
+#include "llamacl/launch_shape.hpp"
 
 namespace llamacl {
 

@@ -19,7 +19,7 @@ struct KernelSignature {
     std::span<const std::string_view> args;  // its arguments' names, in order
 };
 
-// Every kernel the runtime binds, with its file.
+// Every kernel the host binds (the runtime, the kernel checks, bench's probes), with its file.
 namespace signatures {
 extern const KernelSignature attn_qkv_rope, ffn_gate_up, rmsnorm, classifier;  // norm_matvec.cl
 extern const KernelSignature matvec_residual;                                  // matvec_residual.cl
@@ -29,6 +29,7 @@ extern const KernelSignature rmsnorm_rows, gemm, gemm_qkv_rope, gemm_gate_up, at
 extern const KernelSignature attention_tiles;                                  // attention_tiles.cl
 extern const KernelSignature quantize_rows, rope_rows, swiglu;                 // prefill_q8.cl
 extern const KernelSignature forward_token;                                    // token.cl
+extern const KernelSignature copy_f32, fma_f32, mma_tf32, mma_s8;              // copy.cl: bench's probes
 }  // namespace signatures
 // All of them.
 std::span<const KernelSignature* const> kernel_signatures();
@@ -39,9 +40,10 @@ struct KernelArg {
     KernelArg(std::string_view arg, cl::LocalSpaceArg local) : name(arg), value(local) {}
     KernelArg(std::string_view arg, cl_int v) : name(arg), value(v) {}
     KernelArg(std::string_view arg, cl_uint v) : name(arg), value(v) {}
+    KernelArg(std::string_view arg, cl_float v) : name(arg), value(v) {}
 
     std::string_view name;
-    std::variant<const cl::Buffer*, cl::LocalSpaceArg, cl_int, cl_uint> value;
+    std::variant<const cl::Buffer*, cl::LocalSpaceArg, cl_int, cl_uint, cl_float> value;
 };
 
 // Sets each of `args` at its name's position in `signature`; throws std::logic_error for a name the

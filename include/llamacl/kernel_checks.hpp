@@ -35,6 +35,7 @@
 //    classifier block, xn when row_base > 0, a GEMM's output outside its positions) is checked bit for bit
 //    against a sentinel, and reads past the valid range are caught by NaN in the cache rows after `pos`.
 #include <cstddef>
+#include <initializer_list>
 #include <random>
 #include <span>
 #include <string>
@@ -42,6 +43,7 @@
 #include <vector>
 
 #include "llamacl/device.hpp"
+#include "llamacl/kernel_args.hpp"
 #include "llamacl/kernel_set.hpp"
 #include "llamacl/weight_format.hpp"
 
@@ -103,20 +105,14 @@ public:
     cl::Buffer upload_bytes(const std::vector<std::byte>& data);
     std::vector<float> download(const cl::Buffer& buffer, std::size_t n);
     std::vector<std::byte> download_bytes(const cl::Buffer& buffer, std::size_t n);
-    template <typename... Args>
-    void run(cl::Kernel& kernel, const KernelSet::Range& range, const Args&... args) {
-        cl_uint index = 0;
-        (kernel.setArg(index++, args), ...);  // the argument order of src/device_forward.cpp
-        device.queue().enqueueNDRangeKernel(kernel, cl::NullRange, range.global, range.local);
-        device.queue().finish();
-    }
+    // Binds `args` by name as the runtime does (kernel_args.hpp), runs the kernel over `range` and waits.
+    // Every argument is bound, so that nothing of an earlier case carries over: a missing one throws
+    // std::logic_error.
+    void run(cl::Kernel& kernel, const KernelSignature& signature, const KernelSet::Range& range,
+             std::initializer_list<KernelArg> args);
     // A matrix-vector kernel as the runtime launches it: the build and range KernelSet::matvec picks for
     // `rows` rows of n elements (widened rows included).
-    template <typename... Args>
-    void run(KernelSet::Matvec which, int rows, int n, const Args&... args) {
-        const KernelSet::Launch l = kernels.matvec(which, rows, n);
-        run(*l.kernel, l.range, args...);
-    }
+    void run(KernelSet::Matvec which, int rows, int n, std::initializer_list<KernelArg> args);
 };
 
 // Records comparisons into a KernelCheckResult; `context` names the case in every failure line.

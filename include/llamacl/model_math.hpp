@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "llamacl/checkpoint.hpp"
+#include "llamacl/model_config.hpp"
 #include "llamacl/weight_format.hpp"
 
 namespace llamacl {
@@ -95,10 +95,10 @@ void rope_rows(float* out, int first, int count, const Rope& r);
 
 void swiglu(float* hb, const float* hb2, int hidden_dim);  // hb = silu(hb) * hb2
 
-// The final RMSNorm of `hidden` into `normed` (dim), then `classifier` (the checkpoint's, or the
-// reference's laid-out copy of it) into `logits` (vocab), in the checkpoint's weight format.
-void classify(const Checkpoint& checkpoint, const WeightTensor& classifier, const float* hidden, float* normed,
-              float* logits);
+// The final RMSNorm of `hidden` by `rms_final` into `normed` (dim), then `classifier` (the checkpoint's,
+// or the reference's laid-out copy of it) into `logits` (vocab), in the model's weight format.
+void classify(const Config& c, const float* rms_final, const WeightTensor& classifier, const float* hidden,
+              float* normed, float* logits);
 
 // An f32 matrix w(d, n) laid out for matmul's row blocks (a vector lane per row, kRowBlockRows rows, each
 // summed in run.c's order): rows 8b .. 8b + 7 and columns 8s .. 8s + 7 as those columns one after another,

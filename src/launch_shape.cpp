@@ -1,0 +1,59 @@
+#include "llamacl/launch_shape.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+
+#include "llamacl/error.hpp"
+
+namespace llamacl {
+
+namespace {
+
+bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+int largest_power_of_two_at_most(std::size_t v) {
+    int p = 1;
+    while (static_cast<std::size_t>(p) * 2 <= v) p *= 2;
+    return p;
+}
+
+}  // namespace
+
+std::string LaunchShape::describe() const {
+    std::string text = std::to_string(row_threads) + " work-item" + (row_threads == 1 ? "" : "s") +
+                       " per row, work-groups of " + std::to_string(local_size);
+    if (!gpu_family())
+        text += family() == ShapeFamily::exact ? ", run.c's sequential loops" : ", float" + std::to_string(vector_width) + " steps";
+    return text;
+}
+
+LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights) {
+    if (!device.is_cpu) return parse_launch_shape("gpu", device);
+    return parse_launch_shape(weights.quantized() ? "exact" : "cpu", device);
+}
+
+LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device) {
+    LaunchShape shape;
+    if (text == "cpu") {
+        shape = {1, 1, 16};
+    } else if (text == "exact") {
+        shape = {1, 1, 1};
+    } else if (text == "gpu") {
+        shape = {16, 256, 1};
+    } else {
+        int rows = 0, local = 0;
+        char tail = 0;
+        if (std::sscanf(text.c_str(), "%dx%d%c", &rows, &local, &tail) != 2 || !is_power_of_two(rows) ||
+            !is_power_of_two(local) || local % rows != 0)
+            throw usage_error("--work-shape: expected cpu, gpu, exact or ROWxLOCAL with powers of two, ROW dividing "
+                              "LOCAL (e.g. 32x256), got '" + text + "'");
+        shape = {rows, local, 1};
+    }
+    // Respect the device's limit; a row never has more work-items than its group.
+    shape.local_size = std::min(shape.local_size, largest_power_of_two_at_most(device.max_work_group_size));
+    shape.row_threads = std::min(shape.row_threads, shape.local_size);
+    return shape;
+}
+
+}  // namespace llamacl
