@@ -17,9 +17,11 @@
 #include "llamacl/model_math.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/synthetic.hpp"
+#include "ggml_reference.hpp"
 #include "support.hpp"
 
 using namespace llamacl;
+using llamacl::test::ggml_q4_0;
 using llamacl::test::uniform_floats;
 
 namespace {
@@ -165,33 +167,9 @@ TEST(QuantRules, GgmlMatmulIsVecDotQ80Q80) {
 
 namespace {
 
-// ggml's Q4_0, transcribed: block_q4_0 (a half scale, 16 bytes of nibbles: element j low, j + 16 high),
-// quantize_row_q4_0_ref, and vec_dot_q4_0_q8_0 with each block's term sumi * (d_w * d_x), the scale
-// product x86's kernel forms (the generic C multiplies sumi by d_w, then by d_x).
-std::vector<Q4Block> quantize_row_q4_0_ref(const float* x, int k) {
-    std::vector<Q4Block> y(static_cast<std::size_t>(k / QK8_0));
-    for (int i = 0; i < k / QK8_0; i++) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK8_0; j++) {
-            const float v = x[i * QK8_0 + j];
-            if (amax < std::fabs(v)) {
-                amax = std::fabs(v);
-                max = v;
-            }
-        }
-        const float d = max / -8;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = float_to_half(d);
-        for (int j = 0; j < QK8_0 / 2; ++j) {
-            const std::uint8_t xi0 = std::min<std::int8_t>(15, static_cast<std::int8_t>(x[i * QK8_0 + j] * id + 8.5f));
-            const std::uint8_t xi1 =
-                std::min<std::int8_t>(15, static_cast<std::int8_t>(x[i * QK8_0 + QK8_0 / 2 + j] * id + 8.5f));
-            y[i].qs[j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
-        }
-    }
-    return y;
-}
-
+// ggml's vec_dot_q4_0_q8_0 on block_q4_0s (a half scale, 16 bytes of nibbles: element j low, j + 16
+// high), each block's term sumi * (d_w * d_x), the scale product x86's kernel forms (the generic C
+// multiplies sumi by d_w, then by d_x).
 float vec_dot_q4_0_q8_0(int n, const Q4Block* x, const BlockQ80* y) {
     float sumf = 0;
     for (int ib = 0; ib < n / QK8_0; ++ib) {
@@ -218,10 +196,12 @@ TEST(QuantRules, Q4_0MatmulIsVecDotQ40Q80) {
         auto w = uniform_floats(static_cast<std::size_t>(n) * d, 2);
         std::fill(w.begin() + QK8_0, w.begin() + 2 * QK8_0, 0.0f);
         w[5] = -7.0f;
-        const std::vector<Q4Block> blocks = quantize_row_q4_0_ref(w.data(), static_cast<int>(w.size()));
+        const std::vector<std::byte> reference = ggml_q4_0(w);
+        std::vector<Q4Block> blocks(w.size() / QK8_0);
+        std::memcpy(blocks.data(), reference.data(), reference.size());
         std::vector<std::byte> encoded(q4.bytes(w.size()));
         encode_weights(encoded.data(), w.data(), w.size(), q4);
-        ASSERT_EQ(0, std::memcmp(encoded.data(), blocks.data(), encoded.size())) << "quantize_row_q4_0_ref's blocks";
+        ASSERT_EQ(encoded, reference) << "quantize_row_q4_0_ref's blocks";
         expect_every_path(WeightTensor{q4, blocks.data()}, n, d, 10, 20, [&](int r, const std::vector<BlockQ80>& xq) {
             return vec_dot_q4_0_q8_0(n, blocks.data() + static_cast<std::size_t>(r) * (n / QK8_0), xq.data());
         });
