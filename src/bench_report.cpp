@@ -63,7 +63,8 @@ Json json_config(const Config& c) {
             {"seq_len", c.seq_len},
             {"shared_classifier", c.shared_classifier},
             {"weights", element_name(c.weight_format.type)},
-            {"group_size", c.weight_format.group_size}};
+            {"group_size", c.weight_format.group_size},
+            {"classifier_weights", element_name(c.classifier_format().type)}};
 }
 
 Json json_profile(const std::vector<CommandProfile>& rows) {
@@ -89,8 +90,9 @@ std::string format_bench_text(const BenchResult& r) {
     t += "device:      " + r.device.name + " (" + r.device.platform_name + ", " + r.device.type + ", driver " +
          r.device.driver_version + ")\n";
     t += "model:       " + r.model +
-         format(": dim %d, hidden %d, %d layers, %d/%d heads, vocab %d, seq_len %d, %s weights\n", c.dim, c.hidden_dim,
-                c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, c.weight_format.describe().c_str());
+         format(": dim %d, hidden %d, %d layers, %d/%d heads, vocab %d, seq_len %d, %s weights%s\n", c.dim, c.hidden_dim,
+                c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, c.weight_format.describe().c_str(),
+                c.table_format ? (", classifier " + c.table_format->describe()).c_str() : "");
     t += "plan:        " + plan_text(r.plan, r.host_mirror) + "; finalize on " + finalize_name(r.finalize) + "; kernels " +
          shape_name(r.shape) + " (" + r.shape.describe() + ")\n";
     t += "schedule:    " + describe_schedule(r.token_groups, r.per_op_reason) +

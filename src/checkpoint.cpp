@@ -78,16 +78,18 @@ std::uint64_t stored_bytes(const WeightFormat& format, std::uint64_t elements, b
     return add(elements, mul(elements / static_cast<std::uint64_t>(format.group_size), sizeof(float), overflow), overflow);
 }
 
-// The tensors' bytes after the header: fp32 norms (and v0's RoPE tables), the rest in the weight format.
+// The tensors' bytes after the header: fp32 norms (and v0's RoPE tables), the layers' matrices in the
+// weight format, the embedding table and the classifier in theirs.
 std::uint64_t tensor_bytes(const Config& c, bool legacy, bool& overflow) {
     const TensorCounts t = tensor_counts(c);
     overflow = t.overflow;
     std::uint64_t norms = 0, matrices = 0;
     for (std::uint64_t n : {t.rms_att, t.rms_ffn, t.rms_final}) norms = add(norms, n, overflow);
     if (legacy) norms = add(norms, t.freq_cis, overflow);
-    for (std::uint64_t n : {t.wq, t.wk, t.wv, t.wo, t.w1, t.w2, t.w3, t.embedding, t.classifier})
-        matrices = add(matrices, n, overflow);
-    return add(mul(norms, sizeof(float), overflow), stored_bytes(c.weight_format, matrices, overflow), overflow);
+    for (std::uint64_t n : {t.wq, t.wk, t.wv, t.wo, t.w1, t.w2, t.w3}) matrices = add(matrices, n, overflow);
+    const std::uint64_t tables = stored_bytes(c.classifier_format(), add(t.embedding, t.classifier, overflow), overflow);
+    return add(add(mul(norms, sizeof(float), overflow), stored_bytes(c.weight_format, matrices, overflow), overflow),
+               tables, overflow);
 }
 
 // The byte counts ModelSize derives for the device plan and the CPU reference (KV cache, working
@@ -218,8 +220,8 @@ ModelSize::ModelSize(const Config& c) {
     reference_activation_bytes = floats * sizeof(float);
     const WeightFormat& format = c.weight_format;
     layer_bytes_ = (t.rms_att + t.rms_ffn) / L * sizeof(float) + format.bytes((t.wq + t.wk + t.wv + t.wo + t.w1 + t.w2 + t.w3) / L);
-    weight_bytes_ = layer_bytes_ * L + t.rms_final * sizeof(float) + format.bytes(t.embedding + t.classifier);
-    embedding_bytes_ = format.bytes(t.embedding);
+    embedding_bytes_ = c.classifier_format().bytes(t.embedding);
+    weight_bytes_ = layer_bytes_ * L + t.rms_final * sizeof(float) + c.classifier_format().bytes(t.embedding + t.classifier);
 }
 
 struct Checkpoint::Storage {
@@ -361,7 +363,7 @@ void Checkpoint::map_tensors(const std::byte* base, std::uint64_t size) {
 
 void Checkpoint::map_weights(const std::byte* p, bool legacy) {
     const Config& c = config_;
-    const WeightFormat norm{}, matrix = c.weight_format;
+    const WeightFormat norm{}, matrix = c.weight_format, table = c.classifier_format();
     const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
     const std::uint64_t layers = static_cast<std::uint64_t>(c.n_layers);
     // Tensors are laid out back to back; walk them in file order. A Q8_0 tensor is its int8 values, then
@@ -391,7 +393,7 @@ void Checkpoint::map_weights(const std::byte* p, bool legacy) {
         layer_tensors_.emplace_back(tensor, take_run(t, n, layers));
     };
     if (legacy) {
-        embedding_ = take(matrix, vocab * dim);
+        embedding_ = take(table, vocab * dim);
         each_layer(&LayerWeights::rms_att, norm, dim);
         each_layer(&LayerWeights::wq, matrix, dim * dim);
         each_layer(&LayerWeights::wk, matrix, kv * dim);
@@ -407,7 +409,7 @@ void Checkpoint::map_weights(const std::byte* p, bool legacy) {
         each_layer(&LayerWeights::rms_att, norm, dim);
         each_layer(&LayerWeights::rms_ffn, norm, dim);
         rms_final_ = take(norm, dim).f32();
-        embedding_ = take(matrix, vocab * dim);
+        embedding_ = take(table, vocab * dim);
         each_layer(&LayerWeights::wq, matrix, dim * dim);
         each_layer(&LayerWeights::wk, matrix, kv * dim);
         each_layer(&LayerWeights::wv, matrix, kv * dim);
@@ -416,7 +418,7 @@ void Checkpoint::map_weights(const std::byte* p, bool legacy) {
         each_layer(&LayerWeights::w2, matrix, dim * hidden);
         each_layer(&LayerWeights::w3, matrix, hidden * dim);
     }
-    classifier_ = c.shared_classifier ? embedding_ : take(matrix, vocab * dim);
+    classifier_ = c.shared_classifier ? embedding_ : take(table, vocab * dim);
 }
 
 WeightTensor Checkpoint::TensorRun::at(std::uint64_t i) const {

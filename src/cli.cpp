@@ -679,8 +679,9 @@ int run_info(const std::string& path) {
         std::printf("format: llama2.c version %d%s\n", ck.version(),
                     ck.version() == 0 ? " (legacy)" : ck.version() == 1 ? " (ak42 export)" : " (ak42 export, Q8_0)");
     }
-    std::printf("weights: %s%s%s\n", ck.weight_format().describe().c_str(), ck.load_note().empty() ? "" : "; ",
-                ck.load_note().c_str());
+    const std::string table = c.table_format ? ", embedding and classifier " + c.table_format->describe() : "";
+    std::printf("weights: %s%s%s%s\n", ck.weight_format().describe().c_str(), table.c_str(),
+                ck.load_note().empty() ? "" : "; ", ck.load_note().c_str());
     std::printf("dim: %d\nhidden_dim: %d\nn_layers: %d\nn_heads: %d\nn_kv_heads: %d\nvocab_size: %d\nseq_len: %d\n",
                 c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
     std::printf("head_size: %d\nshared_classifier: %s\n", c.head_size(), c.shared_classifier ? "yes" : "no");

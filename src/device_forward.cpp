@@ -25,10 +25,13 @@ LaunchShape launch_shape(const Device& device, const DeviceOptions& options, con
 
 }  // namespace
 
-const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape) {
+namespace {
+
+// Throws Error where the kernels cannot run matrices of `format` (the layers' or the classifier's).
+void require_device_format(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape,
+                           const WeightFormat& format) {
     const Config& c = ck.config();
-    const WeightFormat& format = c.weight_format;
-    if (!format.quantized()) return c;
+    if (!format.quantized()) return;
     if (format.type == ElementType::q8_0 && !device_reads_q8_groups(format.group_size)) {
         // Groups divide both widths: a multiple of 4 does so only where their greatest common divisor is one.
         const bool some_group_runs = std::gcd(c.dim, c.hidden_dim) % 4 == 0;
@@ -46,6 +49,14 @@ const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, con
         throw Error(device.name + ": a work-group's " + std::to_string(device.local_mem_bytes) +
                     " bytes of local memory cannot hold the quantized input of " + std::to_string(longest) +
                     " weights that the " + element_name(format.type) + " kernels stage there; " + cpu_reference_remedy());
+}
+
+}  // namespace
+
+const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape) {
+    const Config& c = ck.config();
+    require_device_format(ck, device, shape, c.weight_format);
+    if (c.table_format) require_device_format(ck, device, shape, *c.table_format);
     return c;
 }
 
@@ -69,6 +80,9 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       // The kernels are built for the matrices' format (the file's, or --weights') and the model's norm.
       kernels_(device, shape, c_.weight_format, true, "",
                options.tensor_cores ? TensorCores::where_present : TensorCores::never, c_.norm_eps),
+      own_classifier_kernels_(c_.table_format ? std::make_unique<KernelSet>(device, shape, *c_.table_format, true, "",
+                                                                             TensorCores::never, c_.norm_eps)
+                                              : nullptr),
       per_op_reason_(options.schedule == Schedule::per_op ? "--schedule per-op" : ""),
       stacked_(options.schedule != Schedule::per_op &&
                TokenKernel::wanted(device.info(), kernels_.shape(), kernels_.weight_layout().format, c_, plan_,
@@ -76,7 +90,8 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
             !kernels_.device_fences(), !kernels_.attention_tiles_possible(c_.head_size()), plan_.prefill_batch),
       kv_(device, c_, stacked_),
-      weights_(device, ck, kernels_.weight_layout(), plan_, options.finalize, options.host_mirror, stacked_, counters_) {
+      weights_(device, ck, kernels_.weight_layout(), classifier_kernels().weight_layout(), plan_, options.finalize,
+               options.host_mirror, stacked_, counters_) {
     // Should the token kernel still be refused here, the per-op kernels run on the stacked layout's
     // sub-buffers, as after a fallback.
     if (stacked_) token_ = TokenKernel::create(device, kernels_, c_, weights_, kv_, work_, per_op_reason_);
@@ -396,21 +411,22 @@ void DeviceForward::enqueue_classifier(const BoundaryObserver& observer) {
     const int dim = c_.dim;
     using Matvec = KernelSet::Matvec;
     if (finalize_ == Finalize::device) {
+        KernelSet& kernels = classifier_kernels();
         // The classifier normalizes x itself, or reads xn normalized once before it.
-        const bool separate_norm = kernels_.separate_final_norm();
+        const bool separate_norm = kernels.separate_final_norm();
         if (separate_norm) {
-            bind_args(kernels_.rmsnorm, signatures::rmsnorm,
+            bind_args(kernels.rmsnorm, signatures::rmsnorm,
                  {{"x", work_.x}, {"weight", weights_.rms_final()}, {"out", work_.xn}, {"n", dim}});
-            launch({&kernels_.rmsnorm, kernels_.rows(1)}, Command::rmsnorm_final);
+            launch({&kernels.rmsnorm, kernels.rows(1)}, Command::rmsnorm_final);
         }
         const cl::Buffer& input = separate_norm ? work_.xn : work_.x;
         const cl::Buffer& norm_weight = separate_norm ? cl::Buffer() : weights_.rms_final();
         for (const ClassifierBlock& block : weights_.classifier()) {
-            const KernelSet::Launch cls = kernels_.matvec(Matvec::classifier, block.rows, dim);
+            const KernelSet::Launch cls = kernels.matvec(Matvec::classifier, block.rows, dim);
             bind_args(*cls.kernel, signatures::classifier,
                  {{"x", input}, {"rms_weight", norm_weight}, {"w", block.weights}, {"logits", work_.logits},
                   {"xn", work_.xn}, {"dim", dim}, {"rows", block.rows}, {"row_base", block.first_row},
-                  {"staged", kernels_.staged_space(dim)}, {"staged_n", kernels_.staged_count(dim)}});
+                  {"staged", kernels.staged_space(dim)}, {"staged_n", kernels.staged_count(dim)}});
             launch(cls, Command::classifier);
         }
         boundary(-1, Op::final_norm, work_.xn, 0, dim, observer);
@@ -502,11 +518,13 @@ void DeviceForward::enqueue_next_token(int pos, bool choose) {
              {{"logits", work_.logits}, {"count", c_.vocab_size}, {"partial", work_.argmax_partial}});
         launch({&kernels_.argmax, kernels_.groups(groups)}, Command::argmax);
     }
-    bind_args(kernels_.argmax_embed, signatures::argmax_embed,
+    // The embedding row comes from the classifier's table, read in its layout.
+    KernelSet& kernels = classifier_kernels();
+    bind_args(kernels.argmax_embed, signatures::argmax_embed,
          {{"logits", work_.logits}, {"partial", work_.argmax_partial}, {"groups", groups}, {"choose", choose ? 1 : 0},
           {"tokens", work_.tokens}, {"pos", pos}, {"table", weights_.classifier().front().weights}, {"x", work_.x},
           {"dim", c_.dim}});
-    launch({&kernels_.argmax_embed, kernels_.groups(1)}, Command::argmax_embed);
+    launch({&kernels.argmax_embed, kernels.groups(1)}, Command::argmax_embed);
 }
 
 int DeviceForward::next(int pos) {

@@ -188,12 +188,16 @@ namespace {
 
 // `floats`: whether f16 weights convert too (they widen exactly).
 void require_fp32(const Checkpoint& ck, const std::string& what, bool floats = false) {
-    const ElementType type = ck.weight_format().type;
-    if (type == ElementType::f32 || (floats && type == ElementType::f16)) return;
+    const auto converts = [&](const WeightFormat& f) {
+        return f.type == ElementType::f32 || (floats && f.type == ElementType::f16);
+    };
+    const Config& c = ck.config();
+    if (converts(c.weight_format) && converts(c.classifier_format())) return;
+    const WeightFormat& held = converts(c.weight_format) ? c.classifier_format() : c.weight_format;
     if (ck.file() == ModelFile::gguf)
-        throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_format().describe() +
+        throw usage_error(what + ": " + ck.path() + " holds " + held.describe() +
                           " weights; only a GGUF file whose matrices are F32 or F16 (or load as f32) converts");
-    throw usage_error(what + ": " + ck.path() + " holds " + ck.weight_format().describe() +
+    throw usage_error(what + ": " + ck.path() + " holds " + held.describe() +
                       " weights (llama2.c version " + std::to_string(ck.version()) +
                       "); only an fp32 checkpoint (version 0 or 1) converts");
 }
@@ -278,11 +282,12 @@ void write_version2(const Checkpoint& fp32, const std::string& path, int group_s
 }
 
 Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
-    if (!type || *type == ck.weight_format().type) return ck;
+    if (!type || *type == ck.weight_format().type) return ck;  // (a classifier of its own format stays so)
     const std::string flag = std::string("--weights ") + element_name(*type);
     require_fp32(ck, flag, true);
     Config c = ck.config();
     c.weight_format = {*type, 0, c.quant_rule};
+    c.table_format.reset();
     if (*type == ElementType::q8_0) c.weight_format.group_size = q8_group_size(c);
     if (*type == ElementType::q4_0) c.weight_format = WeightFormat::q4_0();
     const bool blocks_of_32 = *type == ElementType::q4_0 || (*type == ElementType::q8_0 && c.quant_rule == QuantRule::ggml);

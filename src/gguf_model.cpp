@@ -106,37 +106,42 @@ Config read_config(const Reader& r) {
     return c;
 }
 
+// What a tensor is to the runtime's formats: a norm (always f32), a layer's matrix (Config::weight_format),
+// or the embedding table or classifier (Config::classifier_format).
+enum class Role { norm, matrix, table };
+
 // A tensor's place in llama2.c's export order, with the shape it must have.
 struct Slot {
     std::string name;
     std::uint64_t rows, columns;
-    bool matrix;
+    Role role;
 };
 
 std::vector<Slot> export_order(const Config& c) {
     const std::uint64_t dim = c.dim, hidden = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
     std::vector<Slot> slots;
-    const auto per_layer = [&](const char* name, std::uint64_t rows, std::uint64_t columns, bool matrix) {
+    const auto per_layer = [&](const char* name, std::uint64_t rows, std::uint64_t columns, Role role) {
         for (int l = 0; l < c.n_layers; ++l)
-            slots.push_back({"blk." + std::to_string(l) + "." + name + ".weight", rows, columns, matrix});
+            slots.push_back({"blk." + std::to_string(l) + "." + name + ".weight", rows, columns, role});
     };
-    per_layer("attn_norm", 1, dim, false);
-    per_layer("ffn_norm", 1, dim, false);
-    slots.push_back({"output_norm.weight", 1, dim, false});
-    slots.push_back({"token_embd.weight", vocab, dim, true});
-    per_layer("attn_q", dim, dim, true);
-    per_layer("attn_k", kv, dim, true);
-    per_layer("attn_v", kv, dim, true);
-    per_layer("attn_output", dim, dim, true);
-    per_layer("ffn_gate", hidden, dim, true);
-    per_layer("ffn_down", dim, hidden, true);
-    per_layer("ffn_up", hidden, dim, true);
-    if (!c.shared_classifier) slots.push_back({"output.weight", vocab, dim, true});
+    per_layer("attn_norm", 1, dim, Role::norm);
+    per_layer("ffn_norm", 1, dim, Role::norm);
+    slots.push_back({"output_norm.weight", 1, dim, Role::norm});
+    slots.push_back({"token_embd.weight", vocab, dim, Role::table});
+    per_layer("attn_q", dim, dim, Role::matrix);
+    per_layer("attn_k", kv, dim, Role::matrix);
+    per_layer("attn_v", kv, dim, Role::matrix);
+    per_layer("attn_output", dim, dim, Role::matrix);
+    per_layer("ffn_gate", hidden, dim, Role::matrix);
+    per_layer("ffn_down", dim, hidden, Role::matrix);
+    per_layer("ffn_up", hidden, dim, Role::matrix);
+    if (!c.shared_classifier) slots.push_back({"output.weight", vocab, dim, Role::table});
     return slots;
 }
 
-// The runtime's format for the matrices of these types (the header's rule), and the note for a conversion.
-WeightFormat matrix_format(const std::map<GgmlType, int>& types, std::string& note) {
+// The runtime's format for tensors of these types, one format holding every one of them exactly (the
+// header's rule); the types it dequantizes to f32 are counted into `dequantized`.
+WeightFormat runtime_format(const std::map<GgmlType, int>& types, std::map<GgmlType, int>& dequantized) {
     const auto only = [&](std::initializer_list<GgmlType> allowed) {
         return std::all_of(types.begin(), types.end(), [&](const auto& entry) {
             return std::find(allowed.begin(), allowed.end(), entry.first) != allowed.end();
@@ -147,11 +152,16 @@ WeightFormat matrix_format(const std::map<GgmlType, int>& types, std::string& no
     if (only({GgmlType::q4_0})) return WeightFormat::q4_0();
     if (only({GgmlType::q8_0, GgmlType::q4_0})) return {ElementType::q8_0, 32, QuantRule::ggml};
     for (const auto& [type, n] : types)
-        if (type != GgmlType::f32)
-            note += std::string(note.empty() ? "" : ", ") + std::to_string(n) + " " +
-                    ggml_type_name(static_cast<std::uint32_t>(type));
-    note = "weights dequantized to f32 at load (" + note + " tensors)";
+        if (type != GgmlType::f32) dequantized[type] += n;
     return {ElementType::f32, 0};
+}
+
+// The note for tensors dequantized at load, or "".
+std::string dequantized_note(const std::map<GgmlType, int>& dequantized) {
+    std::string counts;
+    for (const auto& [type, n] : dequantized)
+        counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + ggml_type_name(static_cast<std::uint32_t>(type));
+    return counts.empty() ? "" : "weights dequantized to f32 at load (" + counts + " tensors)";
 }
 
 // ggml's Q8_0 and Q4_0 blocks as q8_0 values and widened scales: 32 int8 at `values`, one float at `scale`.
@@ -198,33 +208,37 @@ Checkpoint read_gguf_model(const GgufFile& file) {
     const Reader r{file};
     Config c = read_config(r);
     const std::vector<Slot> slots = export_order(c);
-    std::map<GgmlType, int> matrix_types;
+    std::map<GgmlType, int> matrix_types, table_types;
     std::vector<const GgufTensor*> tensors;
     for (const Slot& s : slots) {
-        const GgufTensor& t = s.matrix ? r.tensor(s.name, {s.columns, s.rows}) : r.tensor(s.name, {s.columns});
+        const GgufTensor& t = s.role != Role::norm ? r.tensor(s.name, {s.columns, s.rows}) : r.tensor(s.name, {s.columns});
         const std::optional<GgmlTypeInfo> info = ggml_type_info(t.type);
         if (!info || !info->dequantizable)
             throw r.bad("the tensor " + s.name + " is of type " + ggml_type_name(t.type) +
                         ", which llama-cl cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and "
                         "Q2_K to Q6_K); convert the model with llama-quantize to one of those");
-        if (s.matrix) ++matrix_types[static_cast<GgmlType>(t.type)];
+        if (s.role == Role::matrix) ++matrix_types[static_cast<GgmlType>(t.type)];
+        if (s.role == Role::table) ++table_types[static_cast<GgmlType>(t.type)];
         tensors.push_back(&t);
     }
-    std::string note;
-    c.weight_format = matrix_format(matrix_types, note);
-    const WeightFormat norm{};
+    std::map<GgmlType, int> dequantized;
+    c.weight_format = runtime_format(matrix_types, dequantized);
+    if (const WeightFormat table = runtime_format(table_types, dequantized); table != c.weight_format)
+        c.table_format = table;
+    const auto format_of = [&](const Slot& s) {
+        return s.role == Role::matrix ? c.weight_format : s.role == Role::table ? c.classifier_format() : WeightFormat{};
+    };
     std::uint64_t bytes = 0;
-    for (std::size_t i = 0; i < slots.size(); ++i)
-        bytes += (slots[i].matrix ? c.weight_format : norm).bytes(tensors[i]->elements());
+    for (std::size_t i = 0; i < slots.size(); ++i) bytes += format_of(slots[i]).bytes(tensors[i]->elements());
     HostBytes image(bytes);
     std::byte* at = image.data();
     for (std::size_t i = 0; i < slots.size(); ++i) {
-        const WeightFormat& format = slots[i].matrix ? c.weight_format : norm;
+        const WeightFormat format = format_of(slots[i]);
         convert(*tensors[i], format, at);
         at += format.bytes(tensors[i]->elements());
     }
     return Checkpoint::from_tensors(c, std::move(image), file.path(), static_cast<int>(file.version()),
-                                    ModelFile::gguf, note);
+                                    ModelFile::gguf, dequantized_note(dequantized));
 }
 
 }  // namespace llamacl

@@ -692,7 +692,7 @@ void classify(const Config& c, const float* rms_final, const WeightTensor& class
               float* normed, float* logits) {
     // run.c normalizes x in place; normalizing into a separate buffer computes the same values.
     rmsnorm(normed, hidden, rms_final, c.dim, c.norm_eps);
-    MatmulInput input(c.weight_format, c.dim);  // runq.c quantizes the normalized x here
+    MatmulInput input(classifier.format, c.dim);  // runq.c quantizes the normalized x here
     input.set(normed);
     matmul(logits, input, classifier, c.vocab_size);
 }

@@ -208,9 +208,10 @@ void write_gguf(const Checkpoint& ck, const std::string& path, const GgufOutput&
         w.add_tensor(t.name, t.dims, t.type);
         if (t.matrix && t.type != o.type) report(fallback_note(t, o));
     }
-    if (ck.weight_format().type == ElementType::q8_0 || !ck.load_note().empty())
+    const WeightFormat held = ck.weight_format().quantized() ? ck.weight_format() : ck.config().classifier_format();
+    if (held.quantized() || !ck.load_note().empty())
         report("quantize: " + ck.path() + ": " +
-               (ck.load_note().empty() ? "holds " + ck.weight_format().describe() + " weights" : ck.load_note()) +
+               (ck.load_note().empty() ? "holds " + held.describe() + " weights" : ck.load_note()) +
                "; they are written as " + type.name + " from their dequantized values (quantize from the f32 or f16 "
                "model where you have it)");
 

@@ -76,7 +76,8 @@ ReferenceForward::ReferenceForward(const Checkpoint& checkpoint, int positions)
 // is made beside the mapped file, so it is kept to small models.
 std::uint64_t ReferenceForward::laid_out_bytes(const Config& c) {
     const std::uint64_t bytes = matrix_floats(c) * sizeof(float);
-    return c.weight_format.type == ElementType::f32 && bytes <= kLayOutBytes ? bytes : 0;
+    const bool f32 = c.weight_format.type == ElementType::f32 && c.classifier_format().type == ElementType::f32;
+    return f32 && bytes <= kLayOutBytes ? bytes : 0;
 }
 
 // Each matrix's blocks for every layer in turn, so that a layer's lie at a fixed stride (layer()).
@@ -111,7 +112,9 @@ std::uint64_t ReferenceForward::batch_bytes(const Config& c, bool every_logit) {
     const std::uint64_t more = kBatch - 1;
     const std::uint64_t rows = (4ull * c.dim + 2ull * c.hidden_dim) * sizeof(float);
     const WeightFormat& f = c.weight_format;
-    const std::uint64_t inputs = f.quantized() ? f.input().bytes(c.dim) + f.input().bytes(c.hidden_dim) : 0;
+    const WeightFormat t = c.classifier_format();
+    const std::uint64_t inputs = (f.quantized() ? f.input().bytes(c.dim) + f.input().bytes(c.hidden_dim) : 0) +
+                                 (t.quantized() ? t.input().bytes(c.dim) : 0);
     return more * (rows + inputs) + (every_logit ? kBatch * static_cast<std::uint64_t>(c.vocab_size) * sizeof(float) : 0);
 }
 
@@ -123,6 +126,7 @@ void ReferenceForward::hold(int positions) {
     for (std::vector<float>* v : {&a.hb, &a.hb2}) v->resize(n * c_.hidden_dim);
     a.xin.resize(n, MatmulInput(c_.weight_format, c_.dim));
     a.hin.resize(n, MatmulInput(c_.weight_format, c_.hidden_dim));
+    a.cin.resize(n, MatmulInput(c_.classifier_format(), c_.dim));
     a.positions = positions;
 }
 
@@ -242,9 +246,9 @@ std::span<float> ReferenceForward::prefill(std::span<const int> tokens, int firs
         a.logits.resize(kBatch * vocab);
         for (std::size_t i = 0; i < n; i++) {
             rmsnorm(&a.xb[i * d], &a.x[i * d], ck_.rms_final(), c_.dim, c_.norm_eps);
-            a.xin[i].set(&a.xb[i * d]);
+            a.cin[i].set(&a.xb[i * d]);
         }
-        matmuls(std::span<const MatmulInput>(a.xin.data(), n), {{a.logits.data(), classifier_, c_.vocab_size, vocab}});
+        matmuls(std::span<const MatmulInput>(a.cin.data(), n), {{a.logits.data(), classifier_, c_.vocab_size, vocab}});
         for (std::size_t i = 0; i < n; i++) each(pos + static_cast<int>(i), std::span<float>(&a.logits[i * vocab], vocab));
         std::copy_n(&a.logits[(n - 1) * vocab], vocab, logits_.begin());
     }

@@ -71,6 +71,9 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
         why_not = "the layers stream through the device (--layers-per-offload below n_layers)";
     else if (finalize != Finalize::device)
         why_not = "the classifier runs on the CPU (--finalize=cpu)";
+    else if (c.classifier_format() != c.weight_format)
+        why_not = "the classifier's weights are " + c.classifier_format().describe() + ", the layers' " +
+                  c.weight_format.describe();
     else if (local_bytes > device.local_mem_bytes)
         why_not = "a layer's input does not fit in the token kernel's local memory";
     else

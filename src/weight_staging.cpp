@@ -120,8 +120,8 @@ cl::Buffer constant(const Device& device, const void* data, std::size_t bytes, c
 }  // namespace
 
 WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const DeviceWeightLayout& weight_layout,
-                             const CapacityPlan& plan, Finalize finalize, bool host_mirror, bool stacked,
-                             RuntimeCounters& counters)
+                             const DeviceWeightLayout& classifier_layout, const CapacityPlan& plan, Finalize finalize,
+                             bool host_mirror, bool stacked, RuntimeCounters& counters)
     : device_(device),
       ck_(ck),
       layout_(weight_layout),
@@ -193,7 +193,7 @@ WeightStaging::WeightStaging(const Device& device, const Checkpoint& ck, const D
         std::vector<std::byte> packed;
         for (int first = 0; first < c.vocab_size; first += rows_per_block) {
             const int rows = std::min(rows_per_block, c.vocab_size - first);
-            const void* bytes = device_bytes(layout_, classifier.from(static_cast<std::uint64_t>(first) * c.dim),
+            const void* bytes = device_bytes(classifier_layout, classifier.from(static_cast<std::uint64_t>(first) * c.dim),
                                              static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(c.dim), packed);
             classifier_.push_back({constant(device, bytes, static_cast<std::size_t>(rows) * row_bytes, "classifier",
                                             readable_in_place(classifier)),

@@ -459,13 +459,14 @@ TEST(BenchReport, JsonHasEveryFieldInItsOrder) {
     for (const auto& item : j.at("config").items()) config_keys.push_back(item.key());
     EXPECT_EQ(config_keys, (std::vector<std::string>{"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
                                                      "vocab_size", "seq_len", "shared_classifier", "weights",
-                                                     "group_size"}));
+                                                     "group_size", "classifier_weights"}));
 
     EXPECT_EQ(j.at("device"), "Device \xef\xbf\xbd") << "invalid UTF-8 is replaced by U+FFFD";
     EXPECT_EQ(j.at("per_op_reason"), "\"streamed\" layers");
     EXPECT_EQ(j.at("config").at("n_layers"), r.config.n_layers);
     EXPECT_EQ(j.at("config").at("shared_classifier"), r.config.shared_classifier);
     EXPECT_EQ(j.at("config").at("weights"), "f32");
+    EXPECT_EQ(j.at("config").at("classifier_weights"), "f32");
     EXPECT_EQ(j.at("layers_per_offload"), 1);
     EXPECT_EQ(j.at("resident"), false);
     EXPECT_EQ(j.at("chunks_per_token"), r.config.n_layers);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -97,15 +98,27 @@ TEST(GgufModel, Llama3ShapeReadsRopeBaseFactorsAndTiedEmbeddings) {
     for (std::size_t i = 0; i < factors.size(); ++i) EXPECT_NEAR(c.rope_factors[i], factors[i], 1e-6f) << i;
 }
 
-// The matrices of a Q4_0 file (with a Q8_0 classifier or embedding) load as q8_0 blocks of 32 whose values
-// are ggml's dequantization exactly; norms stay f32.
-TEST(GgufModel, Q4_0AndQ8_0TensorsLoadAsGgmlQ8_0Blocks) {
+// Each role takes the one format that holds its tensors exactly: a Q4_0 file's layers stay Q4_0 blocks while
+// its Q8_0 classifier or embedding (llama-quantize's) loads as q8_0 blocks of 32, with the Q4_0 embedding beside
+// an unshared Q8_0 classifier; every value is ggml's dequantization exactly; norms stay f32.
+TEST(GgufModel, EachRoleLoadsInTheFormatThatHoldsItsTensors) {
     LLAMACL_REQUIRE_SHARED(shared);
-    for (const char* name : {"synthG-q4_0.gguf", "l3-tiny-q4_0.gguf", "synthG-q8_0.gguf"}) {
+    const WeightFormat q8_0{ElementType::q8_0, 32, QuantRule::ggml};
+    const struct {
+        const char* name;
+        WeightFormat layers;
+        std::optional<WeightFormat> table;
+    } files[] = {{"synthG-q4_0.gguf", WeightFormat::q4_0(), q8_0},
+                 {"l3-tiny-q4_0.gguf", WeightFormat::q4_0(), q8_0},
+                 {"synthG-q8_0.gguf", q8_0, std::nullopt}};
+    for (const auto& [name, layers, table] : files) {
         SCOPED_TRACE(name);
         const GgufFile file = GgufFile::open(gguf(shared, name).string());
         const Checkpoint g = Checkpoint::open(gguf(shared, name).string());
-        EXPECT_EQ(g.config().weight_format, (WeightFormat{ElementType::q8_0, 32, QuantRule::ggml}));
+        EXPECT_EQ(g.config().weight_format, layers);
+        EXPECT_EQ(g.config().table_format, table);
+        EXPECT_EQ(g.classifier().format, table.value_or(layers));
+        EXPECT_EQ(g.embedding_weights().format, table.value_or(layers));
         EXPECT_TRUE(g.load_note().empty());
         const auto check = [&](const WeightTensor& w, const char* tensor) {
             const GgufTensor* t = file.tensor(tensor);
@@ -122,10 +135,13 @@ TEST(GgufModel, Q4_0AndQ8_0TensorsLoadAsGgmlQ8_0Blocks) {
     }
 }
 
+// A Q6_K classifier makes the embedding and the classifier f32 (the Q4_0 embedding widened beside it) and
+// leaves the layers Q4_0.
 TEST(GgufModel, OtherTypesAreDequantizedToF32AndSaySo) {
     LLAMACL_REQUIRE_SHARED(shared);
     const Checkpoint g = Checkpoint::open(gguf(shared, "synthK-q4_0.gguf").string());
-    EXPECT_EQ(g.config().weight_format, (WeightFormat{ElementType::f32, 0}));
+    EXPECT_EQ(g.config().weight_format, WeightFormat::q4_0());
+    EXPECT_EQ(g.config().classifier_format(), (WeightFormat{ElementType::f32, 0}));
     EXPECT_NE(g.load_note().find("Q6_K"), std::string::npos) << g.load_note();
     EXPECT_NE(g.load_note().find("Q4_0"), std::string::npos) << g.load_note();
     const GgufFile file = GgufFile::open(gguf(shared, "synthK-q4_0.gguf").string());
@@ -213,6 +229,32 @@ void expect_llama_cpp_nll(const std::string& backend) {
 
 TEST(GgufModel, PerplexityIsLlamaCppsOnTheReference) { expect_llama_cpp_nll("--backend cpu"); }
 TEST(GgufModel, PerplexityIsLlamaCppsOnOpenCL) { expect_llama_cpp_nll("--backend opencl"); }
+
+// A classifier whose format is not the layers' runs on kernels of its own: the exact shape gives the
+// reference's NLL and greedy text bit for bit, per-op (the token kernel reads one format), and says why.
+TEST(GgufModel, AClassifierOfItsOwnFormatRunsExactlyOnOpenCL) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    const std::string text = quote((shared / "reference" / "gguf" / "text1.txt").string());
+    for (const char* name : {"synthG-q4_0.gguf", "l3-tiny-q4_0.gguf", "synthK-q4_0.gguf"}) {
+        SCOPED_TRACE(name);
+        const std::string model = quote(gguf(shared, name).string());
+        ASSERT_TRUE(Checkpoint::open(gguf(shared, name).string()).config().table_format);
+        const CommandResult ref = run_llama_cl("perplexity " + model + " -f " + text + " --json --backend cpu");
+        const CommandResult dev =
+            run_llama_cl("perplexity " + model + " -f " + text + " --json --backend opencl --work-shape exact");
+        ASSERT_EQ(ref.exit_code, 0) << ref.err;
+        ASSERT_EQ(dev.exit_code, 0) << dev.err;
+        EXPECT_EQ(nlohmann::json::parse(dev.out)["mean_nll"], nlohmann::json::parse(ref.out)["mean_nll"]);
+
+        const std::string greedy = "generate " + model + " -t 0 -n 24 -i " + quote("Once upon a time");
+        const CommandResult ref_text = run_llama_cl(greedy + " --backend cpu");
+        const CommandResult dev_text = run_llama_cl(greedy + " --backend opencl --work-shape exact -v");
+        ASSERT_EQ(ref_text.exit_code, 0) << ref_text.err;
+        ASSERT_EQ(dev_text.exit_code, 0) << dev_text.err;
+        EXPECT_EQ(dev_text.out, ref_text.out);
+        EXPECT_NE(dev_text.err.find("the classifier's weights are"), std::string::npos) << dev_text.err;
+    }
+}
 
 
 // expected.tsv's greedy rows: BOS and the prompt's ids, then llama.cpp's 16 greedy ids. The prompt must

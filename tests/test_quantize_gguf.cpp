@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "llamacl/checkpoint.hpp"
@@ -413,12 +414,16 @@ TEST(QuantizeGguf, Q4_0FileLoadsAsItsBlocksAndMatchesWeightsQ4_0) {
 TEST(QuantizeGguf, QuantizedInputIsRequantizedAndSaysSo) {
     LLAMACL_REQUIRE_SHARED(shared);
     TempDir dir;
-    const CommandResult r = quantize(shared_model(shared, "synthG-q8_0.gguf"), dir / "x.gguf", "--type q4_0");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(count_lines(r.err), 2) << r.err;
-    EXPECT_NE(r.err.find("holds q8_0 (ggml's blocks of 32) weights; they are written as q4_0 from their dequantized"),
-              std::string::npos)
-        << r.err;
+    for (const auto& [in, type, held] : {std::tuple{"synthG-q8_0.gguf", "q4_0", "q8_0"},
+                                         std::tuple{"synthG-q4_0.gguf", "q8_0", "q4_0"}}) {
+        const CommandResult r = quantize(shared_model(shared, in), dir / "x.gguf", std::string("--force --type ") + type);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(count_lines(r.err), 2) << r.err;
+        EXPECT_NE(r.err.find(std::string("holds ") + held + " (ggml's blocks of 32) weights; they are written as " + type +
+                             " from their dequantized"),
+                  std::string::npos)
+            << r.err;
+    }
 }
 
 // --- fallbacks and refusals ---

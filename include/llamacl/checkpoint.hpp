@@ -25,7 +25,8 @@ struct ModelSize {
     std::uint64_t embedding_params;   // vocab x dim
     std::uint64_t classifier_params;  // vocab x dim when unshared, else 0
     std::uint64_t total_params;       // every tensor, the shared classifier counted once
-    // As stored: the norms in fp32, the matrices and the embedding table in the config's weight format.
+    // As stored: the norms in fp32, the layers' matrices in the config's weight format, the embedding table
+    // and the classifier in its classifier_format().
     std::uint64_t layer_bytes() const { return layer_bytes_; }    // one layer
     std::uint64_t weight_bytes() const { return weight_bytes_; }  // every tensor, a shared classifier once
     std::uint64_t embedding_bytes() const { return embedding_bytes_; }  // vocab x dim: the table, or the classifier
@@ -63,7 +64,8 @@ public:
     // A checkpoint held in memory: `data` is a complete file image (header and tensors).
     static Checkpoint from_image(HostBytes image, const std::string& name);
     // Tensors without a header, in export order (versions 1 and 2: the fp32 norms, then the embedding
-    // table, each layer's matrices and the unshared classifier in `config.weight_format`), as written by
+    // table, each layer's matrices and the unshared classifier: the matrices in `config.weight_format`,
+    // the table and the classifier in `config.classifier_format()`), as written by
     // convert_weights() (export.hpp) and the GGUF loader; `file` and `version` say where they came from.
     static Checkpoint from_tensors(const Config& config, HostBytes tensors, const std::string& name, int version,
                                    ModelFile file = ModelFile::llama2c, std::string load_note = {});

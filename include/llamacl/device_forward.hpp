@@ -169,6 +169,9 @@ private:
     RuntimeCounters counters_;
     CapacityPlan plan_;
     KernelSet kernels_;
+    // The classifier's, where its format is not the layers' (Config::table_format); else null.
+    std::unique_ptr<KernelSet> own_classifier_kernels_;
+    KernelSet& classifier_kernels() { return own_classifier_kernels_ ? *own_classifier_kernels_ : kernels_; }
     std::string per_op_reason_;  // why token_ is null
     bool stacked_;               // weights and KV cache laid out for the token kernel
     WorkingBuffers work_;

@@ -50,8 +50,9 @@ bool half_holds(float magnitude);
 void write_version2(const Checkpoint& fp32, const std::string& path, int group_size,
                     const std::function<void(std::uint64_t, std::uint64_t)>& progress = {});
 
-// `ck` with its weights of element type `type` (--weights): itself when they already are (or none is asked for),
-// else converted from fp32 in memory (q8_0 in default_group_size groups). Throws usage_error when a
+// `ck` with its weights of element type `type` (--weights): itself when its layers' already are (or none is
+// asked for), else every matrix converted from fp32 or f16 in memory (q8_0 in default_group_size groups).
+// Throws usage_error when a
 // conversion would start from anything but fp32, and an Error naming the tensor when one holds a non-finite
 // weight (require_finite) or one the conversion's halves cannot hold (f16's weights, ggml's Q8_0 scales).
 Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type);

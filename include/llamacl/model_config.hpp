@@ -1,6 +1,7 @@
 #pragma once
 // A model's shape and the parameters of its math (Config), whatever its file: what the math
 // (model_math.hpp) and the loaders (checkpoint.hpp) share.
+#include <optional>
 #include <vector>
 
 #include "llamacl/weight_format.hpp"
@@ -16,7 +17,10 @@ struct Config {
     int vocab_size = 0;  // always positive here; the v0 sign convention is decoded into shared_classifier
     int seq_len = 0;     // maximum context
     bool shared_classifier = true;  // classifier == token embedding table
-    WeightFormat weight_format{};   // of the embedding table, the classifier and the layers' matrices
+    WeightFormat weight_format{};   // of the layers' matrices
+    // Of the token embedding table and the classifier, where theirs is not the layers' (GGUF files from
+    // llama-quantize keep them in Q6_K or Q8_0 beside Q4_0 layers); empty: weight_format.
+    std::optional<WeightFormat> table_format{};
     // What run.c hard-codes, with run.c's values; a GGUF file's metadata sets them.
     float norm_eps = 1e-5f;     // RMSNorm's epsilon
     float rope_base = 10000.0f;  // RoPE: pair i of a head turns by pos * rope_base^(-2i / head_size)
@@ -25,6 +29,7 @@ struct Config {
     // Whose arithmetic quantized weights follow, the file's family's: runq.c for llama2.c, ggml for GGUF.
     QuantRule quant_rule = QuantRule::runq;
 
+    WeightFormat classifier_format() const { return table_format.value_or(weight_format); }
     int head_size() const { return dim / n_heads; }
     int kv_dim() const { return dim / n_heads * n_kv_heads; }
     int kv_mul() const { return n_heads / n_kv_heads; }  // query heads per KV head

@@ -71,7 +71,7 @@ private:
     struct Activations {
         int positions = 0;
         std::vector<float> x, xb, xb2, q, hb, hb2, logits;
-        std::vector<MatmulInput> xin, hin;
+        std::vector<MatmulInput> xin, hin, cin;  // the inputs of the layers' matrices and of the classifier
     };
     Activations act_;
     ZeroedFloats att_;  // (head, c_.seq_len)

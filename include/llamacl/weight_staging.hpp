@@ -42,10 +42,11 @@ class WeightStaging {
 public:
     // host_mirror: allow the pinned mirror when streaming (it is used if it fits, see above). stacked:
     // resident layers with each tensor of every layer in one allocation, for the token kernel.
-    // The matrices are written in `layout`, the kernels' (KernelSet::weight_layout).
+    // The layers' matrices are written in `layout`, the classifier in `classifier_layout`: those of the
+    // kernels that read them (KernelSet::weight_layout).
     WeightStaging(const Device& device, const Checkpoint& checkpoint, const DeviceWeightLayout& layout,
-                  const CapacityPlan& plan, Finalize finalize, bool host_mirror, bool stacked,
-                  RuntimeCounters& counters);
+                  const DeviceWeightLayout& classifier_layout, const CapacityPlan& plan, Finalize finalize,
+                  bool host_mirror, bool stacked, RuntimeCounters& counters);
 
     bool mirrored() const { return !mirror_.empty(); }
 
