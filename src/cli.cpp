@@ -817,6 +817,10 @@ CommandLine::CommandLine() {
     quantize->add_option("--type", quant_.type,
                          "GGUF output: every matrix's type, q4_0, q8_0, f16 or f32, as ggml's reference quantizers "
                          "write them; norms stay f32 (default: q8_0)");
+    quantize->add_option("--classifier-type", quant_.classifier_type,
+                         "GGUF output: the classifier's type (output.weight, or token_embd.weight where the embedding "
+                         "table is the classifier), of the same four (default: --type's; llama-quantize keeps it in "
+                         "q8_0 or Q6_K beside q4_0 layers)");
     quantize->add_option("--fallback-type", quant_.fallback_type,
                          "GGUF output: the type of a matrix whose rows are not whole blocks of --type's 32 weights; f16 "
                          "where this does not fit either (default: q8_0)");

@@ -72,6 +72,7 @@ struct Planned {
     std::vector<std::uint64_t> dims;
     GgmlType type;
     bool matrix;
+    GgmlType asked = GgmlType::f32;  // a matrix's type as asked for (--type or --classifier-type)
 
     std::uint64_t elements() const { return dims.size() == 1 ? dims[0] : dims[0] * dims[1]; }
 };
@@ -86,39 +87,41 @@ std::vector<Planned> plan(const Checkpoint& ck, const GgufOutput& o) {
     const auto vector = [&](std::string name, WeightTensor source, std::uint64_t n) {
         tensors.push_back({std::move(name), source, {n}, GgmlType::f32, false});
     };
-    const auto matrix = [&](std::string name, WeightTensor source, std::uint64_t rows, std::uint64_t columns) {
-        GgmlType type = o.type;
+    const auto matrix = [&](std::string name, WeightTensor source, std::uint64_t rows, std::uint64_t columns,
+                            GgmlType asked) {
+        GgmlType type = asked;
         if (!whole_blocks(type, columns)) type = whole_blocks(o.fallback, columns) ? o.fallback : GgmlType::f16;
-        tensors.push_back({std::move(name), source, {columns, rows}, type, true});
+        tensors.push_back({std::move(name), source, {columns, rows}, type, true, asked});
     };
     if (!c.rope_factors.empty()) vector("rope_freqs.weight", f32(c.rope_factors.data()), c.rope_factors.size());
-    matrix("token_embd.weight", ck.embedding_weights(), vocab, dim);
+    // The classifier is output.weight, or the embedding table when shared (llama-quantize's rule too).
+    matrix("token_embd.weight", ck.embedding_weights(), vocab, dim, c.shared_classifier ? o.classifier : o.type);
     vector("output_norm.weight", f32(ck.rms_final()), dim);
-    if (!c.shared_classifier) matrix("output.weight", ck.classifier(), vocab, dim);
+    if (!c.shared_classifier) matrix("output.weight", ck.classifier(), vocab, dim, o.classifier);
     for (int l = 0; l < c.n_layers; ++l) {
         const LayerWeights w = ck.layer(l);
         const std::string blk = "blk." + std::to_string(l) + ".";
         vector(blk + "attn_norm.weight", w.rms_att, dim);
-        matrix(blk + "attn_q.weight", w.wq, dim, dim);
-        matrix(blk + "attn_k.weight", w.wk, kv, dim);
-        matrix(blk + "attn_v.weight", w.wv, kv, dim);
-        matrix(blk + "attn_output.weight", w.wo, dim, dim);
+        matrix(blk + "attn_q.weight", w.wq, dim, dim, o.type);
+        matrix(blk + "attn_k.weight", w.wk, kv, dim, o.type);
+        matrix(blk + "attn_v.weight", w.wv, kv, dim, o.type);
+        matrix(blk + "attn_output.weight", w.wo, dim, dim, o.type);
         vector(blk + "ffn_norm.weight", w.rms_ffn, dim);
-        matrix(blk + "ffn_gate.weight", w.w1, hidden, dim);
-        matrix(blk + "ffn_down.weight", w.w2, dim, hidden);
-        matrix(blk + "ffn_up.weight", w.w3, hidden, dim);
+        matrix(blk + "ffn_gate.weight", w.w1, hidden, dim, o.type);
+        matrix(blk + "ffn_down.weight", w.w2, dim, hidden, o.type);
+        matrix(blk + "ffn_up.weight", w.w3, hidden, dim, o.type);
     }
     return tensors;
 }
 
-// The line for a matrix written in another type than --type: its name, its rows, the types that do not
+// The line for a matrix written in another type than asked: its name, its rows, the types that do not
 // fit them and the one that does.
 std::string fallback_note(const Planned& t, const GgufOutput& o) {
-    std::string tried = output_type(o.type).name;
-    if (o.fallback != o.type && t.type != o.fallback)
+    std::string tried = output_type(t.asked).name;
+    if (o.fallback != t.asked && t.type != o.fallback)
         tried += std::string(" or ") + output_type(o.fallback).name + " (--fallback-type)";
     return "quantize: " + t.name + ": rows of " + std::to_string(t.dims[0]) + " weights are not whole blocks of " +
-           std::to_string(block_of(o.type)) + " for " + tried + ": written as " + output_type(t.type).name +
+           std::to_string(block_of(t.asked)) + " for " + tried + ": written as " + output_type(t.type).name +
            (t.type == o.fallback ? " (--fallback-type)" : "");
 }
 
@@ -206,7 +209,7 @@ void write_gguf(const Checkpoint& ck, const std::string& path, const GgufOutput&
     const std::vector<Planned> tensors = plan(ck, o);
     for (const Planned& t : tensors) {
         w.add_tensor(t.name, t.dims, t.type);
-        if (t.matrix && t.type != o.type) report(fallback_note(t, o));
+        if (t.matrix && t.type != t.asked) report(fallback_note(t, o));
     }
     const WeightFormat held = ck.weight_format().quantized() ? ck.weight_format() : ck.config().classifier_format();
     if (held.quantized() || !ck.load_note().empty())
@@ -247,8 +250,10 @@ void write_gguf(const Checkpoint& ck, const std::string& path, const GgufOutput&
 }
 
 int run_quantize(const QuantizeArgs& a) {
-    const GgufOutput output{parse_output_type(a.type, "--type"), parse_output_type(a.fallback_type, "--fallback-type"),
-                            a.tokenizer};
+    const GgmlType type = parse_output_type(a.type, "--type");
+    const GgufOutput output{type,
+                            a.classifier_type.empty() ? type : parse_output_type(a.classifier_type, "--classifier-type"),
+                            parse_output_type(a.fallback_type, "--fallback-type"), a.tokenizer};
     const bool gguf = a.output.ends_with(".gguf");
     if (!gguf) {
         const auto gguf_only = [&](const std::string& flag) {
@@ -257,6 +262,7 @@ int run_quantize(const QuantizeArgs& a) {
         };
         if (!a.type.empty() && a.type != "q8_0") throw gguf_only("--type " + a.type);
         if (!a.fallback_type.empty()) throw gguf_only("--fallback-type");
+        if (!a.classifier_type.empty()) throw gguf_only("--classifier-type");
         if (!a.tokenizer.empty()) throw gguf_only("-z");
     } else if (a.group_size != 0) {
         throw usage_error("--group-size: applies to llama2.c version-2 output; a GGUF file's q4_0 and q8_0 blocks are "

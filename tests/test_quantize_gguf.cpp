@@ -113,12 +113,12 @@ bool same_tensor(const GgufTensor& a, const GgufTensor& b) {
 // Quantizes the shared llama2.c model synthG.bin with tok512.bin to `type` and checks the file against
 // synthG-TYPE.gguf, which llama.cpp's convert-llama2c-to-ggml and llama-quantize wrote from the same
 // weights: every tensor byte for byte, but for `differs`, whose type the tools chose otherwise.
-void expect_synthg_is_llama_cpps(const std::string& type, const std::string& differs = "") {
+void expect_synthg_is_llama_cpps(const std::string& type, const std::string& flags = "", const std::string& differs = "") {
     LLAMACL_REQUIRE_SHARED(shared);
     TempDir dir;
     const fs::path out = dir / "x.gguf";
     const CommandResult r = quantize(shared_model(shared, "synthG.bin"), out,
-                                     "--type " + type + " -z " + quote(shared_model(shared, "tok512.bin").string()));
+                                     "--type " + type + " " + flags + " -z " + quote(shared_model(shared, "tok512.bin").string()));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(count_lines(r.err), 1) << r.err;  // "wrote ...": no fallback, no requantizing
     const GgufFile got = GgufFile::open(out.string());
@@ -318,21 +318,30 @@ TEST(QuantizeGguf, SynthGQ8_0IsLlamaQuantizes) { expect_synthg_is_llama_cpps("q8
 TEST(QuantizeGguf, SynthGF16IsLlamaQuantizes) { expect_synthg_is_llama_cpps("f16"); }
 TEST(QuantizeGguf, SynthGF32IsConvertLlama2cs) { expect_synthg_is_llama_cpps("f32"); }
 
-// llama-quantize keeps the classifier in Q8_0 for Q4_0 files; quantize writes every matrix in --type. So
-// the classifier is the one tensor that differs, and with it the NLL, by the classifier's Q4_0 rounding:
-// checked to 1e-3. The Q8_0 classifier of llama-quantize's file is the one
-// quantize writes with --type q8_0, so every block of both files is ggml's.
+// llama-quantize keeps the classifier in Q8_0 for Q4_0 files (its rows here are too short for Q6_K);
+// --classifier-type q8_0 asks for the same, and then every tensor is llama-quantize's. Without it every
+// matrix is --type's, so the classifier is the one tensor that differs.
+TEST(QuantizeGguf, SynthGQ4_0WithAQ8_0ClassifierIsLlamaQuantizes) {
+    expect_synthg_is_llama_cpps("q4_0", "--classifier-type q8_0");
+}
 TEST(QuantizeGguf, SynthGQ4_0IsLlamaQuantizesButForItsClassifier) {
-    expect_synthg_is_llama_cpps("q4_0", "output.weight");
+    expect_synthg_is_llama_cpps("q4_0", "", "output.weight");
+}
+
+// Where the embedding table is the classifier, --classifier-type is its type; the layers keep --type's.
+TEST(QuantizeGguf, ASharedClassifierTakesTheClassifierType) {
     LLAMACL_REQUIRE_SHARED(shared);
     TempDir dir;
-    ASSERT_EQ(quantize(shared_model(shared, "synthG.bin"), dir / "q8.gguf",
-                       "-z " + quote(shared_model(shared, "tok512.bin").string()))
-                  .exit_code,
-              0);
-    const GgufFile q8 = GgufFile::open((dir / "q8.gguf").string());
-    const GgufFile tools = GgufFile::open(shared_model(shared, "synthG-q4_0.gguf").string());
-    EXPECT_TRUE(same_tensor(*q8.tensor("output.weight"), *tools.tensor("output.weight")));
+    const fs::path out = dir / "l3.gguf";
+    const CommandResult r =
+        quantize(shared_model(shared, "l3-tiny-f32.gguf"), out, "--type q4_0 --classifier-type q8_0");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const GgufFile got = GgufFile::open(out.string());
+    EXPECT_EQ(got.tensor("token_embd.weight")->type, static_cast<std::uint32_t>(GgmlType::q8_0));
+    EXPECT_EQ(got.tensor("blk.0.attn_q.weight")->type, static_cast<std::uint32_t>(GgmlType::q4_0));
+    const Checkpoint ck = Checkpoint::open(out.string());
+    EXPECT_EQ(ck.config().weight_format, WeightFormat::q4_0());
+    EXPECT_EQ(ck.config().classifier_format(), (WeightFormat{ElementType::q8_0, 32, QuantRule::ggml}));
 }
 
 TEST(QuantizeGguf, GgufInputKeepsItsVocabularyAndRopeFactors) {

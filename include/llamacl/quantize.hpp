@@ -15,6 +15,7 @@ struct QuantizeArgs {
     std::string input, output;
     std::string type;           // --type: q4_0, q8_0, f16 or f32 (empty: q8_0)
     std::string fallback_type;  // --fallback-type, the same names (empty: q8_0)
+    std::string classifier_type;  // --classifier-type: the classifier's (empty: --type)
     std::string tokenizer;      // -z: tokenizer.bin, the vocabulary of a GGUF file from a llama2.c model
     int group_size = 0;         // version 2's --group-size (0: default_group_size)
     bool force = false;         // --force: OUT may exist already, and is replaced
@@ -26,6 +27,7 @@ int run_quantize(const QuantizeArgs& args);
 
 struct GgufOutput {
     GgmlType type = GgmlType::q8_0;      // every matrix's (F32, F16, Q8_0 or Q4_0); norms stay F32
+    GgmlType classifier = GgmlType::q8_0;  // the classifier's (output, or the shared token_embd), of the same four
     GgmlType fallback = GgmlType::q8_0;  // a matrix whose rows are not whole blocks of `type`; F16 where
                                          // not whole blocks of this either
     std::string tokenizer;               // tokenizer.bin, else the vocabulary of `ck`'s GGUF file
