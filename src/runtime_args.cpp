@@ -154,7 +154,7 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
         options.memory_limit =
             static_cast<std::uint64_t>(std::clamp(a.max_device_memory_mib * 1024.0 * 1024.0, 1.0, 0x1p63));
     options.host_mirror = !a.no_host_mirror;
-    options.tensor_cores = !a.no_tensor_cores;
+    options.tensor_cores = a.no_tensor_cores ? TensorCores::never : TensorCores::where_present;
     options.schedule = a.schedule == "per-op" ? Schedule::per_op
                        : a.schedule == "token" ? Schedule::token
                                                : Schedule::automatic;
