@@ -59,11 +59,14 @@ inline int gemm_flat(void) { return get_local_id(1) * GEMM_GROUP_R + get_local_i
 #define GEMM_PAD 8
 #define GEMM_LOCAL_IN_B(t) ((t) % 16 >= 8)
 #define GEMM_LOCAL_ROW(t) ((t) / 16 * 8 + (t) % 8)
-// Whether a weight's TF32 split has a remainder: f16 weights are TF32 values (tensor_cores.cl).
-#ifdef WEIGHT_F16
-#define GEMM_SPLIT_WEIGHTS 0
+// The TF32 products a multiply-add takes (tensor_cores.cl): 3xTF32, 2 for f16 weights (TF32 values, no
+// remainder); with PROMPT_FAST (--prompt-precision fast) one, a_hi b_hi, as single-pass TF32.
+#ifdef PROMPT_FAST
+#define GEMM_TF32_PRODUCTS 1
+#elif defined(WEIGHT_F16)
+#define GEMM_TF32_PRODUCTS 2
 #else
-#define GEMM_SPLIT_WEIGHTS 1
+#define GEMM_TF32_PRODUCTS 3
 #endif
 inline int gemm_lane(void) { return gemm_flat() % 32; }
 inline int gemm_warp(void) { return gemm_flat() / 32; }
@@ -196,11 +199,11 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
         __local uint* b_at = a_at + GEMM_MB * 2 * 128;
         for (int mb = 0; mb < GEMM_MB; mb++) {
             mma_publish_a(a_at + (2 * mb) * 128, a_hi[mb]);
-            mma_publish_a(a_at + (2 * mb + 1) * 128, a_lo[mb]);
+            if (GEMM_TF32_PRODUCTS == 3) mma_publish_a(a_at + (2 * mb + 1) * 128, a_lo[mb]);
         }
         for (int nb = 0; nb < GEMM_NB; nb++) {
             mma_publish_b(b_at + (2 * nb) * 64, b_hi[nb]);
-            mma_publish_b(b_at + (2 * nb + 1) * 64, b_lo[nb]);
+            if (GEMM_TF32_PRODUCTS > 1) mma_publish_b(b_at + (2 * nb + 1) * 64, b_lo[nb]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int mb = 0; mb < GEMM_MB; mb++) {
@@ -209,9 +212,9 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
                 __local const uint* bh = b_at + (2 * nb) * 64;
                 for (int i = 0; i < 4; i++) {
                     float d = acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)];
-                    if (GEMM_SPLIT_WEIGHTS) d = mma_element(ah + 128, bh, i, d);  // a_lo b_hi
-                    d = mma_element(ah, bh + 64, i, d);                           // a_hi b_lo
-                    d = mma_element(ah, bh, i, d);                                // a_hi b_hi
+                    if (GEMM_TF32_PRODUCTS == 3) d = mma_element(ah + 128, bh, i, d);  // a_lo b_hi
+                    if (GEMM_TF32_PRODUCTS > 1) d = mma_element(ah, bh + 64, i, d);    // a_hi b_lo
+                    d = mma_element(ah, bh, i, d);                                     // a_hi b_hi
                     acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)] = d;
                 }
             }
@@ -224,8 +227,9 @@ UNIT_FUNCTION void gemm_step(__local const float* wt, __local const float* xt, f
             for (int nb = 0; nb < GEMM_NB; nb++) {
 #define GEMM_D(i) acc[GEMM_D_ROW(mb, i)][GEMM_D_POS(nb, i)]
                 // The small terms first.
-                if (GEMM_SPLIT_WEIGHTS) MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_lo[mb], b_hi[nb]);
-                MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_hi[mb], b_lo[nb]);
+                if (GEMM_TF32_PRODUCTS == 3)
+                    MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_lo[mb], b_hi[nb]);
+                if (GEMM_TF32_PRODUCTS > 1) MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_hi[mb], b_lo[nb]);
                 MMA_TF32(GEMM_D(0), GEMM_D(1), GEMM_D(2), GEMM_D(3), a_hi[mb], b_hi[nb]);
 #undef GEMM_D
             }

@@ -19,7 +19,8 @@
 // to about 21 bits, without the two instructions an operand that rounding it would take). A product is
 // a_lo b_hi + a_hi b_lo + a_hi b_hi (3xTF32, the small terms first: the dropped a_lo b_lo is about 2^-22
 // of it), each product exact in the fp32 accumulator. An f16 weight is a TF32 value (10 mantissa bits, a
-// wider exponent): its a_lo is zero and its term is left out. Int8 products are exact.
+// wider exponent): its a_lo is zero and its term is left out. Int8 products are exact. With PROMPT_FAST
+// (--prompt-precision fast) a float product is a_hi b_hi alone: single-pass TF32, as cuBLAS's TF32 mode.
 #ifdef GEMM_MMA
 // x rounded to TF32 (to nearest, ties away from zero, as cvt.rna.tf32.f32): its low 13 bits cleared.
 inline uint tf32_round(float x) { return (as_uint(x) + 0x1000u) & 0xffffe000u; }

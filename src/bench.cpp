@@ -150,7 +150,8 @@ void time_prefill(DeviceForward& model, const BenchOptions& o, BenchResult& r, c
     r.prompt_fma_pct = r.prompt_gflops / r.device_fma_gflops * 100;
     if (r.prompt_tensor_cores)
         r.prompt_mma_pct =
-            r.prompt_gflops * tensor_core_products(r.config.weight_format.type) / r.device_mma_gops * 100;
+            r.prompt_gflops * tensor_core_products(r.config.weight_format.type, r.prompt_precision) /
+            r.device_mma_gops * 100;
     if (o.profile) {
         const double timed = static_cast<double>(o.runs) * r.prompt;
         r.prompt_profiled_ms_per_token = total_s * 1e3 / timed;
@@ -200,18 +201,19 @@ MmaOperands tensor_core_operands(ElementType weights) {
     return weights == ElementType::q8_0 || weights == ElementType::q4_0 ? MmaOperands::int8 : MmaOperands::tf32;
 }
 
-int tensor_core_products(ElementType weights) {
+int tensor_core_products(ElementType weights, PromptPrecision precision) {
     switch (weights) {
         case ElementType::q8_0:
         case ElementType::q4_0: return 1;
-        case ElementType::f16: return 2;
-        default: return 3;
+        case ElementType::f16: return precision == PromptPrecision::fast ? 1 : 2;
+        default: return precision == PromptPrecision::fast ? 1 : 3;
     }
 }
 
-std::string tensor_core_name(ElementType weights) {
-    return tensor_core_operands(weights) == MmaOperands::int8 ? "int8"
-                                                              : std::to_string(tensor_core_products(weights)) + "xTF32";
+std::string tensor_core_name(ElementType weights, PromptPrecision precision) {
+    return tensor_core_operands(weights) == MmaOperands::int8
+               ? "int8"
+               : std::to_string(tensor_core_products(weights, precision)) + "xTF32";
 }
 
 double prefill_bytes(const Config& c, int prompt, int batch) {
@@ -357,6 +359,8 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         r.shape = model.shape();
         r.host_mirror = model.host_mirror();
         r.prompt_tensor_cores = model.tensor_cores();
+        r.prompt_precision_asked = options.prompt_precision;
+        r.prompt_precision = model.prompt_precision();
         if (r.prompt > 0 && r.prompt_tensor_cores) {
             progress.update("bench: measuring the tensor cores' throughput");
             r.device_mma_gops = measure_mma_gops(device, tensor_core_operands(c.weight_format.type), o.probe_reps);

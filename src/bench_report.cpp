@@ -82,6 +82,17 @@ Json json_profile(const std::vector<CommandProfile>& rows) {
     return out;
 }
 
+// Which --prompt-precision the prompt ran at, and where fast was asked but has nothing to change, why.
+std::string prompt_precision_text(const BenchResult& r) {
+    if (r.prompt_precision == PromptPrecision::fast)
+        return "fast (--prompt-precision fast: one TF32 product per multiply-add of float weights)";
+    if (r.prompt_precision_asked == PromptPrecision::exact)
+        return "exact (the default; --prompt-precision fast: one TF32 product)";
+    const bool integer = r.config.weight_format.quantized();
+    return std::string("exact: --prompt-precision fast changes nothing for ") +
+           (integer ? "integer formats" : r.prompt_tensor_cores ? "this work shape" : "GEMMs off the tensor cores");
+}
+
 }  // namespace
 
 std::string format_bench_text(const BenchResult& r) {
@@ -121,12 +132,14 @@ std::string format_bench_text(const BenchResult& r) {
         std::string prompt_runs;
         for (double v : r.run_prompt_tok_s) prompt_runs += format(" %.2f", v);
         const ElementType w = r.config.weight_format.type;
-        const std::string gemms_on =
-            r.prompt_tensor_cores ? "tensor cores (" + tensor_core_name(w) + ")" : "the portable kernels";
+        const std::string gemms_on = r.prompt_tensor_cores
+                                         ? "tensor cores (" + tensor_core_name(w, r.prompt_precision) + ")"
+                                         : "the portable kernels";
         t += format("prefill:     %.2f tok/s (%.3f ms for %s), median of %s; runs:%s; GEMMs on %s\n", r.prompt_tok_s,
                     r.prompt / r.prompt_tok_s * 1e3, counted(r.prompt, "position").c_str(),
                     counted(static_cast<long long>(r.run_prompt_tok_s.size()), "run").c_str(), prompt_runs.c_str(),
                     gemms_on.c_str());
+        t += "precision:   " + prompt_precision_text(r) + "\n";
         // The FMA probe is the SIMT cores' roof; tensor cores are not bound by it.
         t += format("flops:       %.3f GFLOP per prompt; achieved %.2f GFLOP/s = %.1f%% of the FMA throughput "
                     "(%.2f GFLOP/s, fma_f32%s)\n",
@@ -138,7 +151,8 @@ std::string format_bench_text(const BenchResult& r) {
             t += format("tensor cores: %.2f G%s/s (%s, best of %d); the prompt at %.1f%% of it, a multiply-add "
                         "taking %d of its products (%s)\n",
                         r.device_mma_gops, operands == MmaOperands::int8 ? "OP" : "FLOP", std::string(mma_probe_signature(operands).kernel).c_str(),
-                        r.probe_reps, r.prompt_mma_pct, tensor_core_products(w), tensor_core_name(w).c_str());
+                        r.probe_reps, r.prompt_mma_pct, tensor_core_products(w, r.prompt_precision),
+                        tensor_core_name(w, r.prompt_precision).c_str());
         }
     }
     if (r.profiled) {
@@ -207,6 +221,8 @@ std::string format_bench_json(const BenchResult& r) {
         j["prompt_gflops"] = r.prompt_gflops;
         j["prompt_fma_pct"] = r.prompt_fma_pct;
         j["prompt_tensor_cores"] = r.prompt_tensor_cores;
+        j["prompt_precision"] = prompt_precision_name(r.prompt_precision);
+        j["prompt_precision_asked"] = prompt_precision_name(r.prompt_precision_asked);
         j["device_mma_gops"] = r.prompt_tensor_cores ? Json(r.device_mma_gops) : Json(nullptr);
         j["prompt_mma_pct"] = r.prompt_tensor_cores ? Json(r.prompt_mma_pct) : Json(nullptr);
     }

@@ -78,8 +78,7 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
       plan_(plan_capacity(ck.config(), device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
                           prefill_batch_for(shape, c_), options.positions)),
       // The kernels are built for the matrices' format (the file's, or --weights') and the model's norm.
-      kernels_(device, shape, c_.weight_format, true, "",
-               options.tensor_cores ? TensorCores::where_present : TensorCores::never, c_.norm_eps),
+      kernels_(device, shape, c_.weight_format, true, "", options.tensor_cores, c_.norm_eps, options.prompt_precision),
       own_classifier_kernels_(c_.table_format ? std::make_unique<KernelSet>(device, shape, *c_.table_format, true, "",
                                                                              TensorCores::never, c_.norm_eps)
                                               : nullptr),

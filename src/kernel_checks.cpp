@@ -41,9 +41,10 @@ bool correctly_rounded_division(const Device& d) {
 }  // namespace
 
 KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFormat& w, bool warp_shuffles,
-                             TensorCores tensor_cores, const std::string& build_options, float eps)
+                             TensorCores tensor_cores, const std::string& build_options, float eps,
+                             PromptPrecision precision)
     : device(d),
-      kernels(d, shape, w, warp_shuffles, build_options, tensor_cores, eps),
+      kernels(d, shape, w, warp_shuffles, build_options, tensor_cores, eps, precision),
       weights(w),
       norm_eps(eps),
       exact(shape.family() == ShapeFamily::exact && correctly_rounded_division(d)),

@@ -79,7 +79,8 @@ bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const
 }
 
 KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights,
-                     bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores, float norm_eps)
+                     bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores, float norm_eps,
+                     PromptPrecision precision)
     : device_(device),
       layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1, shape.gpu_family() ? gpu_q8_word(weights.group_size) : 4},
       // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
@@ -93,6 +94,9 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
                     (tensor_cores == TensorCores::emulated ||
                      (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
                       device.info().compute_capability >= kTf32ComputeCapability))),
+      // (Without tensor cores, on CPU shapes and for integer formats, fast has nothing to change.)
+      prompt_precision_(tensor_cores_ && shape.gpu_family() && !weights.quantized() ? precision
+                                                                                     : PromptPrecision::exact),
       shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
       compute_units_(device.info().compute_units) {
@@ -102,6 +106,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     if (glibc_expf()) common_options_ += glibc_expf_option();
     common_options_ += " -DLOCAL_MEM_BYTES=" + std::to_string(device.info().local_mem_bytes);
     if (tensor_cores_) common_options_ += tensor_cores == TensorCores::emulated ? " -DGEMM_MMA -DMMA_EMULATE" : " -DGEMM_MMA";
+    if (prompt_precision_ == PromptPrecision::fast) common_options_ += " -DPROMPT_FAST";
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);

@@ -60,8 +60,8 @@ Roofline roofline_from_bench(const BenchResult& r) {
     if (r.device_fma_gflops > 0) roof.fma_gflops = r.device_fma_gflops;  // measured with --prompt
     if (r.prompt_tensor_cores && r.device_mma_gops > 0) {
         const ElementType w = r.config.weight_format.type;
-        roof.tensor_gflops = r.device_mma_gops / tensor_core_products(w);
-        roof.tensor_products = tensor_core_name(w);
+        roof.tensor_gflops = r.device_mma_gops / tensor_core_products(w, r.prompt_precision);
+        roof.tensor_products = tensor_core_name(w, r.prompt_precision);
     }
     for (const CommandProfile& p : r.profile) {
         if (p.flops_per_token == 0 || p.bytes_per_token == 0 || !(p.ms_per_token > 0)) continue;

@@ -8,13 +8,15 @@
 #include <limits>
 #include <string>
 
+#include "llamacl/error.hpp"
 #include "llamacl/help_format.hpp"
 
 namespace llamacl {
 
 bool RuntimeArgs::shapes_the_runtime() const {
     return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0 || no_host_mirror ||
-           no_tensor_cores || !finalize.empty() || (!schedule.empty() && schedule != "auto");
+           no_tensor_cores || prompt_precision == "fast" || !finalize.empty() ||
+           (!schedule.empty() && schedule != "auto");
 }
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
@@ -55,6 +57,12 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                  "run the prompt's matrix products on the portable kernels even where the GPU has tensor cores "
                  "(NVIDIA, compute capability 8.0 on: TF32 mma.sync with split operands, about fp32's accuracy; for "
                  "Q8_0 in groups of a multiple of 32, int8 mma.sync, runq.c's sums exactly)");
+    cmd.add_option("--prompt-precision", a.prompt_precision,
+                   "the prompt's matrix products of f32 and f16 weights on tensor cores: exact (split TF32 operands, "
+                   "about fp32's accuracy; the default) or fast (one TF32 product each, as llama.cpp's cuBLAS). "
+                   "Unchanged by it: q8_0 and q4_0, decoding, and prompts without tensor cores (the portable "
+                   "kernels, CPU shapes); refused with --work-shape exact")
+        ->check(CLI::IsMember({"exact", "fast"}));
 }
 
 void add_weights_option(CLI::App& cmd, std::string& weights) {
@@ -154,7 +162,13 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
         options.memory_limit =
             static_cast<std::uint64_t>(std::clamp(a.max_device_memory_mib * 1024.0 * 1024.0, 1.0, 0x1p63));
     options.host_mirror = !a.no_host_mirror;
-    options.tensor_cores = !a.no_tensor_cores;
+    options.tensor_cores = a.no_tensor_cores ? TensorCores::never : TensorCores::where_present;
+    options.prompt_precision = a.prompt_precision == "fast" ? PromptPrecision::fast : PromptPrecision::exact;
+    // The exact work shape's bits are run.c's: a faster, less exact product is not its to take.
+    if (options.prompt_precision == PromptPrecision::fast && options.shape &&
+        options.shape->family() == ShapeFamily::exact)
+        throw usage_error("--prompt-precision fast: the exact work shape keeps run.c's bits and has no tensor cores; "
+                          "drop one of --prompt-precision fast and --work-shape exact");
     options.schedule = a.schedule == "per-op" ? Schedule::per_op
                        : a.schedule == "token" ? Schedule::token
                                                : Schedule::automatic;

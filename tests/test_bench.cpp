@@ -542,6 +542,48 @@ TEST(BenchReport, APromptOnTensorCoresIsAShareOfTheirProbe) {
     EXPECT_EQ(tensor_core_products(ElementType::f16), 2);
 }
 
+// --prompt-precision: the report says which precision the prompt ran at, and where fast was asked but had
+// nothing to change, that it ran exact; fast's multiply-add is one TF32 product for f32 and f16 weights.
+TEST(BenchReport, ThePromptsPrecisionLabelsItsFigures) {
+    BenchResult r = sample_result();
+    r.prompt = 512;
+    r.run_prompt_tok_s = {1000};
+    r.prompt_tok_s = 1000;
+    r.prompt_tensor_cores = true;
+    r.device_mma_gops = 300000;
+    r.prompt_mma_pct = 25;
+    const std::string exact = format_bench_text(r);
+    EXPECT_NE(exact.find("precision:   exact (the default"), std::string::npos) << exact;
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(format_bench_json(r));
+    EXPECT_EQ(j.at("prompt_precision"), "exact");
+    EXPECT_EQ(j.at("prompt_precision_asked"), "exact");
+
+    r.prompt_precision_asked = r.prompt_precision = PromptPrecision::fast;
+    const std::string fast = format_bench_text(r);
+    for (const char* expect : {"precision:   fast (--prompt-precision fast", "GEMMs on tensor cores (1xTF32)",
+                               "taking 1 of its products (1xTF32)"})
+        EXPECT_NE(fast.find(expect), std::string::npos) << expect << "\n" << fast;
+    j = nlohmann::ordered_json::parse(format_bench_json(r));
+    EXPECT_EQ(j.at("prompt_precision"), "fast");
+    EXPECT_EQ(j.at("prompt_precision_asked"), "fast");
+    for (const ElementType type : {ElementType::f32, ElementType::f16, ElementType::q8_0, ElementType::q4_0})
+        EXPECT_EQ(tensor_core_products(type, PromptPrecision::fast), 1) << element_name(type);
+    EXPECT_EQ(tensor_core_name(ElementType::q8_0, PromptPrecision::fast), "int8");
+
+    // Asked, without effect: integer formats, and GEMMs off the tensor cores.
+    r.prompt_precision = PromptPrecision::exact;
+    r.config.weight_format = WeightFormat{ElementType::q8_0, 32};
+    EXPECT_NE(format_bench_text(r).find("exact: --prompt-precision fast changes nothing for integer formats"),
+              std::string::npos);
+    r.config.weight_format = WeightFormat{};
+    r.prompt_tensor_cores = false;
+    EXPECT_NE(format_bench_text(r).find("exact: --prompt-precision fast changes nothing for GEMMs off the tensor cores"),
+              std::string::npos);
+    j = nlohmann::ordered_json::parse(format_bench_json(r));
+    EXPECT_EQ(j.at("prompt_precision"), "exact");
+    EXPECT_EQ(j.at("prompt_precision_asked"), "fast");
+}
+
 // The bench subcommand as the CLI parses it (run_cli adds it with add_bench_command).
 namespace {
 
@@ -580,6 +622,17 @@ TEST(BenchCli, SyntheticPresetJsonAndText) {
     EXPECT_EQ(text.exit_code, 0);
     for (const char* part : {"tok/s", "bytes/token", "roofline", "host waits", "host->device"})
         EXPECT_NE(text.out.find(part), std::string::npos) << part << " in:\n" << text.out;
+}
+
+// --prompt-precision reaches the runtime, and the report says what ran: on a device without tensor cores
+// (PoCL) fast has nothing to change.
+TEST(BenchCli, PromptPrecisionIsReported) {
+    const CliRun run = run_bench_cli("bench --synthetic tiny -n 1 --runs 1 --probe-mib 4 --prompt 8 --json "
+                                     "--prompt-precision fast");
+    ASSERT_EQ(run.exit_code, 0);
+    const Json j = Json::parse(run.out);
+    EXPECT_EQ(j.at("prompt_precision_asked").get<std::string>(), "fast");
+    EXPECT_EQ(j.at("prompt_precision").get<std::string>(), j.at("prompt_tensor_cores").get<bool>() ? "fast" : "exact");
 }
 
 TEST(BenchCli, NoHostMirrorRefillsOnePinnedBufferPerChunk) {
@@ -749,7 +802,7 @@ TEST(BenchPrompt, PrefillRateFlopsAndProfile) {
     // with its SIMT cores' multiply-adds.
     if (r.prompt_tensor_cores) {
         EXPECT_GT(r.device_mma_gops, r.device_fma_gflops);
-        EXPECT_DOUBLE_EQ(r.prompt_mma_pct, r.prompt_gflops * tensor_core_products(c.weight_format.type) /
+        EXPECT_DOUBLE_EQ(r.prompt_mma_pct, r.prompt_gflops * tensor_core_products(c.weight_format.type, r.prompt_precision) /
                                                r.device_mma_gops * 100);
         EXPECT_EQ(j.at("device_mma_gops"), r.device_mma_gops);
         EXPECT_NE(text.find("tensor cores: "), std::string::npos) << text;

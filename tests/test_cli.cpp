@@ -118,6 +118,37 @@ TEST_F(CommandLine, RunCsModeFlagPicksTheCommand) {
     expect_error(run("generate", "-m story"), 2, {"story not in {generate,chat}"}, "-m story");
 }
 
+// --prompt-precision exact|fast on every command that runs a model on a device: a bad value names the flag
+// and both values; fast asks for a device (the CPU reference has no tensor cores) and is refused with the
+// exact work shape, whose bits are run.c's; the cpu shape has no tensor cores, and there it changes nothing.
+TEST_F(CommandLine, PromptPrecisionIsExactOrFast) {
+    for (const char* command : {"generate", "chat", "perplexity"}) {
+        const std::string input = std::string(command) == "perplexity" ? "-f /dev/null " : "-n 4 ";
+        expect_error(run(command, input + "--prompt-precision quick"), 2, {"--prompt-precision", "exact", "fast"},
+                     command);
+        expect_error(run(command, input + "--prompt-precision fast"), 2,
+                     {"--prompt-precision fast", "not to --backend cpu"}, command);
+    }
+    const CommandResult exact = run("generate", "-t 0 -n 30 -i hi");
+    ASSERT_EQ(exact.exit_code, 0) << exact.err;
+    const CommandResult asked = run("generate", "-t 0 -n 30 -i hi --prompt-precision exact");
+    EXPECT_EQ(asked.exit_code, 0) << asked.err;
+    EXPECT_EQ(asked.out, exact.out);
+    const std::string on_device = "generate " + quote(model) + " -z " + quote(tok) + " --backend opencl -t 0 -n 30 -i hi ";
+    expect_error(run_llama_cl(on_device + "--work-shape exact --prompt-precision fast"), 2,
+                 {"--prompt-precision fast", "--work-shape exact"}, "the exact work shape");
+    for (const char* shape : {"gpu", "cpu"}) {
+        const std::string flags = std::string("--work-shape ") + shape;
+        const CommandResult device_exact = run_llama_cl(on_device + flags);
+        ASSERT_EQ(device_exact.exit_code, 0) << device_exact.err;
+        const CommandResult device_fast = run_llama_cl(on_device + flags + " --prompt-precision fast");
+        EXPECT_EQ(device_fast.exit_code, 0) << device_fast.err;
+        if (std::string(shape) == "cpu") {
+            EXPECT_EQ(device_fast.out, device_exact.out);
+        }
+    }
+}
+
 // llama2.c's `run MODEL [flags]` with `run` replaced by llama-cl.
 TEST_F(CommandLine, AFileFirstRunsGenerateAsRunCDoes) {
     const CommandResult generate = run("generate", "-t 0 -n 30 -i hi");

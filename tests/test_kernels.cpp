@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -309,6 +310,70 @@ TEST(TensorCores, SplitOperandsKeepFp32Accuracy) {
                {"positions", positions}, {"accumulate", 0}});
         const auto got = h.download(out, static_cast<std::size_t>(positions) * rows);
         EXPECT_LE(bound_ratio([&](int p, int r) { return got[static_cast<std::size_t>(p) * rows + r]; }), 1.0);
+    }
+}
+
+// --prompt-precision fast: the tensor cores' GEMM of float weights takes one TF32 product a multiply-add,
+// a_hi b_hi. An operand rounded to TF32 (to nearest, 10 stored mantissa bits) is within 2^-11 of itself
+// relatively, so a product of two is within 2^-10 + 2^-22 of w x, and exact in the fp32 accumulator; a sum
+// of n of them is within (2^-10 + 2^-22 + 2 n 2^-24) sum |w x| of the dot product (the summation's share as
+// above). The emulation adds the products in k's order: its sums are fp32 fmas of the rounded operands, bit
+// for bit. Exact's split operands give other bits, within fp32's bound, which fast's exceed.
+TEST(TensorCores, FastPrecisionTakesOneTf32Product) {
+    const int n = 200, rows = 130, positions = 65;
+    std::mt19937 rng(78);
+    const auto w = random_vector(static_cast<std::size_t>(rows) * n, rng);
+    const auto in = random_vector(static_cast<std::size_t>(positions) * n, rng, -2.0f, 2.0f);
+    const auto tf32 = [](float x) {
+        return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) + 0x1000u) & 0xffffe000u);
+    };
+    Device& device = test_device();
+    for (const ElementType type : {ElementType::f32, ElementType::f16}) {
+        const WeightFormat format{type};
+        SCOPED_TRACE(format.describe());
+        KernelHarness& exact = harness(kTensorCoresEmulated, format);
+        KernelHarness fast(device, parse_launch_shape("gpu", device.info()), format, true, TensorCores::emulated, "",
+                           norm_eps_for(format), PromptPrecision::fast);
+        ASSERT_EQ(fast.kernels.prompt_precision(), PromptPrecision::fast);
+        ASSERT_EQ(exact.kernels.prompt_precision(), PromptPrecision::exact);
+        const auto product = [&](KernelHarness& h) {
+            const KernelHarness::Matrix m = h.upload_matrix(w, rows, n);
+            cl::Buffer out = h.upload(std::vector<float>(static_cast<std::size_t>(positions) * rows, kNaN));
+            const KernelSet::Launch l = h.kernels.gemm(KernelSet::Gemm::gemm, {rows}, positions);
+            h.run(*l.kernel, signatures::gemm, l.range,
+                  {{"w", m.buffer}, {"in", h.upload(in)}, {"out", out}, {"out_offset", 0}, {"n", n}, {"rows", rows},
+                   {"positions", positions}, {"accumulate", 0}});
+            return std::make_pair(m.widened(), h.download(out, static_cast<std::size_t>(positions) * rows));
+        };
+        const auto [widened, got] = product(fast);
+        const auto exact_got = product(exact).second;
+        // Worst error over the bound: fast's TF32 one, and fp32's (SplitOperandsKeepFp32Accuracy's).
+        double tf32_worst = 0, fp32_worst = 0;
+        int emulation_mismatches = 0;
+        for (int p = 0; p < positions; ++p) {
+            for (int r = 0; r < rows; ++r) {
+                double dot = 0, magnitude = 0;
+                float emulated = 0.0f;
+                for (int k = 0; k < n; ++k) {
+                    const float wk = widened[static_cast<std::size_t>(r) * n + k];
+                    const float xk = in[static_cast<std::size_t>(p) * n + k];
+                    dot += static_cast<double>(wk) * xk;
+                    magnitude += std::fabs(static_cast<double>(wk) * xk);
+                    emulated = std::fma(tf32(wk), tf32(xk), emulated);
+                }
+                const float value = got[static_cast<std::size_t>(p) * rows + r];
+                const double error = std::fabs(value - dot);
+                tf32_worst = std::max(tf32_worst, error / ((std::ldexp(1.0, -10) + std::ldexp(1.0, -22) +
+                                                            2.0 * n * std::ldexp(1.0, -24)) * magnitude));
+                fp32_worst = std::max(fp32_worst,
+                                      error / ((2.0 * n * std::ldexp(1.0, -24) + std::ldexp(1.0, -20)) * magnitude));
+                if (std::bit_cast<std::uint32_t>(value) != std::bit_cast<std::uint32_t>(emulated)) ++emulation_mismatches;
+            }
+        }
+        EXPECT_LE(tf32_worst, 1.0);
+        EXPECT_GT(fp32_worst, 1.0) << "fast's sums are within fp32's bound: not one TF32 product";
+        EXPECT_EQ(emulation_mismatches, 0) << "of " << positions * rows << " sums";
+        EXPECT_NE(got, exact_got);
     }
 }
 

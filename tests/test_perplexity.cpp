@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "llamacl/device_forward.hpp"
 #include "llamacl/perplexity.hpp"
 #include "llamacl/reference.hpp"
 #include "llamacl/tokenizer.hpp"
@@ -140,4 +142,41 @@ TEST(Perplexity, TokenNllIsTheLogSoftmaxInDouble) {
     EXPECT_NEAR(token_nll(logits, 0), 99.0, 1e-12);  // exp(100) alone would overflow a float
     const std::vector<float> even = {0.5f, 0.5f, 0.5f, 0.5f};
     EXPECT_NEAR(token_nll(even, 2), std::log(4.0), 1e-15);
+}
+
+// The bound docs/benchmarks.md states for --prompt-precision fast: its mean NLL within 2^-10 of exact's,
+// relatively, the error bound of one TF32 product (an operand's 2^-11 twice). Not a theorem (the model's
+// norms and softmax could amplify the products' errors), but what single-pass TF32 should keep.
+constexpr double kFastNllBound = 0x1p-10;
+
+// --prompt-precision fast against exact on stories260K (a trained model) over the shared text, in one
+// window, the prompt's GEMMs on tensor cores (emulated here, as the "gpu" shape runs them on NVIDIA's GPUs):
+// fast's mean NLL moves, by at most kFastNllBound of exact's (docs/benchmarks.md states it). Without tensor
+// cores fast has nothing to change: the same NLL, to the bit.
+TEST(PromptPrecision, FastMovesTheNllWithinItsBound) {
+    LLAMACL_REQUIRE_SHARED(shared);
+    const Checkpoint ck = Checkpoint::open((shared / "models/stories260K.bin").string());
+    std::ifstream file(shared / "reference/gguf/text1.txt", std::ios::binary);
+    const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+    const std::vector<int> tokens =
+        Tokenizer::load((shared / "models/tok512.bin").string(), ck.config().vocab_size).encode(text, true, false);
+    const int context = static_cast<int>(tokens.size());
+    ASSERT_LE(context, ck.config().seq_len);
+    Device device = Device::open("", "");
+    const auto mean_nll = [&](TensorCores tensor_cores, PromptPrecision precision) {
+        DeviceOptions options;
+        options.shape = parse_launch_shape("gpu", device.info());
+        options.tensor_cores = tensor_cores;
+        options.prompt_precision = precision;
+        DeviceForward model(device, ck, options);
+        EXPECT_EQ(model.prompt_precision(), tensor_cores == TensorCores::never ? PromptPrecision::exact : precision);
+        return perplexity(model, tokens, {context, context}).mean_nll;
+    };
+    const double exact = mean_nll(TensorCores::emulated, PromptPrecision::exact);
+    const double fast = mean_nll(TensorCores::emulated, PromptPrecision::fast);
+    std::printf("stories260K, %d tokens: mean NLL exact %.9f, fast %.9f, difference %.3g (relative %.3g)\n",
+                context - 1, exact, fast, fast - exact, (fast - exact) / exact);
+    EXPECT_NE(fast, exact);
+    EXPECT_LE(std::fabs(fast - exact), kFastNllBound * exact);
+    EXPECT_EQ(mean_nll(TensorCores::never, PromptPrecision::fast), mean_nll(TensorCores::never, PromptPrecision::exact));
 }

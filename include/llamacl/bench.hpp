@@ -60,11 +60,12 @@ double prefill_flops(const Config& config, int prompt);
 double prefill_bytes(const Config& config, int prompt, int batch);
 // The instruction prefill's GEMMs issue on tensor cores for `weights`' format: int8 for Q8_0, TF32 else.
 MmaOperands tensor_core_operands(ElementType weights);
-// The tensor cores' products a multiply-add of prefill's GEMMs takes for `weights`' format
-// (kernels/tensor_cores.cl): 3 TF32 ones for f32, 2 for f16 (a half is a TF32 value), one int8 for Q8_0.
-int tensor_core_products(ElementType weights);
-// Those products by name: "3xTF32", "2xTF32" or "int8".
-std::string tensor_core_name(ElementType weights);
+// The tensor cores' products a multiply-add of prefill's GEMMs takes for `weights`' format at `precision`
+// (kernels/tensor_cores.cl): exact takes 3 TF32 ones for f32, 2 for f16 (a half is a TF32 value); fast one
+// TF32 for both; one int8 for Q8_0 and Q4_0 at either.
+int tensor_core_products(ElementType weights, PromptPrecision precision = PromptPrecision::exact);
+// Those products by name: "3xTF32", "2xTF32", "1xTF32" or "int8".
+std::string tensor_core_name(ElementType weights, PromptPrecision precision = PromptPrecision::exact);
 
 struct BenchOptions {
     int prompt = 0;            // --prompt: positions of a prefill timed per run (0: none)
@@ -129,6 +130,8 @@ struct BenchResult {
     double prompt_gflops = 0;              // prefill_flops x prompt_tok_s / prompt
     double prompt_fma_pct = 0;             // prompt_gflops / device_fma_gflops x 100
     bool prompt_tensor_cores = false;      // the prefill's GEMMs ran on tensor cores (KernelSet::tensor_cores)
+    PromptPrecision prompt_precision_asked = PromptPrecision::exact;  // --prompt-precision
+    PromptPrecision prompt_precision = PromptPrecision::exact;        // as run (DeviceForward::prompt_precision)
     double device_mma_gops = 0;            // measure_mma_gops of their instruction (0: not on tensor cores)
     double prompt_mma_pct = 0;             // prompt_gflops x tensor_core_products / device_mma_gops x 100
     std::vector<CommandProfile> prompt_profile;  // per prompt position

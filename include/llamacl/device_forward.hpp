@@ -109,6 +109,8 @@ public:
     const LaunchShape& shape() const { return kernels_.shape(); }
     // Whether prefill's GEMMs run on tensor cores (KernelSet::tensor_cores).
     bool tensor_cores() const { return kernels_.tensor_cores(); }
+    // The precision they run at (KernelSet::prompt_precision: fast only where it takes effect).
+    PromptPrecision prompt_precision() const { return kernels_.prompt_precision(); }
     // Whether tokens run as one launch of the token kernel, and if not, why not.
     bool token_schedule() const { return token_ != nullptr; }
     int token_groups() const { return token_ ? token_->groups() : 0; }  // the token kernel's launch, 0 without

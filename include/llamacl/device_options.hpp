@@ -13,6 +13,17 @@ namespace llamacl {
 // (automatic), always one command per step (per_op), or the token kernel or an error (token).
 enum class Schedule { automatic, per_op, token };
 
+// Whether prefill's GEMMs run on tensor cores (kernels/tensor_cores.cl): where the device has them, never
+// (the portable path everywhere), or emulated (tests: the tensor-core kernels on any device, the
+// instruction computed through local memory).
+enum class TensorCores { where_present, never, emulated };
+
+// The accuracy of prefill's GEMMs of float weights (f32, f16) on tensor cores: exact (3xTF32, or 2 for f16:
+// about fp32's), or fast (one TF32 product, as llama.cpp's cuBLAS takes them). Integer formats, decode,
+// and GEMMs without tensor cores (the portable and CPU kernels) are the same in both.
+enum class PromptPrecision { exact, fast };
+inline const char* prompt_precision_name(PromptPrecision p) { return p == PromptPrecision::fast ? "fast" : "exact"; }
+
 struct DeviceOptions {
     int layers_per_offload = 0;          // 0: the largest K that fits the capacity contract
     Finalize finalize = Finalize::device;
@@ -21,7 +32,8 @@ struct DeviceOptions {
     bool host_mirror = true;             // streaming: allow a pinned host mirror (see weight_staging.hpp)
     Schedule schedule = Schedule::automatic;
     int positions = 0;                   // the positions the run can reach; 0: the model's seq_len
-    bool tensor_cores = true;            // prefill's GEMMs on tensor cores where the device has them
+    TensorCores tensor_cores = TensorCores::where_present;  // prefill's GEMMs on tensor cores
+    PromptPrecision prompt_precision = PromptPrecision::exact;
 };
 
 }  // namespace llamacl

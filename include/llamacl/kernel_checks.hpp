@@ -66,7 +66,8 @@ class KernelHarness {
 public:
     KernelHarness(Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
                   bool warp_shuffles = true, TensorCores tensor_cores = TensorCores::where_present,
-                  const std::string& build_options = "", float norm_eps = Config{}.norm_eps);
+                  const std::string& build_options = "", float norm_eps = Config{}.norm_eps,
+                  PromptPrecision precision = PromptPrecision::exact);
 
     Device& device;
     KernelSet kernels;

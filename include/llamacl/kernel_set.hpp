@@ -11,6 +11,7 @@
 
 #include "llamacl/checkpoint.hpp"
 #include "llamacl/device.hpp"
+#include "llamacl/device_options.hpp"  // TensorCores, PromptPrecision
 #include "llamacl/launch_shape.hpp"
 #include "llamacl/weight_format.hpp"
 
@@ -104,20 +105,17 @@ GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int co
 constexpr GemmTileRule kTensorCoreTileRule = {70, 0};
 constexpr GemmTileRule kPortableTileRule = {100, 80};
 
-// Whether prefill's GEMMs run on tensor cores (kernels/tensor_cores.cl): where the device has them, never
-// (the portable path everywhere), or emulated (tests: the tensor-core kernels on any device, the
-// instruction computed through local memory).
-enum class TensorCores { where_present, never, emulated };
-
 class KernelSet {
 public:
     // Kernels for matrices of `weights`' format (and its QuantRule), normalizing with `norm_eps` (the
     // model's Config::norm_eps). `warp_shuffles` false builds every reduction through local memory even
     // where the device offers warp shuffles (tests: warp_shuffles() says the same bits either way).
-    // `build_options` are added to every build (tests: -cl-kernel-arg-info).
+    // `build_options` are added to every build (tests: -cl-kernel-arg-info). `precision` is the tensor-core
+    // GEMMs' of float weights (PROMPT_FAST in gemm_gpu.cl); it changes nothing else.
     KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
               bool warp_shuffles = true, const std::string& build_options = "",
-              TensorCores tensor_cores = TensorCores::where_present, float norm_eps = Config{}.norm_eps);
+              TensorCores tensor_cores = TensorCores::where_present, float norm_eps = Config{}.norm_eps,
+              PromptPrecision precision = PromptPrecision::exact);
 
     const LaunchShape& shape() const { return shape_; }
     // How the matrices lie in device memory for these kernels (WeightStaging writes them so).
@@ -235,6 +233,9 @@ public:
     // and int8 mma.sync), for float weights and Q8_0 in groups of a multiple of kQ8MmaStep, unless asked
     // never to; or emulated.
     bool tensor_cores() const { return tensor_cores_; }
+    // The precision prefill's GEMMs run at: fast only where asked and it takes effect (tensor cores, a GPU
+    // shape, float weights); else exact.
+    PromptPrecision prompt_precision() const { return prompt_precision_; }
 
     // The program holding the token kernel (kernels/token.cl, token_cpu.cl) for a model, `model_options`
     // giving its shape as -D options (and any option of the device's own compiler), dim and hidden_dim
@@ -276,6 +277,7 @@ private:
     std::string standard_;  // "-cl-std=" of every build
     bool warp_shuffles_;
     bool tensor_cores_;
+    PromptPrecision prompt_precision_;
     std::string matvec_options_;  // the matrix-vector builds' register cap
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups

@@ -20,12 +20,13 @@ struct RuntimeArgs {
     bool no_host_mirror = false;      // streaming: never keep a pinned copy of the layers
     std::string schedule;             // empty: auto
     bool no_tensor_cores = false;     // prefill's GEMMs on the portable path even where tensor cores are
+    std::string prompt_precision;     // empty: exact
 
     // Whether any option that only means something on an OpenCL device was given, and their names.
     bool shapes_the_runtime() const;
     static constexpr const char* device_only_options =
-        "--layers-per-offload, --work-shape, --max-device-memory, --no-host-mirror, --no-tensor-cores, --finalize "
-        "and --schedule";
+        "--layers-per-offload, --work-shape, --max-device-memory, --no-host-mirror, --no-tensor-cores, "
+        "--prompt-precision fast, --finalize and --schedule";
 };
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
