@@ -98,7 +98,9 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     // the head when head_size allows it.
     const float scale = sqrt((float)head_size);
     const int chunks = (pos + chunk_len) / chunk_len;
-    const int h = unit / chunks, chunk = unit % chunks;
+    // Remainders here are taken as products: a / and % pair of one operand compiles to LLVM's `freeze`,
+    // which Oclgrind cannot run.
+    const int h = unit / chunks, chunk = unit - h * chunks;
     const int t0 = chunk * chunk_len, t1 = min(t0 + chunk_len, pos + 1);  // this group's positions
     const int lid = get_local_id(0);
     __global const float* qh = q + h * head_size;
@@ -109,12 +111,12 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     const int cols = vec ? head_size / 4 : head_size;
     const int span = cols < LOCAL ? cols : LOCAL;  // work-items per position slice
     const int parts = LOCAL / span;                // position slices summed in parallel
-    const int part = lid / span;
+    const int part = lid / span, column = lid - part * span;
     float4 v[VALUE_BATCH];  // a batch of values
 #ifdef FEW_GROUPS
     // The token kernel's few work-groups wait on memory at every link of the chain; the first batch of
     // values does not depend on the scores, so it is loaded with the keys.
-    load_values(v, value_cache, t0 + part, part < parts ? t1 : t0, parts, lid % span, kv_dim, kv_off, vec);
+    load_values(v, value_cache, t0 + part, part < parts ? t1 : t0, parts, column, kv_dim, kv_off, vec);
     int loaded = 1;
 #else
     int loaded = 0;
@@ -124,10 +126,10 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     // with few work-items each waiting on a chain of loads.
     const int slices = vec ? min(KEY_SLICES, LOCAL) : 1;
     const int per_pass = LOCAL / slices;  // positions scored per pass
-    const int slice = lid % slices;
+    const int slot = lid / slices, slice = lid - slot * slices;  // this work-item's position in a pass, its slice
     float local_max = -INFINITY;
     for (int base = t0; base < t1; base += per_pass) {  // the same passes for every work-item (barriers)
-        const int t = base + lid / slices;
+        const int t = base + slot;
         float piece = 0.0f;  // this work-item's slice of the score
         if (t < t1) {
             __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
@@ -179,7 +181,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     // Every work-item runs the same iterations (a barrier inside a loop must be reached uniformly, even
     // when the branch around it is not taken); `active` says whether this one has a column this round.
     for (int c0 = 0; c0 < cols; c0 += span) {
-        const int c = c0 + lid % span;
+        const int c = c0 + column;
         const int active = c < cols && part < parts;
         float4 acc = (float4)(0.0f);
         if (active) {
@@ -197,7 +199,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
             partial[lid] = acc;
             barrier(CLK_LOCAL_MEM_FENCE);
             if (part == 0)
-                for (int p = 1; p < parts; p++) acc += partial[p * span + lid % span];
+                for (int p = 1; p < parts; p++) acc += partial[p * span + column];
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         if (part != 0 || c >= cols) continue;  // the first slice holds the total (with parts == 1, the only one)

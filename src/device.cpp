@@ -501,6 +501,12 @@ Device Device::as_opencl_1_2() const {
     return device;
 }
 
+Device Device::with_local_memory(std::uint64_t bytes) const {
+    Device device = *this;
+    device.info_.local_mem_bytes = bytes;
+    return device;
+}
+
 cl::Buffer Device::allocate(std::size_t bytes, const std::string& what, cl_mem_flags flags) const {
     return buffer(bytes, what, flags, nullptr);
 }

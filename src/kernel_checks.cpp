@@ -1048,10 +1048,13 @@ KernelCheckResult check_swiglu(KernelHarness& h) {
     return result;
 }
 
-std::vector<KernelCheck> kernel_checks(const KernelHarness& h) {
+std::vector<KernelCheck> kernel_checks(KernelHarness& h) {
     std::vector<KernelCheck> checks = {check_attn_qkv_rope, check_attention,    check_attention_long_context,
                                        check_matvec_residual, check_ffn_gate_up, check_classifier,
                                        check_greedy_argmax};
+    // A GPU shape whose smallest GEMM tile does not fit the device runs a prompt position by position, on
+    // decode's kernels (KernelSet::prefill_possible): prefill's kernels never run there.
+    if (h.kernels.shape().gpu_family() && !h.kernels.gemm_tile_runs(kOwnGemmTile)) return checks;
     // Prefill's, in the order a layer's batch runs them.
     checks.push_back(check_rmsnorm_rows);
     if (h.weights.quantized()) checks.push_back(check_quantize_rows);

@@ -348,7 +348,11 @@ KernelSet::GemmBuild& KernelSet::gemm_build(GemmTile tile) {
     return gemm_builds_.emplace(tile, runs).first->second;
 }
 
-bool KernelSet::gemm_tile_runs(GemmTile tile) { return shape_.gpu_family() && gemm_build(tile).tile == tile; }
+bool KernelSet::gemm_tile_runs(GemmTile tile) {
+    if (!shape_.gpu_family()) return false;
+    const GemmBuild& build = gemm_build(tile);
+    return build.tile == tile && fits(build);  // (the smallest tile's build is not checked when it is made)
+}
 
 KernelSet::Range KernelSet::per_position(int width, int positions) const {
     const std::size_t local = static_cast<std::size_t>(shape_.local_size);

@@ -38,9 +38,11 @@ namespace {
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // One device, one harness per launch shape (built once per process).
+// The device and the harnesses below are never destroyed: releasing OpenCL objects from exit's destructors
+// runs after the implementation's own teardown has begun (Oclgrind's LLVM state, which then corrupts the heap).
 Device& test_device() {
-    static Device device = Device::open("", "");  // PoCL in CI
-    return device;
+    static Device* device = new Device(Device::open("", ""));  // PoCL in CI
+    return *device;
 }
 
 const std::string kTensorCoresEmulated = "tensor_cores_emulated";
@@ -54,7 +56,7 @@ const std::string kPortableGemm = "gpu_portable_gemm", kGemmStepsOf16 = "gpu_por
 float norm_eps_for(const WeightFormat& weights) { return weights.rule == QuantRule::ggml ? 1e-6f : Config{}.norm_eps; }
 
 KernelHarness& harness(const std::string& shape_name, const WeightFormat& weights) {
-    static std::map<std::pair<std::string, std::string>, std::unique_ptr<KernelHarness>> cache;
+    static auto& cache = *new std::map<std::pair<std::string, std::string>, std::unique_ptr<KernelHarness>>;
     auto& h = cache[{shape_name, weights.describe() + (weights.rule == QuantRule::ggml ? " ggml" : "")}];
     if (!h) {
         Device& device = test_device();
@@ -224,6 +226,22 @@ TEST(GemmTile, ATileTheDeviceCannotRunTakesTheSmallestTilesBuild) {
     EXPECT_EQ(asked.range.global[1], 2u * asked.range.local[1]);
     // A CPU shape has no tiles to choose.
     EXPECT_FALSE(harness("cpu", WeightFormat{}).kernels.gemm_tile_runs(kOwnGemmTile));
+}
+
+// A GPU whose local memory holds no GEMM tile (16 KiB: the smallest, 64 x 64, takes 17 KiB on PoCL) runs none:
+// its prompt goes position by position (prefill_possible), so check's kernel rung leaves prefill's kernels
+// out, and what it checks passes.
+TEST(GemmTile, ADeviceThatHoldsNoTileRunsNoneAndChecksNoPrefillKernel) {
+    Device device = test_device().with_local_memory(16 * 1024);
+    KernelHarness h(device, parse_launch_shape("gpu", device.info()));
+    for (const GemmTile& tile : kGemmTiles) EXPECT_FALSE(h.kernels.gemm_tile_runs(tile));
+    EXPECT_FALSE(h.kernels.prefill_possible(Config{64, 128, 1, 4, 4, 32, 16, true}));
+    const std::vector<KernelCheck> checks = kernel_checks(h);
+    EXPECT_EQ(checks.size(), 7u);
+    EXPECT_EQ(std::count(checks.begin(), checks.end(), KernelCheck{check_gemm}), 0);
+    for (const KernelCheckResult& r : check_all_kernels(h)) EXPECT_TRUE(r.passed()) << r.name << ": " << r.failures.front();
+    // The device's own local memory holds the smallest tile.
+    EXPECT_TRUE(harness("gpu", WeightFormat{}).kernels.gemm_tile_runs(kOwnGemmTile));
 }
 
 // The rule that gives short matrices more work-items per row: double while the launch has fewer groups

@@ -65,6 +65,8 @@ public:
 
     // This device as an OpenCL 1.2 one uses it (no memory scopes): what an old device lacks, on this one.
     Device as_opencl_1_2() const;
+    // This device as one with only `bytes` of local memory uses it (a small GPU's, on this one).
+    Device with_local_memory(std::uint64_t bytes) const;
 
     const DeviceInfo& info() const { return info_; }
     cl::Context& context() { return context_; }

@@ -174,8 +174,9 @@ KernelCheckResult check_swiglu(KernelHarness& h);
 
 using KernelCheck = KernelCheckResult (*)(KernelHarness&);
 // The checks of h's kernels: decode's in the forward pass's order, then prefill's (quantize_rows for
-// Q8_0 builds alone): what `check`'s kernel rung runs and the tests enumerate.
-std::vector<KernelCheck> kernel_checks(const KernelHarness& h);
+// Q8_0 builds alone; none where prefill runs position by position): what `check`'s kernel rung runs and
+// the tests enumerate.
+std::vector<KernelCheck> kernel_checks(KernelHarness& h);
 std::vector<KernelCheckResult> check_all_kernels(KernelHarness& h);
 
 }  // namespace llamacl
