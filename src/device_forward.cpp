@@ -138,7 +138,9 @@ std::span<float> DeviceForward::result_logits() {
 std::span<float> DeviceForward::prefill(std::span<const int> tokens, int first, const LogitsObserver& each) {
     if (tokens.empty() || first < 0 || first + tokens.size() > static_cast<std::size_t>(c_.seq_len))
         throw std::invalid_argument("prefill: positions outside the context, or no token");
-    if (fault_ || !kernels_.prefill_possible(c_)) return Forward::prefill(tokens, first, each);
+    // A prompt of one position (generate without -i) runs as a token does: the same work, without the
+    // prefill kernels that a cold start would compile for it.
+    if (fault_ || tokens.size() == 1 || !kernels_.prefill_possible(c_)) return Forward::prefill(tokens, first, each);
     const std::size_t row_bytes = static_cast<std::size_t>(c_.dim) * sizeof(float);
     std::span<float> logits;
     try {

@@ -440,6 +440,28 @@ TEST(TokenSchedule, LogitsMatchTheReference) {
     }
 }
 
+// A prompt of one position (generate without -i) runs as a token does, so a cold start compiles none of
+// prefill's kernels for it; two positions take prefill's batch.
+TEST(DeviceForwardPrefill, OnePositionRunsAsAToken) {
+    Device device = open_test_device();
+    TempDir dir;
+    const Config c{36, 100, 2, 6, 2, 300, 24, true};
+    const Checkpoint ck = Checkpoint::open(write_model(dir, c, 0, 13).string());
+    DeviceForward dev(device, ck, DeviceOptions{});
+    ReferenceForward ref(ck);
+    std::vector<LaunchRecord> log;
+    dev.record_launches(&log);
+    const std::span<float> got = dev.prefill(std::vector<int>{1}, 0);
+    const std::vector<float> one(got.begin(), got.end());
+    const auto batched = [](const LaunchRecord& r) { return r.command == Command::write_embeddings; };
+    EXPECT_EQ(std::count_if(log.begin(), log.end(), batched), 0);
+    const std::span<float> want = ref.prefill(std::vector<int>{1}, 0);
+    EXPECT_LT(relative_error(one, std::vector<float>(want.begin(), want.end())), 1e-4);
+    log.clear();
+    dev.prefill(std::vector<int>{1, 50}, 0);
+    EXPECT_EQ(std::count_if(log.begin(), log.end(), batched), 1);
+}
+
 // An OpenCL 1.2 device (the test device used as one) has no memory scopes: every shape builds as OpenCL C
 // 1.2 without device fences, runs per op and batches prompts, and matches the reference.
 TEST(OpenCl12Device, PerOpAndPromptPathsMatchTheReference) {
