@@ -3,19 +3,29 @@
 // needs nothing from the host and the host can enqueue positions ahead of the ones it reads
 // (device_forward.hpp, "greedy decoding").
 
+// The mark for a non-finite logit: KernelSet passes kNonFiniteToken (kernel_set.hpp); builds without one
+// (a device's whole source, tests) take its value here.
+#ifndef NON_FINITE_TOKEN
+#define NON_FINITE_TOKEN (-2)
+#endif
+
 // Whether candidate i (value v) is chosen over candidate j (value w) by run.c's argmax, which starts from
-// index 0 and moves only to a strictly larger value: the first largest wins, a NaN never takes the lead,
-// and a NaN at index 0 is never left (nothing compares larger). -1 is no candidate. As an order on
-// (value, index) pairs it does not depend on how the candidates are split and combined.
+// index 0 and moves only to a strictly larger value: the first largest wins. -1 is no candidate;
+// NON_FINITE_TOKEN (a logit that is NaN or infinite: the host ends the run there, as on its own logits)
+// wins over everything. As an order on (value, index) pairs it does not depend on how the candidates are
+// split and combined.
 inline int argmax_before(float v, int i, float w, int j) {
+    if (j == NON_FINITE_TOKEN) return 0;
+    if (i == NON_FINITE_TOKEN) return 1;
     if (i < 0) return 0;
-    if (isnan(v)) return i == 0;  // only index 0's NaN is ever chosen, and then over anything
     if (j < 0) return 1;
-    return v > w || (v == w && i < j);  // false against index 0's NaN, which is kept
+    return v > w || (v == w && i < j);
 }
 
-// Makes candidate (v, i) the work-item's best (*best_v, *best_i) if argmax_before says so.
+// Makes candidate (v, i) the work-item's best (*best_v, *best_i) if argmax_before says so, a non-finite
+// logit as NON_FINITE_TOKEN.
 inline void argmax_keep(float v, int i, __private float* best_v, __private int* best_i) {
+    if (i >= 0 && !isfinite(v)) i = NON_FINITE_TOKEN;
     if (argmax_before(v, i, *best_v, *best_i)) {
         *best_v = v;
         *best_i = i;
@@ -57,29 +67,30 @@ UNIT_FUNCTION int argmax_unit(__global const float* values, __global const int* 
 }
 
 // Work-group `g` of `groups`: the index of the largest of its share of the `count` logits goes to
-// partial[g] (-1 when its share holds only NaNs).
+// partial[g] (NON_FINITE_TOKEN where the share holds a NaN or an infinity, -1 where it is empty).
 UNIT_FUNCTION void argmax_share_unit(int g, int groups, __global const float* logits, int count,
                                      __global int* partial, __local float* value_scratch, __local int* index_scratch) {
     const int per_group = (count + groups - 1) / groups, first = g * per_group;
     const int share = max(0, min(per_group, count - first));
 #if SHAPE_FAMILY != SHAPE_GPU
     // CPU families: a work-item takes a run of the share, 16 logits at a time, each lane keeping its best as
-    // argmax_keep does (a lane's later candidates have larger indices, so a tie never moves it), then the
-    // lanes' bests in turn.
+    // argmax_keep does (a lane's later candidates have larger indices, so a tie never moves it) and noting
+    // a non-finite logit, then the lanes' bests in turn.
     const int per_item = (share + LOCAL - 1) / LOCAL, begin = first + get_local_id(0) * per_item;
     const int end = min(first + share, begin + per_item);
     floatw lane_v = (floatw)(0.0f);
-    int16 lane_i = (int16)(-1);
+    int16 lane_i = (int16)(-1), non_finite = (int16)(0);
     int k = begin;
     for (; k + 16 <= end; k += 16) {
         const floatw v = vloadw(logits + k);
         const int16 i = (int16)(k) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        const int16 take = select(lane_i < 0 | v > lane_v, i == 0, isnan(v));
+        non_finite |= !isfinite(v);
+        const int16 take = lane_i < 0 | v > lane_v;
         lane_v = select(lane_v, v, take);
         lane_i = select(lane_i, i, take);
     }
     float best_v = 0.0f;
-    int best_i = -1;
+    int best_i = any(non_finite) ? NON_FINITE_TOKEN : -1;
     for (int l = 0; l < 16; l++) argmax_keep(((float*)&lane_v)[l], ((int*)&lane_i)[l], &best_v, &best_i);
     for (; k < end; k++) argmax_keep(logits[k], k, &best_v, &best_i);
     const int winner = argmax_reduce(best_v, best_i, value_scratch, index_scratch);
@@ -105,7 +116,7 @@ UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const 
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = index_scratch[0];
-    // No token (no candidate, or a forced token of -1): nothing to copy. (A token kernel that gave up never
+    // No token (no candidate, a non-finite logit, or a forced token of -1): nothing to copy. (A token kernel that gave up never
     // gets here: the work-group that would is the last to finish, and one that gave up never finishes.)
     if (next < 0) return;
     for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = ROW_ELEMENT(WEIGHT_ROW(table, next, dim), i, dim);

@@ -543,6 +543,7 @@ int DeviceForward::next(int pos) {
         }
         const int token = static_cast<const cl_int*>(g.read_back->data())[pos + 1];
         if (token >= 0) return g.current = token;
+        if (token == kNonFiniteToken) throw NonFiniteLogits(pos);
 
         // The token kernel gave up at position pos (every position before it is done), and so did every
         // launch after it. Once they are done, run them again from pos: its token's embedding in x, and the

@@ -1,6 +1,25 @@
 #include "llamacl/forward.hpp"
 
+#include <cmath>
+#include <string>
+
 namespace llamacl {
+
+namespace {
+
+std::string non_finite_text(int pos, const std::string& what) {
+    return "position " + std::to_string(pos) + ": the logits hold " + what +
+           ", so the model computes garbage from here on; run llama-cl check on the model to find the cause";
+}
+
+}  // namespace
+
+NonFiniteLogits::NonFiniteLogits(int pos, std::size_t index, float value)
+    : Error(non_finite_text(pos, std::string(std::isnan(value) ? "NaN" : value > 0 ? "infinity" : "-infinity") +
+                                     " (the logit of token " + std::to_string(index) + ")")),
+      pos_(pos) {}
+
+NonFiniteLogits::NonFiniteLogits(int pos) : Error(non_finite_text(pos, "NaN or an infinity")), pos_(pos) {}
 
 const char* op_name(Op op) {
     switch (op) {

@@ -47,13 +47,6 @@ std::vector<int> encode_prompt(const Tokenizer& tokenizer, const std::string& pr
     return tokens;
 }
 
-NonFiniteLogits::NonFiniteLogits(int pos, std::size_t index, float value)
-    : Error("position " + std::to_string(pos) + ": the logits hold " +
-            (std::isnan(value) ? "NaN" : value > 0 ? "infinity" : "-infinity") + " (the logit of token " +
-            std::to_string(index) +
-            "), so the model computes garbage from here on; run llama-cl check on the model to find the cause"),
-      pos_(pos) {}
-
 std::span<float> require_finite_logits(std::span<float> logits, int pos) {
     const auto bad = std::find_if(logits.begin(), logits.end(), [](float l) { return !std::isfinite(l); });
     if (bad != logits.end()) throw NonFiniteLogits(pos, static_cast<std::size_t>(bad - logits.begin()), *bad);

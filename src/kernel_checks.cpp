@@ -563,9 +563,9 @@ KernelCheckResult check_classifier(KernelHarness& h) {
 
 // ---------------------------------------------------------------------------------------------------
 // Greedy decoding's argmax and argmax_embed (greedy.cl) against sample_argmax (run.c's rule): ties,
-// signed zeros, infinities and NaNs, lengths below and past the launch's work-items; then the chosen
-// token's embedding row in x, bit for bit. Without `choose` the token already in the sequence stays and
-// its row is embedded.
+// signed zeros, lengths below and past the launch's work-items; then the chosen token's embedding row in
+// x, bit for bit. Logits holding a NaN or an infinity choose kNonFiniteToken and leave x as it was.
+// Without `choose` the token already in the sequence stays and its row is embedded.
 
 KernelCheckResult check_greedy_argmax(KernelHarness& h) {
     KernelCheckResult result("argmax_embed");
@@ -590,7 +590,9 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
         std::vector<float> logits(n);
         for (float& v : logits) v = pool[rng() % (trial % 2 ? pool.size() : 4)];  // odd: the whole pool
         if (trial % 3 == 0) logits[rng() % n] = 3.0f;                              // one clear maximum
-        const int expected = sample_argmax(logits);
+        const bool finite = std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); });
+        const int expected = finite ? sample_argmax(logits) : kNonFiniteToken;
+        const std::vector<float> x_before = h.download(x_b, dim);
         cmp.context = "trial " + std::to_string(trial) + ", " + std::to_string(n) + " logits, expected " +
                       std::to_string(expected);
         const auto stored = h.upload_matrix(random_vector(static_cast<std::size_t>(n) * dim, rng), n, dim);
@@ -605,10 +607,11 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
                {"pos", pos}, {"table", table_b}, {"x", x_b}, {"dim", dim}});
         const cl_int chosen = read_token();
         if (!cmp.expect(chosen == expected, "argmax chose " + std::to_string(chosen))) return result;
-        cmp.expect(h.download(x_b, dim) == row(table, expected), "x is not the chosen token's embedding row");
+        cmp.expect(h.download(x_b, dim) == (finite ? row(table, expected) : x_before),
+                   finite ? "x is not the chosen token's embedding row" : "x changed without a token");
 
         // Without choose: the token in the sequence (the one just chosen, or another written there) stays.
-        const cl_int forced = (expected + 1) % n;
+        const cl_int forced = finite ? (expected + 1) % n : 0;
         h.device.queue().enqueueWriteBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof forced, &forced);
         h.run(h.kernels.argmax_embed, signatures::argmax_embed, h.kernels.groups(1),
               {{"logits", logits_b}, {"partial", partial_b}, {"groups", groups}, {"choose", 0}, {"tokens", tokens_b},

@@ -104,7 +104,8 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     const cl_device_fp_config fp = device.device().getInfo<CL_DEVICE_SINGLE_FP_CONFIG>();
     if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) common_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
     if (glibc_expf()) common_options_ += glibc_expf_option();
-    common_options_ += " -DLOCAL_MEM_BYTES=" + std::to_string(device.info().local_mem_bytes);
+    common_options_ += " -DLOCAL_MEM_BYTES=" + std::to_string(device.info().local_mem_bytes) +
+                       " -DNON_FINITE_TOKEN=(" + std::to_string(kNonFiniteToken) + ")";
     if (tensor_cores_) common_options_ += tensor_cores == TensorCores::emulated ? " -DGEMM_MMA -DMMA_EMULATE" : " -DGEMM_MMA";
     if (prompt_precision_ == PromptPrecision::fast) common_options_ += " -DPROMPT_FAST";
     if (!build_options.empty()) common_options_ += " " + build_options;

@@ -54,10 +54,15 @@ protected:
     }
 };
 
+// On a device too, greedy decoding's argmax included (-t 0: the logits stay on the device), on each
+// schedule.
 TEST_F(NonFinite, GenerateEndsAtTheFirstNonFiniteLogit) {
     write_float(model, wq_offset(c, 5), std::numeric_limits<float>::quiet_NaN());
+    for (const std::string backend : {"--backend cpu", "--backend opencl", "--backend opencl --schedule per-op",
+                                      "--backend opencl --work-shape gpu"})
     for (const char* t : {"0", "1"}) {
-        const CommandResult r = run_llama_cl(run_args("generate") + " -n 8 --backend cpu -t " + t);
+        SCOPED_TRACE(backend + " -t " + t);
+        const CommandResult r = run_llama_cl(run_args("generate") + " -n 8 " + backend + " -t " + t);
         EXPECT_EQ(r.exit_code, 1) << r.err;
         EXPECT_EQ(r.out, "");
         EXPECT_EQ(lines(r.err), 1u) << r.err;

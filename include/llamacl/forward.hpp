@@ -1,9 +1,12 @@
 #pragma once
 // What a backend must provide for generation, and the named points inside a forward pass where two
 // backends can be compared (--compare-cpu).
+#include <cstddef>
 #include <functional>
 #include <span>
 #include <string_view>
+
+#include "llamacl/error.hpp"
 
 namespace llamacl {
 
@@ -35,12 +38,24 @@ using BoundaryObserver = std::function<void(int layer, Op op, std::span<const fl
 // itself, and so can run positions ahead of the caller's reading them: positions [first, end), the
 // tokens at first, first + 1, ... given (`forced`, at least one: the prompt), each later one the argmax of
 // the previous position's logits.
+// The logits of a position hold NaN or an infinity: the model computes garbage from there on (a
+// non-finite weight, or a fault of the device), so the run ends there.
+class NonFiniteLogits : public Error {
+public:
+    NonFiniteLogits(int pos, std::size_t index, float value);
+    explicit NonFiniteLogits(int pos);  // where the logits themselves are not at hand (greedy decoding)
+    int pos() const { return pos_; }
+
+private:
+    int pos_;
+};
+
 class GreedyDecoder {
 public:
     virtual ~GreedyDecoder() = default;
     virtual void start(int first, std::span<const int> forced, int end) = 0;
     // The token at pos + 1 (forced, or the argmax of position pos's logits), for pos = first, first + 1,
-    // ... in turn, each < end.
+    // ... in turn, each < end. Throws NonFiniteLogits where position pos's logits hold NaN or an infinity.
     virtual int next(int pos) = 0;
 };
 

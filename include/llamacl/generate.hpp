@@ -29,17 +29,6 @@ std::vector<int> encode_prompt(const Tokenizer& tokenizer, const std::string& pr
 // run.c's rule: 0 or more than seq_len means seq_len.
 int effective_steps(int steps, int seq_len);
 
-// The logits of a position hold NaN or an infinity: the model computes garbage from there on (a
-// non-finite weight, or a fault of the device), so the run ends there.
-class NonFiniteLogits : public Error {
-public:
-    NonFiniteLogits(int pos, std::size_t index, float value);
-    int pos() const { return pos_; }
-
-private:
-    int pos_;
-};
-
 // `logits`, those of position `pos`, when all are finite; throws NonFiniteLogits otherwise.
 std::span<float> require_finite_logits(std::span<float> logits, int pos);
 

@@ -105,6 +105,10 @@ GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int co
 constexpr GemmTileRule kTensorCoreTileRule = {70, 0};
 constexpr GemmTileRule kPortableTileRule = {100, 80};
 
+// The token greedy decoding's argmax writes where a position's logits hold NaN or an infinity
+// (NON_FINITE_TOKEN in kernels/greedy.cl): never a token, and not the -1 of a token kernel that gave up.
+inline constexpr int kNonFiniteToken = -2;
+
 class KernelSet {
 public:
     // Kernels for matrices of `weights`' format (and its QuantRule), normalizing with `norm_eps` (the
