@@ -116,8 +116,9 @@ UNIT_FUNCTION void next_token_unit(__global const float* logits, __global const 
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = index_scratch[0];
-    // No token (no candidate, a non-finite logit, or a forced token of -1): nothing to copy. (A token kernel that gave up never
-    // gets here: the work-group that would is the last to finish, and one that gave up never finishes.)
+    // No token (no candidate, a non-finite logit, or a forced token of -1): nothing to copy. (A token kernel
+    // that gave up never gets here: the work-group that would is the last to finish, and one that gave up
+    // never finishes.)
     if (next < 0) return;
     for (int i = get_local_id(0); i < dim; i += LOCAL) x[i] = ROW_ELEMENT(WEIGHT_ROW(table, next, dim), i, dim);
 }
