@@ -18,6 +18,7 @@
 #include <sstream>
 #include <utility>
 
+#include "llamacl/backend_choice.hpp"
 #include "llamacl/bench_command.hpp"
 #include "llamacl/chat.hpp"
 #include "llamacl/check_command.hpp"
@@ -123,8 +124,8 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--backend", a.backend,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (a run that reads under "
                     "512 MiB of weights in all on the CPU reference, without starting OpenCL; else OpenCL when a "
-                    "device exists, else cpu; where the only devices are CPUs, the CPU reference where it is "
-                    "faster: f32 weights under 16 MiB per layer, f16 under 0.25 MiB, q8_0 always)")
+                    "device exists, else cpu; where the only devices are CPUs, the path that ran this model "
+                    "faster, measured on its first run and kept in ~/.cache/llama-cl; -v says which)")
         ->check(CLI::IsMember({"auto", "opencl", "cpu"}))
         ->capture_default_str()
         ->group(kWhereItRuns);
@@ -145,8 +146,8 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
             return "must be a number, e.g. --tolerance 0.001 (got '" + text + "')";
         }));
     cmd->add_flag("-q,--quiet", a.quiet,
-                  "no status lines on stderr: neither --backend auto's choice nor progress while kernels compile "
-                  "and weights upload (shown only on a terminal)");
+                  "no status lines on stderr: neither the fallback to the CPU reference where there is no OpenCL "
+                  "device nor progress while kernels compile and weights upload (shown only on a terminal)");
     cmd->add_flag("-v,--verbose", a.verbose,
                   "print the device, capacity plan and per-token counters on stderr (with --compare-cpu: the "
                   "boundary tables of the first token and of the first diverging token)");
@@ -184,22 +185,6 @@ void check_generate_args(const GenerateArgs& a) {
     }
 }
 
-// --backend auto where the only OpenCL devices are CPUs runs a model on the CPU reference where that is
-// the faster path, by weights per layer (docs/benchmarks.md has the crossovers): f32 below 16 MiB (beyond,
-// PoCL's token kernel decodes faster, by more than its start costs a run), f16 below 0.25 MiB (the
-// reference widens halves one at a time), q8_0 always (its integer dots in vectors, on threads, against
-// the exact shape PoCL runs q8_0 on).
-bool reference_is_faster(const WeightFormat& format, std::uint64_t layer_bytes) {
-    constexpr std::uint64_t kSmall = std::uint64_t{256} << 10, kLarge = std::uint64_t{16} << 20;
-    switch (format.type) {
-        case ElementType::f32: return layer_bytes < kLarge;
-        case ElementType::f16: return layer_bytes < kSmall;
-        case ElementType::q8_0:
-        case ElementType::q4_0: return true;
-    }
-    return false;
-}
-
 // Whether --backend auto may choose the CPU reference: no flag asks for a device.
 bool auto_may_choose_reference(const GenerateArgs& a) {
     return a.backend == "auto" && a.runtime.platform.empty() && a.runtime.device.empty() && !a.compare_cpu &&
@@ -224,34 +209,14 @@ bool run_is_shorter_than_opencl_start(const GenerateArgs& a, const Checkpoint& c
     return true;
 }
 
-// Whether --backend auto leaves `device`, a CPU and the best device there is, for the CPU reference; says
-// which it chose in `notice`.
-bool auto_prefers_reference(const GenerateArgs& a, const DeviceInfo& device, const Checkpoint& ck,
-                            std::string& notice) {
-    if (!auto_may_choose_reference(a) || !device.is_cpu) return false;
-    const WeightFormat& format = ck.weight_format();
-    const std::uint64_t per_layer = ModelSize(ck.config()).weight_bytes() / ck.config().n_layers;
-    const bool reference = reference_is_faster(format, per_layer);
-    char size[64];
-    std::snprintf(size, sizeof size, "%.2f MiB of %s weights per layer", static_cast<double>(per_layer) / (1 << 20),
-                  element_name(format.type));
-    notice = "--backend auto: " +
-             (reference ? "the CPU reference, faster than " + device.name + " for " + size + " (--backend opencl to use it)"
-                        : "OpenCL on " + device.name + ", faster than the CPU reference for " + size +
-                              " (--backend cpu for the reference)");
-    return reference;
-}
-
 // Opens the OpenCL device for --backend opencl/auto, for a run of `run_positions` forward passes; nullopt
-// when auto finds no OpenCL at all, or chooses the CPU reference for a run too short to start OpenCL for,
-// or for a small model on a machine whose devices are CPUs. What auto chose, and why, goes in `notice`.
+// when auto finds no OpenCL at all (said in `fallback`), or chooses the CPU reference for a run too short to
+// start OpenCL for (said in `choice`).
 std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck, long long run_positions,
-                                  std::string& notice) {
-    if (a.backend == "cpu" || run_is_shorter_than_opencl_start(a, ck, run_positions, notice)) return std::nullopt;
+                                  std::string& choice, std::string& fallback) {
+    if (a.backend == "cpu" || run_is_shorter_than_opencl_start(a, ck, run_positions, choice)) return std::nullopt;
     try {
-        Device device = Device::open(a.runtime.platform, a.runtime.device);
-        if (auto_prefers_reference(a, device.info(), ck, notice)) return std::nullopt;
-        return device;
+        return Device::open(a.runtime.platform, a.runtime.device);
     } catch (const Error& e) {
         // auto falls back to the reference only when there is no OpenCL at all; a selector that
         // matches nothing is still the user's mistake.
@@ -263,7 +228,7 @@ std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck, l
             if (a.runtime.shapes_the_runtime())
                 throw Error(std::string(e.what()) + "; " + RuntimeArgs::device_only_options +
                             " need one: drop them to run on the CPU reference");
-            notice = std::string("no OpenCL device (") + e.what() + "); using the CPU reference";
+            fallback = std::string("no OpenCL device (") + e.what() + "); using the CPU reference";
             return std::nullopt;
         }
         throw;
@@ -324,38 +289,29 @@ void first_launches(DeviceForward& model, const DeviceInfo& device) {
 
 // The forward pass the flags ask for: the OpenCL device (with --compare-cpu, in lockstep with the CPU
 // reference) or the CPU reference, sized for positions 0 .. positions - 1, for a run of about run_positions
-// forward passes in all. --backend auto's choice is reported (unless -q) once the backend is ready, so that
-// a run refused on the way has one line on stderr, the refusal. Not movable: the model holds on to the device.
+// forward passes in all, of `work`. --backend auto's choice is reported (with -v) once the backend is
+// ready, so that a run refused on the way has one line on stderr, the refusal. Not movable: the model holds
+// on to the device.
 struct Backend {
     Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions,
-            long long run_positions)
-        : opened(Clock::now()), device(open_device(a, ck, run_positions, auto_notice)) {
+            long long run_positions, Work work)
+        : opened(Clock::now()), device(open_device(a, ck, run_positions, auto_choice, fallback)) {
+        std::unique_ptr<ReferenceForward> reference;
+        if (device && auto_may_choose_reference(a) && device->info().is_cpu) {
+            const Clock::time_point device_open = Clock::now();
+            reference = choose_by_rates(a, ck, positions, work, device_open);
+        } else if (device) {
+            load_device(a, ck, positions, Clock::now());
+        }
         if (!device) {
-            // The self-test corrupts a device's result: on the reference it would inject nothing, silently.
-            if (fault)
-                throw usage_error(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
-                                  ": corrupts a device result, and this run is on the CPU reference; run it with "
-                                  "--backend opencl (--compare-cpu names the boundary), or unset it");
-            model = std::make_unique<ReferenceForward>(ck, positions);
-            report_choice(a);
-            if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
+            run_on_reference(a, ck, fault, positions, std::move(reference));
             return;
         }
-        const Clock::time_point device_open = Clock::now();
-        DeviceOptions options = device_options(a.runtime, device->info());
-        options.positions = positions;
-        auto forward = std::make_unique<DeviceForward>(*device, ck, options);
-        on_device = forward.get();
-        const Clock::time_point loaded = Clock::now();
-        const Device::Builds built_at_load = device->builds();
-        if (on_device->plan().resident()) first_launches(*on_device, device->info());
-        const Clock::time_point ready = Clock::now();
         if (fault) {
             on_device->inject_fault(*fault);
             llamacl::report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
                    ": corrupting that device result (self-test of --compare-cpu)");
         }
-        model = std::move(forward);
         if (a.compare_cpu)
             compare = std::make_unique<LockstepCompare>(*on_device, ck,
                                                         a.tolerance.value_or(default_tolerance(ck.weight_format())));
@@ -369,29 +325,108 @@ struct Backend {
                          (a.compare_cpu ? describe_schedule(0, "--compare-cpu compares each step with the reference")
                                         : describe_schedule(on_device->token_groups(), on_device->per_op_reason()))
                              .c_str());
-            describe_startup(device_open, loaded, built_at_load, ready);
+            std::fprintf(stderr, "%s\n", startup.c_str());
         }
         before = on_device->counters();
     }
     Backend(const Backend&) = delete;
     Backend& operator=(const Backend&) = delete;
 
+    // The model on the device opened, its first launches made; -v's startup line in `startup`.
+    void load_device(const GenerateArgs& a, const Checkpoint& ck, int positions, Clock::time_point device_open) {
+        DeviceOptions options = device_options(a.runtime, device->info());
+        options.positions = positions;
+        auto forward = std::make_unique<DeviceForward>(*device, ck, options);
+        on_device = forward.get();
+        model = std::move(forward);
+        const Clock::time_point loaded = Clock::now();
+        const Device::Builds built_at_load = device->builds();
+        if (on_device->plan().resident()) first_launches(*on_device, device->info());
+        startup = describe_startup(device_open, loaded, built_at_load, Clock::now());
+    }
+
+    // --backend auto where the device is a CPU: the device's model loaded and the rates it and the
+    // reference run `work` at (measured where the cache has none), and the device dropped where the
+    // reference is the faster or the kernels cannot read the weights; returns the reference that was
+    // measured, if any.
+    std::unique_ptr<ReferenceForward> choose_by_rates(const GenerateArgs& a, const Checkpoint& ck, int positions,
+                                                      Work work, Clock::time_point device_open) {
+        try {
+            device_weights(ck, device->info(), choose_launch_shape(device->info(), ck.weight_format()));
+        } catch (const Error& e) {
+            auto_choice = "--backend auto: the CPU reference, as " + device->info().name + "'s kernels cannot run this model (" +
+                          e.what() + ")";
+            device.reset();
+            return nullptr;
+        }
+        const RateCache cache = RateCache::of_user();
+        const std::string key = rate_key(device->info(), ck.config(), work);
+        std::optional<PathRates> rates = cache.find(key);
+        std::unique_ptr<ReferenceForward> reference;
+        std::string source = "measured earlier, kept in " + cache.file().string();
+        if (!rates) {
+            const ProgressLine progress("--backend auto: measuring " + device->info().name +
+                                        " and the CPU reference on this model (once: the rates are kept)");
+            load_device(a, ck, positions, device_open);
+            rates = PathRates{};
+            rates->device = measure_rate(*model, work, positions);
+            reference = std::make_unique<ReferenceForward>(ck, positions);
+            rates->reference = measure_rate(*reference, work, positions);
+            source = cache.store(key, *rates) ? "measured now, kept in " + cache.file().string()
+                     : cache.file().empty()   ? std::string("measured now; not kept: neither XDG_CACHE_HOME nor HOME is set")
+                                              : "measured now; not kept: " + cache.file().string() + " could not be written";
+        }
+        const std::string unit = work == Work::decode ? " tok/s" : " positions/s";
+        const std::string device_rate = number_text("%.0f", rates->device) + unit,
+                          reference_rate = number_text("%.0f", rates->reference) + unit;
+        if (rates->device_faster()) {
+            if (!model) load_device(a, ck, positions, device_open);
+            auto_choice = "--backend auto: OpenCL on " + device->info().name + ", " + device_rate +
+                          " against the CPU reference's " + reference_rate + " on this model (" + source +
+                          "; --backend cpu for the reference)";
+            return nullptr;
+        }
+        auto_choice = "--backend auto: the CPU reference, " + reference_rate + " against " + device_rate + " on " +
+                      device->info().name + " for this model (" + source + "; --backend opencl to use it)";
+        model.reset();
+        on_device = nullptr;
+        device.reset();
+        return reference;
+    }
+
+    // The run on the CPU reference (`measured`, where auto measured one).
+    void run_on_reference(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault,
+                          int positions, std::unique_ptr<ReferenceForward> measured) {
+        // The self-test corrupts a device's result: on the reference it would inject nothing, silently.
+        if (fault)
+            throw usage_error(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
+                              ": corrupts a device result, and this run is on the CPU reference; run it with "
+                              "--backend opencl (--compare-cpu names the boundary), or unset it");
+        model = measured ? std::move(measured) : std::make_unique<ReferenceForward>(ck, positions);
+        report_choice(a);
+        if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
+    }
+
+    // The fallback to the reference unless -q; auto's choice with -v.
     void report_choice(const GenerateArgs& a) const {
-        if (!auto_notice.empty() && !a.quiet) llamacl::report(auto_notice);
+        if (!fallback.empty() && !a.quiet) llamacl::report(fallback);
+        if (!auto_choice.empty() && a.verbose) llamacl::report(auto_choice);
     }
 
     // -v: where the time before the first position went, from the process's start. Programs build while
     // the model loads and, for shapes built on first use, in the first launches: each phase less its own.
-    void describe_startup(Clock::time_point device_open, Clock::time_point loaded, Device::Builds built_at_load,
-                          Clock::time_point now) const {
+    std::string describe_startup(Clock::time_point device_open, Clock::time_point loaded,
+                                 Device::Builds built_at_load, Clock::time_point now) const {
         const Device::Builds builds = device->builds();
-        std::fprintf(stderr,
-                     "startup: %.3f s: checkpoint and tokenizer %.3f s, OpenCL platforms and device %.3f s, kernel "
-                     "builds %.3f s (%d program%s), buffers and weights %.3f s, first launches %.3f s\n",
-                     seconds_between(process_start, now), seconds_between(process_start, opened),
-                     seconds_between(opened, device_open), builds.seconds, builds.programs,
-                     builds.programs == 1 ? "" : "s", seconds_between(device_open, loaded) - built_at_load.seconds,
-                     seconds_between(loaded, now) - (builds.seconds - built_at_load.seconds));
+        char line[320];
+        std::snprintf(line, sizeof line,
+                      "startup: %.3f s: checkpoint and tokenizer %.3f s, OpenCL platforms and device %.3f s, kernel "
+                      "builds %.3f s (%d program%s), buffers and weights %.3f s, first launches %.3f s",
+                      seconds_between(process_start, now), seconds_between(process_start, opened),
+                      seconds_between(opened, device_open), builds.seconds, builds.programs,
+                      builds.programs == 1 ? "" : "s", seconds_between(device_open, loaded) - built_at_load.seconds,
+                      seconds_between(loaded, now) - (builds.seconds - built_at_load.seconds));
+        return line;
     }
 
     Forward& driver() { return compare ? static_cast<Forward&>(*compare) : *model; }
@@ -419,7 +454,10 @@ struct Backend {
     }
 
     Clock::time_point opened;  // when the backend began to open
-    std::string auto_notice;   // --backend auto's choice, filled by `device`'s initializer (declared first)
+    // --backend auto's choice, and its fallback where there is no device; filled by `device`'s initializer
+    // (declared first).
+    std::string auto_choice, fallback;
+    std::string startup;  // -v's account of the device's startup
     std::optional<Device> device;
     std::unique_ptr<Forward> model;
     DeviceForward* on_device = nullptr;
@@ -444,7 +482,7 @@ int run_generate(const GenerateArgs& a) {
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
-    Backend backend(a, ck, fault, steps, steps);
+    Backend backend(a, ck, fault, steps, steps, Work::decode);
     GenerateStats stats;
     try {
         stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
@@ -500,7 +538,7 @@ int run_chat(const ChatArgs& a) {
         options.chat_template = detect_chat_template(tokenizer.chat_template());
     }
     check_given_first_turn(tokenizer, options);  // before the backend's choice is printed
-    Backend backend(a.run, ck, fault, options.steps, options.steps);  // run.c's chat stops at -n positions in all
+    Backend backend(a.run, ck, fault, options.steps, options.steps, Work::decode);  // run.c's chat stops at -n positions in all
     ChatStats stats;
     try {
         stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
@@ -585,7 +623,7 @@ int run_perplexity(const PerplexityArgs& a) {
     // A window holds at most --context positions, and at most the text's tokens but the last; the windows
     // run at least one position per token scored.
     Backend backend(a.run, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)),
-                    static_cast<long long>(tokens.size() - 1));
+                    static_cast<long long>(tokens.size() - 1), Work::prompt);
     // A window at a time as a status line, cleared at the end (on a terminal, without -q).
     std::optional<ProgressLine> progress(std::in_place, "perplexity: scoring " + counted(tokens.size() - 1, "token"));
     const auto start = std::chrono::steady_clock::now();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "llamacl/device.hpp"
@@ -303,52 +304,119 @@ TEST(BackendAuto, ARunShorterThanAnOpenclStartRunsOnTheReferenceWithoutOne) {
     EXPECT_EQ(long_run.err.find("without starting OpenCL"), std::string::npos) << long_run.err;
 }
 
-TEST(BackendAuto, OnCpuOnlyMachinesTheFasterPathRunsAndTheLineSaysSo) {
+// --backend auto's rates (backend_choice.hpp) in a cache of the test's own: $XDG_CACHE_HOME moved, and
+// PoCL's kernel cache kept where it was, so that its builds stay warm.
+struct RatesCache {
+    explicit RatesCache(const TempDir& dir) : home(dir / "cache"), file(home / "llama-cl" / "backend-rates.json") {}
+
+    CommandResult run(const std::string& args) const {
+        const char* pocl = std::getenv("POCL_CACHE_DIR");
+        const char* xdg = std::getenv("XDG_CACHE_HOME");
+        const char* user = std::getenv("HOME");
+        const std::string kernels = pocl && *pocl ? pocl
+                                    : xdg && *xdg ? std::string(xdg) + "/pocl"
+                                                  : std::string(user ? user : "/tmp") + "/.cache/pocl";
+        return run_command("POCL_CACHE_DIR=" + quote(kernels) + " XDG_CACHE_HOME=" + quote(home.string()) + " " +
+                           quote(LLAMACL_BINARY) + " " + args);
+    }
+    nlohmann::json read() const { return nlohmann::json::parse(read_file(file)); }
+    // Every entry's rates set to these.
+    void set_rates(double reference, double device) const {
+        nlohmann::json j = read();
+        for (auto& [key, rates] : j["rates"].items()) rates = {{"reference", reference}, {"device", device}};
+        std::ofstream(file) << j.dump();
+    }
+
+    std::filesystem::path home, file;
+};
+
+TEST(BackendAuto, OnCpuOnlyMachinesThePathMeasuredFasterRunsAndItsRatesAreKept) {
     TempDir dir;
-    // Models under and over the f16 rule's 0.25 MiB of weights per layer (reference_is_faster in cli.cpp):
-    // f32 and q8_0 run on the reference either way, f16 on the reference only under it. Their whole context
-    // (-n 0) is a run past the bound on runs too short for OpenCL's start.
-    const auto small = write_model(dir, long_context_config(), 1, 7, "small.bin");
-    const auto large = write_model(dir, llamacl::Config{256, 768, 4, 8, 8, 300, 256, true}, 1, 7, "large.bin");
-    const std::string tok = " -z " + quote((dir / "tok.bin").string()) + " -n 0 -t 0";
-    const auto generate = [&](const std::filesystem::path& model, const std::string& flags) {
-        const CommandResult r = run_llama_cl("generate " + quote(model.string()) + tok + flags);
-        EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
-        return r;
-    };
-    const CommandResult s = generate(small, "");
-    if (any_gpu()) {  // a GPU is the choice without a question: no line
-        EXPECT_EQ(s.err.find("--backend auto"), std::string::npos) << s.err;
+    // Its whole context (-n 0) is a run past the bound on runs too short for OpenCL's start.
+    const auto model = write_model(dir, long_context_config(), 1, 7, "long.bin");
+    const std::string args = "generate " + quote(model.string()) + " -z " + quote((dir / "tok.bin").string()) + " -n 0 -t 0";
+    const RatesCache cache(dir);
+    const CommandResult first = cache.run(args + " -v");
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    if (any_gpu()) {  // a GPU is the choice without a question: nothing measured
+        EXPECT_EQ(first.err.find("--backend auto"), std::string::npos) << first.err;
+        EXPECT_FALSE(std::filesystem::exists(cache.file));
         return;
     }
-    const std::string on_reference = "llama-cl: --backend auto: the CPU reference, faster than ";
-    const std::string on_opencl = "llama-cl: --backend auto: OpenCL on ";
-    // The line starts with the choice and names the size and format.
-    const auto expect_line = [](const CommandResult& r, const std::string& start, const std::string& part) {
-        EXPECT_EQ(r.err.rfind(start, 0), 0u) << r.err;
-        EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
-    };
-    expect_line(s, on_reference, " for 0.44 MiB of f32 weights per layer (--backend opencl to use it)\n");
-    expect_line(generate(large, ""), on_reference, " for 3.33 MiB of f32 weights per layer (--backend opencl to use it)\n");
-    expect_line(generate(large, " --weights f16"), on_opencl,
-                ", faster than the CPU reference for 1.66 MiB of f16 weights per layer (--backend cpu for the reference)\n");
-    expect_line(generate(small, " --weights f16"), on_reference, " MiB of f16 weights per layer (--backend opencl to use it)\n");
-    expect_line(generate(small, " --weights q8_0"), on_reference, " MiB of q8_0 weights per layer (--backend opencl to use it)\n");
-    const CommandResult lq = generate(large, " --weights q8_0");
-    expect_line(lq, on_reference, " for 0.88 MiB of q8_0 weights per layer (--backend opencl to use it)\n");
-    EXPECT_EQ(lq.out, generate(large, " --weights q8_0 --backend cpu").out);
-    // Q8_0 in groups the OpenCL kernels cannot read (dim 36, hidden_dim 98: groups of 2) run too.
-    const auto odd = write_model(dir, llamacl::Config{36, 98, 2, 6, 2, 300, 40, true}, 1, 7, "odd.bin");
-    const CommandResult oq = generate(odd, " --weights q8_0");
-    EXPECT_EQ(oq.err.rfind("llama-cl: --backend auto: the CPU reference", 0), 0u) << oq.err;
-    // The reference's output is the reference's: the same as --backend cpu's; -q drops the line.
-    const CommandResult cpu = run_llama_cl("generate " + quote(small.string()) + tok + " --backend cpu");
-    EXPECT_EQ(s.out, cpu.out);
-    const CommandResult quiet = run_llama_cl("generate " + quote(small.string()) + tok + " -q");
-    EXPECT_EQ(quiet.err.find("--backend auto"), std::string::npos) << quiet.err;
-    // An explicit device choice is not second-guessed.
-    const CommandResult opencl = run_llama_cl("generate " + quote(small.string()) + tok + " --backend opencl");
-    EXPECT_EQ(opencl.err.find("--backend auto"), std::string::npos) << opencl.err;
+    // Measured once, both paths' rates kept under a key that names the device, the shape and the work.
+    EXPECT_NE(first.err.find("llama-cl: --backend auto: "), std::string::npos) << first.err;
+    EXPECT_NE(first.err.find("(measured now, kept in " + cache.file.string() + "; --backend "), std::string::npos)
+        << first.err;
+    const nlohmann::json kept = cache.read();
+    ASSERT_EQ(kept["rates"].size(), 1u) << kept.dump();
+    const auto& [key, rates] = *kept["rates"].items().begin();
+    EXPECT_NE(key.find("dim 96 hidden 256 layers 8"), std::string::npos) << key;
+    EXPECT_NE(key.find("| decode |"), std::string::npos) << key;
+    EXPECT_GT(rates["reference"].get<double>(), 0);
+    EXPECT_GT(rates["device"].get<double>(), 0);
+    const CommandResult again = cache.run(args + " -v");
+    EXPECT_NE(again.err.find("(measured earlier, kept in " + cache.file.string()), std::string::npos) << again.err;
+    EXPECT_EQ(again.out, first.out);  // greedy text: the paths agree on this model
+    // The line is -v's alone.
+    EXPECT_EQ(cache.run(args).err.find("--backend auto"), std::string::npos);
+
+    // The rates decide: the reference where it ran faster...
+    cache.set_rates(2000, 1000);
+    const CommandResult reference = cache.run(args + " -v");
+    EXPECT_NE(reference.err.find("llama-cl: --backend auto: the CPU reference, 2000 tok/s against 1000 tok/s on "),
+              std::string::npos)
+        << reference.err;
+    EXPECT_NE(reference.err.find("\nbackend: CPU reference\n"), std::string::npos) << reference.err;
+    EXPECT_EQ(reference.out, run_llama_cl(args + " --backend cpu").out);
+    // ... the device where it did.
+    cache.set_rates(1000, 2000);
+    const CommandResult device = cache.run(args + " -v");
+    EXPECT_NE(device.err.find(", 2000 tok/s against the CPU reference's 1000 tok/s on this model (measured earlier"),
+              std::string::npos)
+        << device.err;
+    EXPECT_NE(device.err.find("\ndevice: "), std::string::npos) << device.err;
+    // perplexity's windows are work of their own, measured apart (a text of a few hundred tokens).
+    std::ofstream text(dir / "text.txt");
+    for (int i = 0; i < 8; ++i) text << "the quick brown fox jumps over the lazy dog and runs home to sleep. ";
+    text.close();
+    const CommandResult scored = cache.run("perplexity " + quote(model.string()) + " -z " +
+                                           quote((dir / "tok.bin").string()) + " -f " + quote((dir / "text.txt").string()) +
+                                           " -v");
+    EXPECT_EQ(scored.exit_code, 0) << scored.err;
+    EXPECT_NE(scored.err.find(" positions/s"), std::string::npos) << scored.err;
+    EXPECT_NE(scored.err.find("(measured now, kept in "), std::string::npos) << scored.err;
+    EXPECT_EQ(cache.read()["rates"].size(), 2u);
+
+    // A malformed cache holds nothing: measured again, and rewritten.
+    std::ofstream(cache.file) << "{\"build\": ";
+    const CommandResult malformed = cache.run(args + " -v");
+    EXPECT_EQ(malformed.exit_code, 0) << malformed.err;
+    EXPECT_NE(malformed.err.find("(measured now, kept in "), std::string::npos) << malformed.err;
+    EXPECT_EQ(cache.read()["rates"].size(), 1u);
+    // A cache that cannot be written loses the rates alone.
+    std::filesystem::remove_all(cache.home);
+    std::ofstream(cache.home) << "a file where the cache's directory would be";
+    const CommandResult unkept = cache.run(args + " -v");
+    EXPECT_EQ(unkept.exit_code, 0) << unkept.err;
+    EXPECT_NE(unkept.err.find("measured now; not kept: " + cache.file.string() + " could not be written"),
+              std::string::npos)
+        << unkept.err;
+}
+
+TEST(BackendAuto, ADeviceWhoseKernelsCannotReadTheWeightsLeavesThemToTheReference) {
+    TempDir dir;
+    // Q8_0 in groups of 2 (no multiple of 4 divides dim 300 and hidden_dim 802), a run past the short bound.
+    const auto odd = write_model(dir, llamacl::Config{300, 802, 2, 6, 2, 300, 2000, true}, 1, 7, "odd.bin");
+    const std::string args = "generate " + quote(odd.string()) + " -z " + quote((dir / "tok.bin").string()) +
+                             " -n 1000 -t 0 --weights q8_0";
+    if (any_gpu()) GTEST_SKIP() << "a GPU is auto's choice, and its refusal of these groups an error";
+    const RatesCache cache(dir);
+    const CommandResult r = cache.run(args + " -v");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("llama-cl: --backend auto: the CPU reference, as "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'s kernels cannot run this model ("), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(cache.file));  // nothing measured
+    EXPECT_EQ(r.out, run_llama_cl(args + " --backend cpu").out);
 }
 
 TEST(BuildOptions, LlamaclBuildOptionsReachEveryBuildAndAreNamedWhenTheyFail) {
