@@ -88,35 +88,63 @@ bool RateCache::store(const std::string& key, const PathRates& rates) const {
     }
 }
 
-double measure_rate(Forward& model, Work work, int positions) {
-    using Clock = std::chrono::steady_clock;
-    constexpr double kBudgetSeconds = 0.2;
-    constexpr int kWindow = 64;
-    const int span = std::max(1, std::min(positions, kWindow));
-    const int bos = 1;
-    const std::vector<int> window(static_cast<std::size_t>(span), bos);
-    int next = 0;  // Work::decode: the position of the next pass
-    // One pass, and the positions it ran.
-    const auto pass = [&] {
-        if (work == Work::prompt) {
-            model.prefill(window, 0, [](int, std::span<float>) {});  // every position's logits, as perplexity's
-            return span;
+namespace {
+
+// One path's passes, and the best rate of its timed rounds.
+class Pace {
+public:
+    static constexpr int kWindow = 64;
+    Pace(Forward& model, Work work, int positions)
+        : model_(model), work_(work), positions_(std::max(1, positions)),
+          window_(static_cast<std::size_t>(std::min(positions_, kWindow)), kBos) {}
+
+    // Passes for at least `seconds` (one at least); the round's rate kept if it is the best.
+    void round(double seconds) {
+        using Clock = std::chrono::steady_clock;
+        const Clock::time_point start = Clock::now();
+        long long done = 0;
+        double elapsed = 0;
+        do {
+            done += pass();
+            elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        } while (elapsed < seconds);
+        best_ = std::max(best_, static_cast<double>(done) / std::max(elapsed, 1e-9));
+    }
+    // Positions run by one pass.
+    int pass() {
+        if (work_ == Work::prompt) {
+            model_.prefill(window_, 0, [](int, std::span<float>) {});  // every position's logits, as perplexity's
+            return static_cast<int>(window_.size());
         }
-        model.forward(bos, next);
-        next = (next + 1) % span;
+        model_.forward(kBos, next_);
+        next_ = (next_ + 1) % positions_;
         return 1;
-    };
-    pass();
-    long long done = 0;
-    int passes = 0;
-    const Clock::time_point start = Clock::now();
-    double seconds = 0;
-    do {
-        done += pass();
-        ++passes;
-        seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (passes < 2 || seconds < kBudgetSeconds);
-    return static_cast<double>(done) / std::max(seconds, 1e-9);
+    }
+    double best() const { return best_; }
+
+private:
+    static constexpr int kBos = 1;
+    Forward& model_;
+    Work work_;
+    int positions_;
+    std::vector<int> window_;
+    int next_ = 0;  // Work::decode: the next pass's position
+    double best_ = 0;
+};
+
+}  // namespace
+
+PathRates measure_rates(Forward& device, Forward& reference, Work work, int positions) {
+    constexpr int kRounds = 4;
+    constexpr double kRoundSeconds = 0.05;
+    Pace on_device(device, work, positions), on_reference(reference, work, positions);
+    on_device.pass();
+    on_reference.pass();
+    for (int round = 0; round < kRounds; ++round) {
+        on_device.round(kRoundSeconds);
+        on_reference.round(kRoundSeconds);
+    }
+    return PathRates{on_reference.best(), on_device.best()};
 }
 
 }  // namespace llamacl

@@ -368,10 +368,8 @@ struct Backend {
             const ProgressLine progress("--backend auto: measuring " + device->info().name +
                                         " and the CPU reference on this model (once: the rates are kept)");
             load_device(a, ck, positions, device_open);
-            rates = PathRates{};
-            rates->device = measure_rate(*model, work, positions);
             reference = std::make_unique<ReferenceForward>(ck, positions);
-            rates->reference = measure_rate(*reference, work, positions);
+            rates = measure_rates(*model, *reference, work, positions);
             source = cache.store(key, *rates) ? "measured now, kept in " + cache.file().string()
                      : cache.file().empty()   ? std::string("measured now; not kept: neither XDG_CACHE_HOME nor HOME is set")
                                               : "measured now; not kept: " + cache.file().string() + " could not be written";

@@ -42,10 +42,11 @@ private:
     std::filesystem::path file_;
 };
 
-// Positions per second `model` runs `work` at, sized for `positions` positions: one untimed pass (first
-// launches, the weights' first reads), then passes until a fifth of a second is spent, at least two. A
-// pass is a token at each position in turn, or a window of up to 64 positions and their logits
-// (Work::prompt). The passes write the KV cache at positions a run rewrites before it reads them.
-double measure_rate(Forward& model, Work work, int positions);
+// The rates the device's model and the reference's run `work` at, each sized for `positions` positions:
+// one untimed pass each (first launches, the weights' first reads), then four rounds of a twentieth of a
+// second on each in turn, the best round's rate kept (another process's load only ever slows a round). A
+// pass is a token at the next position (wrapping at `positions`), or a window of up to 64 positions and
+// their logits (Work::prompt). Passes write the KV cache at positions a run rewrites before it reads them.
+PathRates measure_rates(Forward& device, Forward& reference, Work work, int positions);
 
 }  // namespace llamacl
