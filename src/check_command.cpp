@@ -80,6 +80,7 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
         ->description("climb the model's rungs in this format alone: f32, f16, q8_0 or q4_0 (default: each format "
                       "the device's kernels read, f32, f16, q8_0 and q4_0, for an fp32 checkpoint; any other in its own)");
     add_runtime_options(*cmd, a.runtime);
+    cmd->get_option("--prompt-precision")->group("");  // refused: a rung's bound is the reference's accuracy
     cmd->add_option("--plot", a.plot, "write the roofline of a short benchmark (bench --prompt 32 -n 4 --profile) as an SVG file")
         ->check(not_empty("a file name, e.g. --plot roofline.svg"));
     cmd->add_flag("--json", a.json, "print one JSON object instead of the text report");
@@ -89,6 +90,10 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
 
 int run_check_command(const CheckArgs& a, std::FILE* out) {
     const bool generated = a.checkpoint.empty();
+    // Each rung holds the device to the reference's accuracy, which fast's products do not keep.
+    if (a.runtime.prompt_precision == "fast")
+        throw usage_error("--prompt-precision fast: check holds every rung to the reference's accuracy, which fast "
+                          "trades for speed; drop it (perplexity --prompt-precision fast measures what it costs)");
     if (generated && a.tokenizer_given)
         throw usage_error("-z: check without a checkpoint generates its model and the tokenizer to go with it; give "
                           "the checkpoint that -z " + a.tokenizer + " belongs to");

@@ -252,6 +252,16 @@ TEST(Check, ATokenizerWithoutItsCheckpointIsAUsageError) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+TEST(Check, FastPromptPrecisionIsAUsageError) {
+    // Every rung's bound is the reference's accuracy, which fast's single TF32 products do not keep.
+    const CommandResult r = run_llama_cl("check --prompt-precision fast");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err.rfind("llama-cl: --prompt-precision fast: check holds every rung to the reference's accuracy", 0), 0u)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 TEST(Check, UnknownRungIsAUsageError) {
     const CommandResult r = check_with_fault("rung:nope");
     EXPECT_EQ(r.exit_code, 2);
