@@ -18,7 +18,7 @@
 #include <sstream>
 #include <utility>
 
-#include "llamacl/backend_choice.hpp"
+#include "llamacl/backend.hpp"
 #include "llamacl/bench_command.hpp"
 #include "llamacl/chat.hpp"
 #include "llamacl/check_command.hpp"
@@ -57,13 +57,8 @@ struct GenerateArgs {
     int seed = 0;              // 0: seed from the clock
     int steps = 256;
     std::string prompt;
-    std::string backend = "auto";
     std::string weights;  // empty: the file's own format
-    RuntimeArgs runtime;
-    bool verbose = false;
-    bool quiet = false;
-    bool compare_cpu = false;
-    std::optional<double> tolerance;  // empty: the weights' default (default_tolerance)
+    BackendFlags backend;
 };
 
 // The checkpoint and -z, which every command that runs the model takes first.
@@ -121,7 +116,7 @@ void add_mode_option(CLI::App* cmd) {
 
 // Where the forward pass runs, and what it reports.
 void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
-    cmd->add_option("--backend", a.backend,
+    cmd->add_option("--backend", a.backend.choice,
                     "where the forward pass runs: opencl, cpu (the reference), or auto (a run that reads under "
                     "512 MiB of weights in all on the CPU reference, without starting OpenCL; else OpenCL when a "
                     "device exists, else cpu; where the only devices are CPUs, the path that ran this model "
@@ -130,14 +125,14 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
         ->capture_default_str()
         ->group(kWhereItRuns);
     add_weights_option(*cmd, a.weights);
-    add_runtime_options(*cmd, a.runtime);
+    add_runtime_options(*cmd, a.backend.runtime);
     const OptionGroup debugging(*cmd, "Debugging");
-    cmd->add_flag("--compare-cpu", a.compare_cpu,
+    cmd->add_flag("--compare-cpu", a.backend.compare_cpu,
                   "run the CPU reference in lockstep and compare every device boundary with it; the last stderr "
                   "line names the first divergence (token, layer, operation), exit status 3 if there is one. "
                   "Self-test: LLAMACL_INJECT_FAULT=layer:L,op:OP (or op:final_norm / op:logits) corrupts that "
                   "device result on purpose");
-    cmd->add_option("--tolerance", a.tolerance,
+    cmd->add_option("--tolerance", a.backend.tolerance,
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
                     "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact). Default: "
                     "0.001, and 0.05 with q8_0 weights, where a last-bit difference can round an activation to "
@@ -145,10 +140,10 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
         ->transform(number([](const std::string& text) {
             return "must be a number, e.g. --tolerance 0.001 (got '" + text + "')";
         }));
-    cmd->add_flag("-q,--quiet", a.quiet,
+    cmd->add_flag("-q,--quiet", a.backend.quiet,
                   "no status lines on stderr: neither the fallback to the CPU reference where there is no OpenCL "
                   "device nor progress while kernels compile and weights upload (shown only on a terminal)");
-    cmd->add_flag("-v,--verbose", a.verbose,
+    cmd->add_flag("-v,--verbose", a.backend.verbose,
                   "print the device, capacity plan and per-token counters on stderr (with --compare-cpu: the "
                   "boundary tables of the first token and of the first diverging token)");
 }
@@ -172,78 +167,7 @@ void check_generate_args(const GenerateArgs& a) {
     if (!(a.topp >= 0.0 && a.topp <= 1.0))
         throw usage_error("-p: top-p must be in [0, 1] (got " + number_text("%.9g", a.topp) + ")");
     if (a.steps < 0) throw usage_error("-n: steps must be >= 0 (got " + std::to_string(a.steps) + ")");
-    if (a.tolerance && !(*a.tolerance >= 0 && std::isfinite(*a.tolerance)))
-        throw usage_error("--tolerance: must be a finite number >= 0 (got " + number_text("%g", *a.tolerance) + ")");
-    if (a.backend == "cpu") {
-        if (a.compare_cpu)
-            throw usage_error("--compare-cpu compares an OpenCL device with the CPU reference; it needs --backend opencl or auto");
-        if (a.runtime.shapes_the_runtime())
-            throw usage_error(std::string(RuntimeArgs::device_only_options) +
-                              " apply to an OpenCL device, not to --backend cpu");
-        if (!a.runtime.platform.empty() || !a.runtime.device.empty())
-            throw usage_error("--platform and --device apply to an OpenCL device, not to --backend cpu");
-    }
-}
-
-// Whether --backend auto may choose the CPU reference: no flag asks for a device.
-bool auto_may_choose_reference(const GenerateArgs& a) {
-    return a.backend == "auto" && a.runtime.platform.empty() && a.runtime.device.empty() && !a.compare_cpu &&
-           !a.runtime.shapes_the_runtime();
-}
-
-// --backend auto runs a run that reads under 512 MiB of weights in all (a position's weights times the
-// run's positions) on the CPU reference without starting OpenCL. The reference reads that in about the
-// time an OpenCL platform takes just to start (PoCL loads LLVM: 35 ms on a 2-core machine that reads 10-20
-// GB/s; a GPU driver takes longer), so no device could finish first. Says so in `notice`.
-bool run_is_shorter_than_opencl_start(const GenerateArgs& a, const Checkpoint& ck, long long run_positions,
-                                      std::string& notice) {
-    constexpr double kShortRunBytes = double(std::uint64_t{512} << 20);
-    const double bytes = static_cast<double>(ModelSize(ck.config()).weight_bytes()) * static_cast<double>(run_positions);
-    if (!auto_may_choose_reference(a) || bytes >= kShortRunBytes) return false;
-    char line[192];
-    std::snprintf(line, sizeof line,
-                  "--backend auto: the CPU reference, without starting OpenCL: this run reads %.2f MiB of weights, "
-                  "less than an OpenCL start costs (--backend opencl to use a device)",
-                  bytes / (1 << 20));
-    notice = line;
-    return true;
-}
-
-// Opens the OpenCL device for --backend opencl/auto, for a run of `run_positions` forward passes; nullopt
-// when auto finds no OpenCL at all (said in `fallback`), or chooses the CPU reference for a run too short to
-// start OpenCL for (said in `choice`).
-std::optional<Device> open_device(const GenerateArgs& a, const Checkpoint& ck, long long run_positions,
-                                  std::string& choice, std::string& fallback) {
-    if (a.backend == "cpu" || run_is_shorter_than_opencl_start(a, ck, run_positions, choice)) return std::nullopt;
-    try {
-        return Device::open(a.runtime.platform, a.runtime.device);
-    } catch (const Error& e) {
-        // auto falls back to the reference only when there is no OpenCL at all; a selector that
-        // matches nothing is still the user's mistake.
-        if (a.backend == "auto" && a.runtime.platform.empty() && a.runtime.device.empty()) {
-            // Neither can the CPU reference honour flags that ask for a device.
-            if (a.compare_cpu)
-                throw Error(std::string("--compare-cpu: no OpenCL device to compare with the CPU reference (") +
-                            e.what() + "); drop --compare-cpu to run on the CPU reference alone");
-            if (a.runtime.shapes_the_runtime())
-                throw Error(std::string(e.what()) + "; " + RuntimeArgs::device_only_options +
-                            " need one: drop them to run on the CPU reference");
-            fallback = std::string("no OpenCL device (") + e.what() + "); using the CPU reference";
-            return std::nullopt;
-        }
-        throw;
-    }
-}
-
-void print_per_token(const RuntimeCounters& total, int positions) {
-    if (positions <= 0) return;
-    const double n = positions;
-    std::fprintf(stderr,
-                 "per token: %.1f enqueues, %.2f host waits, %.0f weight bytes uploaded, %.0f input bytes uploaded, "
-                 "%.0f bytes read\n",
-                 static_cast<double>(total.enqueues) / n, static_cast<double>(total.host_waits) / n,
-                 static_cast<double>(total.weight_bytes_uploaded) / n,
-                 static_cast<double>(total.input_bytes_uploaded) / n, static_cast<double>(total.bytes_read) / n);
+    check_backend_flags(a.backend);
 }
 
 // run.c: an unsigned seed; 0 means "from the clock"; negative values wrap as atoi's int would.
@@ -253,222 +177,19 @@ Sampler make_sampler(const GenerateArgs& a, int vocab_size) {
     std::uint64_t seed = static_cast<std::uint64_t>(a.seed);
     if (seed == 0) {
         seed = static_cast<unsigned int>(std::time(nullptr));
-        if (a.verbose && a.temperature > 0)
+        if (a.backend.verbose && a.temperature > 0)
             std::fprintf(stderr, "seed: %llu, from the clock (-s %llu draws this sample again)\n",
                          static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
     }
     return Sampler(vocab_size, static_cast<float>(a.temperature), static_cast<float>(a.topp), seed);
 }
 
-using Clock = std::chrono::steady_clock;
-const Clock::time_point process_start = Clock::now();  // at static initialization, before main
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-    return std::chrono::duration<double>(to - from).count();
-}
-
-// PoCL generates each kernel's code at its first launch: untimed passes at position 0 through every kernel
-// the run launches (prefill, a token, greedy decoding's; the run restarts at 0 and rewrites what they wrote)
-// keep that out of the printed tok/s, as run.c's timing skips its first pass. Only with resident weights,
-// where a pass costs a token's time, not a stream of every layer.
-void first_launches(DeviceForward& model, const DeviceInfo& device) {
-    const ProgressLine progress("preparing the kernels' first launch on " + device.name +
-                                " (the driver caches them for the next run)");
-    const int bos = 1;
-    model.prefill(std::span(&bos, 1), 0);
-    model.forward(bos, 0);
-    if (GreedyDecoder* greedy = model.greedy_decoder()) {
-        greedy->start(0, std::span(&bos, 1), 1);
-        try {
-            greedy->next(0);
-        } catch (const NonFiniteLogits&) {
-            // (The run reports it at its own position, or --compare-cpu where the model first diverged.)
-        }
-    }
-}
-
-// The forward pass the flags ask for: the OpenCL device (with --compare-cpu, in lockstep with the CPU
-// reference) or the CPU reference, sized for positions 0 .. positions - 1, for a run of about run_positions
-// forward passes in all, of `work`. --backend auto's choice is reported (with -v) once the backend is
-// ready, so that a run refused on the way has one line on stderr, the refusal. Not movable: the model holds
-// on to the device.
-struct Backend {
-    Backend(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault, int positions,
-            long long run_positions, Work work)
-        : opened(Clock::now()), device(open_device(a, ck, run_positions, auto_choice, fallback)) {
-        std::unique_ptr<ReferenceForward> reference;
-        if (device && auto_may_choose_reference(a) && device->info().is_cpu) {
-            const Clock::time_point device_open = Clock::now();
-            reference = choose_by_rates(a, ck, positions, work, device_open);
-        } else if (device) {
-            load_device(a, ck, positions, Clock::now());
-        }
-        if (!device) {
-            run_on_reference(a, ck, fault, positions, std::move(reference));
-            return;
-        }
-        if (fault) {
-            on_device->inject_fault(*fault);
-            llamacl::report(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
-                   ": corrupting that device result (self-test of --compare-cpu)");
-        }
-        if (a.compare_cpu)
-            compare = std::make_unique<LockstepCompare>(*on_device, ck,
-                                                        a.tolerance.value_or(default_tolerance(ck.weight_format())));
-        report_choice(a);
-        if (a.verbose) {
-            std::fprintf(stderr, "device: %s (%s)\n%s%s\nkernels: %s; %s weights\nschedule: %s\n",
-                         device->info().name.c_str(), device->info().platform_name.c_str(),
-                         on_device->plan().describe().c_str(),
-                         on_device->host_mirror() ? "; streamed from a pinned mirror of the layers" : "",
-                         on_device->shape().describe().c_str(), ck.config().weight_format.describe().c_str(),
-                         (a.compare_cpu ? describe_schedule(0, "--compare-cpu compares each step with the reference")
-                                        : describe_schedule(on_device->token_groups(), on_device->per_op_reason()))
-                             .c_str());
-            std::fprintf(stderr, "%s\n", startup.c_str());
-        }
-        before = on_device->counters();
-    }
-    Backend(const Backend&) = delete;
-    Backend& operator=(const Backend&) = delete;
-
-    // The model on the device opened, its first launches made; -v's startup line in `startup`.
-    void load_device(const GenerateArgs& a, const Checkpoint& ck, int positions, Clock::time_point device_open) {
-        DeviceOptions options = device_options(a.runtime, device->info());
-        options.positions = positions;
-        auto forward = std::make_unique<DeviceForward>(*device, ck, options);
-        on_device = forward.get();
-        model = std::move(forward);
-        const Clock::time_point loaded = Clock::now();
-        const Device::Builds built_at_load = device->builds();
-        if (on_device->plan().resident()) first_launches(*on_device, device->info());
-        startup = describe_startup(device_open, loaded, built_at_load, Clock::now());
-    }
-
-    // --backend auto where the device is a CPU: the device's model loaded and the rates it and the
-    // reference run `work` at (measured where the cache has none), and the device dropped where the
-    // reference is the faster or the kernels cannot read the weights; returns the reference that was
-    // measured, if any.
-    std::unique_ptr<ReferenceForward> choose_by_rates(const GenerateArgs& a, const Checkpoint& ck, int positions,
-                                                      Work work, Clock::time_point device_open) {
-        try {
-            device_weights(ck, device->info(), choose_launch_shape(device->info(), ck.weight_format()));
-        } catch (const Error& e) {
-            auto_choice = "--backend auto: the CPU reference, as " + device->info().name + "'s kernels cannot run this model (" +
-                          e.what() + ")";
-            device.reset();
-            return nullptr;
-        }
-        const RateCache cache = RateCache::of_user();
-        const std::string key = rate_key(device->info(), ck.config(), work);
-        std::optional<PathRates> rates = cache.find(key);
-        std::unique_ptr<ReferenceForward> reference;
-        std::string source = "measured earlier, kept in " + cache.file().string();
-        if (!rates) {
-            const ProgressLine progress("--backend auto: measuring " + device->info().name +
-                                        " and the CPU reference on this model (once: the rates are kept)");
-            load_device(a, ck, positions, device_open);
-            reference = std::make_unique<ReferenceForward>(ck, positions);
-            rates = measure_rates(*model, *reference, work, positions);
-            source = cache.store(key, *rates) ? "measured now, kept in " + cache.file().string()
-                     : cache.file().empty()   ? std::string("measured now; not kept: neither XDG_CACHE_HOME nor HOME is set")
-                                              : "measured now; not kept: " + cache.file().string() + " could not be written";
-        }
-        const std::string unit = work == Work::decode ? " tok/s" : " positions/s";
-        const std::string device_rate = number_text("%.0f", rates->device) + unit,
-                          reference_rate = number_text("%.0f", rates->reference) + unit;
-        if (rates->device_faster()) {
-            if (!model) load_device(a, ck, positions, device_open);
-            auto_choice = "--backend auto: OpenCL on " + device->info().name + ", " + device_rate +
-                          " against the CPU reference's " + reference_rate + " on this model (" + source +
-                          "; --backend cpu for the reference)";
-            return nullptr;
-        }
-        auto_choice = "--backend auto: the CPU reference, " + reference_rate + " against " + device_rate + " on " +
-                      device->info().name + " for this model (" + source + "; --backend opencl to use it)";
-        model.reset();
-        on_device = nullptr;
-        device.reset();
-        return reference;
-    }
-
-    // The run on the CPU reference (`measured`, where auto measured one).
-    void run_on_reference(const GenerateArgs& a, const Checkpoint& ck, const std::optional<Fault>& fault,
-                          int positions, std::unique_ptr<ReferenceForward> measured) {
-        // The self-test corrupts a device's result: on the reference it would inject nothing, silently.
-        if (fault)
-            throw usage_error(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
-                              ": corrupts a device result, and this run is on the CPU reference; run it with "
-                              "--backend opencl (--compare-cpu names the boundary), or unset it");
-        model = measured ? std::move(measured) : std::make_unique<ReferenceForward>(ck, positions);
-        report_choice(a);
-        if (a.verbose) std::fprintf(stderr, "backend: CPU reference\n");
-    }
-
-    // The fallback to the reference unless -q; auto's choice with -v.
-    void report_choice(const GenerateArgs& a) const {
-        if (!fallback.empty() && !a.quiet) llamacl::report(fallback);
-        if (!auto_choice.empty() && a.verbose) llamacl::report(auto_choice);
-    }
-
-    // -v: where the time before the first position went, from the process's start. Programs build while
-    // the model loads and, for shapes built on first use, in the first launches: each phase less its own.
-    std::string describe_startup(Clock::time_point device_open, Clock::time_point loaded,
-                                 Device::Builds built_at_load, Clock::time_point now) const {
-        const Device::Builds builds = device->builds();
-        char line[320];
-        std::snprintf(line, sizeof line,
-                      "startup: %.3f s: checkpoint and tokenizer %.3f s, OpenCL platforms and device %.3f s, kernel "
-                      "builds %.3f s (%d program%s), buffers and weights %.3f s, first launches %.3f s",
-                      seconds_between(process_start, now), seconds_between(process_start, opened),
-                      seconds_between(opened, device_open), builds.seconds, builds.programs,
-                      builds.programs == 1 ? "" : "s", seconds_between(device_open, loaded) - built_at_load.seconds,
-                      seconds_between(loaded, now) - (builds.seconds - built_at_load.seconds));
-        return line;
-    }
-
-    Forward& driver() { return compare ? static_cast<Forward&>(*compare) : *model; }
-
-    // After the run of `positions` forward passes: the per-token counters (-v) and --compare-cpu's verdict
-    // on stderr; the exit status.
-    int report(const GenerateArgs& a, int positions) const {
-        if (on_device && a.verbose) print_per_token(on_device->counters() - before, positions);
-        if (!compare) return 0;
-        if (a.verbose) {
-            std::fprintf(stderr, "compare-cpu: token 0\n%s", format_boundary_table(compare->first_token_table()).c_str());
-            if (compare->first_divergence() && compare->first_divergence()->pos != 0)
-                std::fprintf(stderr, "compare-cpu: token %d\n%s", compare->first_divergence()->pos,
-                             format_boundary_table(compare->divergent_token_table()).c_str());
-        }
-        std::fprintf(stderr, "%s\n", compare->summary().c_str());
-        return compare->first_divergence() ? 3 : 0;
-    }
-
-    // Called from the handler of a run that ended at a non-finite logit: under --compare-cpu a divergence
-    // found on the way is the verdict (exit 3, its summary naming where it began); otherwise the error stands.
-    int ended_non_finite(const GenerateArgs& a, const NonFiniteLogits& e) const {
-        if (!compare || !compare->first_divergence()) throw;
-        return report(a, e.pos() + 1);
-    }
-
-    Clock::time_point opened;  // when the backend began to open
-    // --backend auto's choice, and its fallback where there is no device; filled by `device`'s initializer
-    // (declared first).
-    std::string auto_choice, fallback;
-    std::string startup;  // -v's account of the device's startup
-    std::optional<Device> device;
-    std::unique_ptr<Forward> model;
-    DeviceForward* on_device = nullptr;
-    std::unique_ptr<LockstepCompare> compare;  // drives the device and the reference together
-    RuntimeCounters before;                    // the device's counters before the run
-};
-
 // The checkpoint the flags name, in --weights' format; progress lines heed -q from here on, the
 // conversion's first.
 Checkpoint open_model(const GenerateArgs& a) {
-    set_progress_quiet(a.quiet);
+    set_progress_quiet(a.backend.quiet);
     Checkpoint ck = Checkpoint::open(a.checkpoint);
-    if (!ck.load_note().empty() && !a.quiet) std::fprintf(stderr, "llama-cl: %s: %s\n", a.checkpoint.c_str(), ck.load_note().c_str());
+    if (!ck.load_note().empty() && !a.backend.quiet) std::fprintf(stderr, "llama-cl: %s: %s\n", a.checkpoint.c_str(), ck.load_note().c_str());
     return with_weights(std::move(ck), weights_format(a.weights));
 }
 
@@ -480,16 +201,16 @@ int run_generate(const GenerateArgs& a) {
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
-    Backend backend(a, ck, fault, steps, steps, Work::decode);
+    Backend backend(a.backend, ck, fault, steps, steps, Work::decode);
     GenerateStats stats;
     try {
         stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
     } catch (const NonFiniteLogits& e) {
-        return backend.ended_non_finite(a, e);
+        return backend.ended_non_finite(e);
     }
     if (stats.tokens_per_s > 0) std::fprintf(stderr, "achieved tok/s: %f\n", stats.tokens_per_s);
-    if (a.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
-    return backend.report(a, stats.positions);
+    if (a.backend.verbose) std::fprintf(stderr, "%s\n", stats.describe_rates().c_str());
+    return backend.report(stats.positions);
 }
 
 struct ChatArgs {
@@ -536,14 +257,14 @@ int run_chat(const ChatArgs& a) {
         options.chat_template = detect_chat_template(tokenizer.chat_template());
     }
     check_given_first_turn(tokenizer, options);  // before the backend's choice is printed
-    Backend backend(a.run, ck, fault, options.steps, options.steps, Work::decode);  // run.c's chat stops at -n positions in all
+    Backend backend(a.run.backend, ck, fault, options.steps, options.steps, Work::decode);  // run.c's chat stops at -n positions in all
     ChatStats stats;
     try {
         stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
     } catch (const NonFiniteLogits& e) {
-        return backend.ended_non_finite(a.run, e);
+        return backend.ended_non_finite(e);
     }
-    return backend.report(a.run, stats.positions);
+    return backend.report(stats.positions);
 }
 
 struct PerplexityArgs {
@@ -620,7 +341,7 @@ int run_perplexity(const PerplexityArgs& a) {
         throw Error(a.text_file + ": the text is empty; perplexity needs at least one token to score");
     // A window holds at most --context positions, and at most the text's tokens but the last; the windows
     // run at least one position per token scored.
-    Backend backend(a.run, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)),
+    Backend backend(a.run.backend, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)),
                     static_cast<long long>(tokens.size() - 1), Work::prompt);
     // A window at a time as a status line, cleared at the end (on a terminal, without -q).
     std::optional<ProgressLine> progress(std::in_place, "perplexity: scoring " + counted(tokens.size() - 1, "token"));
@@ -633,7 +354,7 @@ int run_perplexity(const PerplexityArgs& a) {
         });
     } catch (const NonFiniteLogits& e) {
         progress.reset();
-        return backend.ended_non_finite(a.run, e);
+        return backend.ended_non_finite(e);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = seconds > 0 ? static_cast<double>(r.positions) / seconds : 0.0;
@@ -649,10 +370,10 @@ int run_perplexity(const PerplexityArgs& a) {
     }
     // The result first: a failed write is then the one line on stderr, not a second after the figures.
     flush_or_throw(stdout);
-    if (!a.run.quiet)
+    if (!a.run.backend.quiet)
         std::fprintf(stderr, "perplexity: %s in %s, %.3f s, %.1f tokens/s\n", counted(r.positions, "position").c_str(),
                      counted(r.windows, "window").c_str(), seconds, tokens_per_s);
-    return backend.report(a.run, static_cast<int>(std::min<long long>(r.positions, std::numeric_limits<int>::max())));
+    return backend.report(static_cast<int>(std::min<long long>(r.positions, std::numeric_limits<int>::max())));
 }
 
 struct TokenizeArgs {
