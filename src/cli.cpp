@@ -302,15 +302,14 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double>(to - from).count();
 }
 
-// PoCL generates each kernel's code at its first launch: untimed passes at position 0 through every kernel
-// the run launches (prefill, a token, greedy decoding's; the run restarts at 0 and rewrites what they wrote)
-// keep that out of the printed tok/s, as run.c's timing skips its first pass. Only with resident weights,
-// where a pass costs a token's time, not a stream of every layer.
+// PoCL generates each kernel's code at its first launch: untimed passes at position 0 through the kernels
+// the run launches (a token, which a prompt of one position is too, and greedy decoding's; the run restarts
+// at 0 and rewrites what they wrote) keep that out of the printed tok/s, as run.c's timing skips its first
+// pass. Only with resident weights, where a pass costs a token's time, not a stream of every layer.
 void first_launches(DeviceForward& model, const DeviceInfo& device) {
     const ProgressLine progress("preparing the kernels' first launch on " + device.name +
                                 " (the driver caches them for the next run)");
     const int bos = 1;
-    model.prefill(std::span(&bos, 1), 0);
     model.forward(bos, 0);
     if (GreedyDecoder* greedy = model.greedy_decoder()) {
         greedy->start(0, std::span(&bos, 1), 1);
