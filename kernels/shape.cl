@@ -66,6 +66,14 @@ typedef float floatw_unaligned __attribute__((ext_vector_type(16), aligned(4)));
 #endif
 #define ROWS_PER_GROUP (LOCAL / ROW_THREADS)
 
+// A work-group of one work-item has no other work-item to wait for or to order its memory with at a
+// barrier, and PoCL spends most of a kernel's first-launch compile splitting it at the barriers it keeps:
+// in such builds (the CPU families' shapes) barrier() is nothing. (Work-groups still publish to each
+// other through grid_sync.cl's device-scope fences and atomics.)
+#if LOCAL == 1
+#define barrier(flags) ((void)(flags))
+#endif
+
 // The shape families (LaunchShape::family in kernel_set.hpp, by the same rule): SHAPE_EXACT and SHAPE_CPU
 // give each row one work-item (run.c's sequential loops; float16 steps), SHAPE_GPU many.
 #define SHAPE_EXACT 1

@@ -1,5 +1,6 @@
 #include "llamacl/backend.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -84,23 +85,25 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double>(to - from).count();
 }
 
-// PoCL generates each kernel's code at its first launch: untimed passes at position 0 through every kernel
-// the run launches (prefill, a token, greedy decoding's; the run restarts at 0 and rewrites what they wrote)
-// keep that out of the printed tok/s, as run.c's timing skips its first pass. Only with resident weights,
-// where a pass costs a token's time, not a stream of every layer.
-void first_launches(DeviceForward& model, const DeviceInfo& device) {
+// PoCL generates each kernel's code at its first launch, and a kernel program is built when a launch first
+// needs it: untimed passes at position 0 through the kernels the run launches (a prompt's prefill of several
+// positions, a token, greedy decoding's; the run restarts at 0 and rewrites what they wrote) keep that out of
+// the printed rates, as run.c's timing skips its first pass. Only with resident weights, where a pass costs
+// a token's time, not a stream of every layer.
+void first_launches(DeviceForward& model, const DeviceInfo& device, const BackendRun& run) {
     const ProgressLine progress("preparing the kernels' first launch on " + device.name +
                                 " (the driver caches them for the next run)");
     const int bos = 1;
-    model.prefill(std::span(&bos, 1), 0);
+    const std::array<int, 2> two{bos, bos};  // (one position runs as a token: forward's kernels)
+    if (run.prompt && run.positions >= 2) model.prefill(two, 0);
     model.forward(bos, 0);
-    if (GreedyDecoder* greedy = model.greedy_decoder()) {
-        greedy->start(0, std::span(&bos, 1), 1);
-        try {
-            greedy->next(0);
-        } catch (const NonFiniteLogits&) {
-            // (The run reports it at its own position, or --compare-cpu where the model first diverged.)
-        }
+    GreedyDecoder* greedy = run.greedy ? model.greedy_decoder() : nullptr;
+    if (!greedy) return;
+    greedy->start(0, std::span(&bos, 1), 1);
+    try {
+        greedy->next(0);
+    } catch (const NonFiniteLogits&) {
+        // (The run reports it at its own position, or --compare-cpu where the model first diverged.)
     }
 }
 
@@ -120,18 +123,18 @@ void check_backend_flags(const BackendFlags& a) {
     }
 }
 
-Backend::Backend(const BackendFlags& flags, const Checkpoint& ck, const std::optional<Fault>& fault, int positions,
-                 long long run_positions, Work work)
-    : flags_(flags), opened_(Clock::now()), device_(open_device(flags, ck, run_positions, auto_choice_, fallback_)) {
+Backend::Backend(const BackendFlags& flags, const Checkpoint& ck, const std::optional<Fault>& fault, const BackendRun& run)
+    : flags_(flags), run_(run), opened_(Clock::now()),
+      device_(open_device(flags, ck, run.forward_passes, auto_choice_, fallback_)) {
     std::unique_ptr<ReferenceForward> reference;
     if (device_ && auto_may_choose_reference(flags) && device_->info().is_cpu) {
         const Clock::time_point device_open = Clock::now();
-        reference = choose_by_rates(ck, positions, work, device_open);
+        reference = choose_by_rates(ck, device_open);
     } else if (device_) {
-        load_device(ck, positions, Clock::now());
+        load_device(ck, Clock::now());
     }
     if (!device_) {
-        run_on_reference(ck, fault, positions, std::move(reference));
+        run_on_reference(ck, fault, std::move(reference));
         return;
     }
     if (fault) {
@@ -158,15 +161,15 @@ Backend::Backend(const BackendFlags& flags, const Checkpoint& ck, const std::opt
 }
 
 // The model on the device opened, its first launches made; -v's startup line in `startup`.
-void Backend::load_device(const Checkpoint& ck, int positions, Clock::time_point device_open) {
+void Backend::load_device(const Checkpoint& ck, Clock::time_point device_open) {
     DeviceOptions options = device_options(flags_.runtime, device_->info());
-    options.positions = positions;
+    options.positions = run_.positions;
     auto forward = std::make_unique<DeviceForward>(*device_, ck, options);
     on_device_ = forward.get();
     model_ = std::move(forward);
     const Clock::time_point loaded = Clock::now();
     const Device::Builds built_at_load = device_->builds();
-    if (on_device_->plan().resident()) first_launches(*on_device_, device_->info());
+    if (on_device_->plan().resident()) first_launches(*on_device_, device_->info(), run_);
     startup_ = describe_startup(device_open, loaded, built_at_load, Clock::now());
 }
 
@@ -174,8 +177,7 @@ void Backend::load_device(const Checkpoint& ck, int positions, Clock::time_point
 // reference run `work` at (measured where the cache has none), and the device dropped where the
 // reference is the faster or the kernels cannot read the weights; returns the reference that was
 // measured, if any.
-std::unique_ptr<ReferenceForward> Backend::choose_by_rates(const Checkpoint& ck, int positions,
-                                                  Work work, Clock::time_point device_open) {
+std::unique_ptr<ReferenceForward> Backend::choose_by_rates(const Checkpoint& ck, Clock::time_point device_open) {
     try {
         device_weights(ck, device_->info(), choose_launch_shape(device_->info(), ck.weight_format()));
     } catch (const Error& e) {
@@ -185,25 +187,25 @@ std::unique_ptr<ReferenceForward> Backend::choose_by_rates(const Checkpoint& ck,
         return nullptr;
     }
     const RateCache cache = RateCache::of_user();
-    const std::string key = rate_key(device_->info(), ck.config(), work);
+    const std::string key = rate_key(device_->info(), ck.config(), run_.work);
     std::optional<PathRates> rates = cache.find(key);
     std::unique_ptr<ReferenceForward> reference;
     std::string source = "measured earlier, kept in " + cache.file().string();
     if (!rates) {
         const ProgressLine progress("--backend auto: measuring " + device_->info().name +
                                     " and the CPU reference on this model (once: the rates are kept)");
-        load_device(ck, positions, device_open);
-        reference = std::make_unique<ReferenceForward>(ck, positions);
-        rates = measure_rates(*model_, *reference, work, positions);
+        load_device(ck, device_open);
+        reference = std::make_unique<ReferenceForward>(ck, run_.positions);
+        rates = measure_rates(*model_, *reference, run_.work, run_.positions);
         source = cache.store(key, *rates) ? "measured now, kept in " + cache.file().string()
                  : cache.file().empty()   ? std::string("measured now; not kept: neither XDG_CACHE_HOME nor HOME is set")
                                           : "measured now; not kept: " + cache.file().string() + " could not be written";
     }
-    const std::string unit = work == Work::decode ? " tok/s" : " positions/s";
+    const std::string unit = run_.work == Work::decode ? " tok/s" : " positions/s";
     const std::string device_rate = number_text("%.0f", rates->device) + unit,
                       reference_rate = number_text("%.0f", rates->reference) + unit;
     if (rates->device_faster()) {
-        if (!model_) load_device(ck, positions, device_open);
+        if (!model_) load_device(ck, device_open);
         auto_choice_ = "--backend auto: OpenCL on " + device_->info().name + ", " + device_rate +
                       " against the CPU reference's " + reference_rate + " on this model (" + source +
                       "; --backend cpu for the reference)";
@@ -219,13 +221,13 @@ std::unique_ptr<ReferenceForward> Backend::choose_by_rates(const Checkpoint& ck,
 
 // The run on the CPU reference (`measured`, where auto measured one).
 void Backend::run_on_reference(const Checkpoint& ck, const std::optional<Fault>& fault,
-                      int positions, std::unique_ptr<ReferenceForward> measured) {
+                               std::unique_ptr<ReferenceForward> measured) {
     // The self-test corrupts a device's result: on the reference it would inject nothing, silently.
     if (fault)
         throw usage_error(std::string("LLAMACL_INJECT_FAULT=") + std::getenv("LLAMACL_INJECT_FAULT") +
                           ": corrupts a device result, and this run is on the CPU reference; run it with "
                           "--backend opencl (--compare-cpu names the boundary), or unset it");
-    model_ = measured ? std::move(measured) : std::make_unique<ReferenceForward>(ck, positions);
+    model_ = measured ? std::move(measured) : std::make_unique<ReferenceForward>(ck, run_.positions);
     report_choice();
     if (flags_.verbose) std::fprintf(stderr, "backend: CPU reference\n");
 }

@@ -286,6 +286,7 @@ Outcome Ladder::device_facts() {
     // Building the shape's kernels is what the device must manage first; the kernel rungs run them.
     harness_ = std::make_unique<KernelHarness>(device_, shape(o_.formats.front()));
     const KernelSet& k = harness_->kernels;
+    k.own();  // (built on first use: here, so that a build the device refuses fails this rung)
     const bool nvidia = has_extension(extensions, "cl_nv_device_attribute_query");
     const auto& f = o_.formats;
     const bool f16 = std::find(f.begin(), f.end(), ElementType::f16) != f.end();

@@ -201,7 +201,11 @@ int run_generate(const GenerateArgs& a) {
     const int steps = effective_steps(a.steps, c.seq_len);
     const std::vector<int> prompt = encode_prompt(tokenizer, a.prompt, steps, c.seq_len, c.vocab_size);
     Sampler sampler = make_sampler(a, c.vocab_size);
-    Backend backend(a.backend, ck, fault, steps, steps, Work::decode);
+    // generate decodes greedily on the device at temperature 0, after prefilling the prompt but its last
+    // token; a sampled run prefills the whole prompt.
+    const bool greedy = sampler.temperature() == 0.0f;
+    const bool prefills = prompt.size() > (greedy ? 2u : 1u);
+    Backend backend(a.backend, ck, fault, BackendRun{steps, steps, Work::decode, prefills, greedy});
     GenerateStats stats;
     try {
         stats = generate(backend.driver(), tokenizer, sampler, prompt, steps, stdout);
@@ -257,7 +261,8 @@ int run_chat(const ChatArgs& a) {
         options.chat_template = detect_chat_template(tokenizer.chat_template());
     }
     check_given_first_turn(tokenizer, options);  // before the backend's choice is printed
-    Backend backend(a.run.backend, ck, fault, options.steps, options.steps, Work::decode);  // run.c's chat stops at -n positions in all
+    // run.c's chat stops at -n positions in all; every turn's prompt is prefilled, its tokens sampled.
+    Backend backend(a.run.backend, ck, fault, BackendRun{options.steps, options.steps, Work::decode, true, false});
     ChatStats stats;
     try {
         stats = chat(backend.driver(), tokenizer, sampler, options, stdin, stdout);
@@ -341,8 +346,9 @@ int run_perplexity(const PerplexityArgs& a) {
         throw Error(a.text_file + ": the text is empty; perplexity needs at least one token to score");
     // A window holds at most --context positions, and at most the text's tokens but the last; the windows
     // run at least one position per token scored.
-    Backend backend(a.run.backend, ck, fault, static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)),
-                    static_cast<long long>(tokens.size() - 1), Work::prompt);
+    Backend backend(a.run.backend, ck, fault,
+                    BackendRun{static_cast<int>(std::min<std::size_t>(windows.context, tokens.size() - 1)),
+                               static_cast<long long>(tokens.size() - 1), Work::prompt, true, false});
     // A window at a time as a status line, cleared at the end (on a terminal, without -q).
     std::optional<ProgressLine> progress(std::in_place, "perplexity: scoring " + counted(tokens.size() - 1, "token"));
     const auto start = std::chrono::steady_clock::now();

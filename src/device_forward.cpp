@@ -188,9 +188,9 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
     counters_.enqueues++;
     counters_.input_bytes_uploaded += n * row_bytes;
     const auto norm = [&](const cl::Buffer& weight) {
-        bind_args(kernels_.rmsnorm_rows, signatures::rmsnorm_rows,
+        bind_args(kernels_.own().rmsnorm_rows, signatures::rmsnorm_rows,
              {{"x", work_.batch_x}, {"weight", weight}, {"out", work_.batch_xn}, {"n", dim}});
-        launch({&kernels_.rmsnorm_rows, kernels_.groups(n)}, Command::rmsnorm_rows);
+        launch({&kernels_.own().rmsnorm_rows, kernels_.groups(n)}, Command::rmsnorm_rows);
     };
     using Gemm = KernelSet::Gemm;
     // out (positions x rows, from out_offset) = in times w's rows, or added to what out holds (accumulate).
@@ -207,9 +207,9 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
     const bool q8 = c_.weight_format.quantized();
     const auto gemm_input = [&](const cl::Buffer& in, int width) -> const cl::Buffer& {
         if (!q8) return in;
-        bind_args(kernels_.quantize_rows, signatures::quantize_rows,
+        bind_args(kernels_.own().quantize_rows, signatures::quantize_rows,
              {{"x", in}, {"out", work_.batch_xq}, {"n", width}, {"staged", kernels_.staged_space(width)}});
-        launch({&kernels_.quantize_rows, kernels_.groups(n)}, Command::quantize_rows);
+        launch({&kernels_.own().quantize_rows, kernels_.groups(n)}, Command::quantize_rows);
         return work_.batch_xq;
     };
     const auto residual = [&](const cl::Buffer& w, const cl::Buffer& in, int width, Command command) {
@@ -228,10 +228,10 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
             product(w.wq, xn, work_.batch_q, 0, dim, dim, false, Command::gemm_q);
             product(w.wk, xn, kv_.keys(l), kv_at_pos, dim, kv_dim, false, Command::gemm_k);
             product(w.wv, xn, kv_.values(l), kv_at_pos, dim, kv_dim, false, Command::gemm_v);
-            bind_args(kernels_.rope_rows, signatures::rope_rows,
+            bind_args(kernels_.own().rope_rows, signatures::rope_rows,
                  {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"rope", weights_.rope_table()}, {"dim", dim},
                   {"kv_dim", kv_dim}, {"head_size", c_.head_size()}, {"pos", pos}, {"positions", n}});
-            launch({&kernels_.rope_rows, kernels_.per_position((dim + kv_dim) / 2, n)}, Command::rope_rows);
+            launch({&kernels_.own().rope_rows, kernels_.per_position((dim + kv_dim) / 2, n)}, Command::rope_rows);
         } else {
             const KernelSet::Launch qkv = kernels_.gemm(Gemm::qkv_rope, {dim, kv_dim, kv_dim}, n);
             bind_args(*qkv.kernel, signatures::gemm_qkv_rope,
@@ -241,19 +241,20 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
             launch(qkv, Command::gemm_qkv_rope);
         }
         if (tiled_attention) {
-            bind_args(kernels_.attention_tiles, signatures::attention_tiles,
+            bind_args(kernels_.own().attention_tiles, signatures::attention_tiles,
                  {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
                   {"out", work_.batch_xb}, {"n_heads", c_.n_heads}, {"head_size", c_.head_size()}, {"kv_dim", kv_dim},
                   {"kv_mul", c_.kv_mul()}, {"pos", pos}, {"positions", n}, {"queries", tiles_local[0]},
                   {"keys", tiles_local[1]}, {"scores", tiles_local[2]}, {"exchange", tiles_local[3]}});
-            launch({&kernels_.attention_tiles, kernels_.attention_tiles_range(c_.n_heads, n)}, Command::attention_tiles);
+            launch({&kernels_.own().attention_tiles, kernels_.attention_tiles_range(c_.n_heads, n)},
+                   Command::attention_tiles);
         } else {
-            bind_args(kernels_.attention_rows, signatures::attention_rows,
+            bind_args(kernels_.own().attention_rows, signatures::attention_rows,
                  {{"q", work_.batch_q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)},
                   {"att", work_.batch_att}, {"out", work_.batch_xb}, {"n_heads", c_.n_heads},
                   {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()}, {"seq_len", c_.seq_len},
                   {"pos", pos}, {"positions", n}});
-            launch({&kernels_.attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
+            launch({&kernels_.own().attention_rows, kernels_.per_position(c_.n_heads, n)}, Command::attention_rows);
         }
         residual(w.wo, work_.batch_xb, dim, Command::gemm_wo);
 
@@ -262,9 +263,9 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
             const cl::Buffer& ffn_in = gemm_input(work_.batch_xn, dim);
             product(w.w1, ffn_in, work_.batch_hb, 0, dim, hidden, false, Command::gemm_w1);
             product(w.w3, ffn_in, work_.batch_hb_up, 0, dim, hidden, false, Command::gemm_w3);
-            bind_args(kernels_.swiglu, signatures::swiglu,
+            bind_args(kernels_.own().swiglu, signatures::swiglu,
                  {{"gate", work_.batch_hb}, {"up", work_.batch_hb_up}, {"count", n * hidden}});
-            launch({&kernels_.swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
+            launch({&kernels_.own().swiglu, kernels_.per_position(n * hidden, 1)}, Command::swiglu);
         } else {
             const KernelSet::Launch gate_up = kernels_.gemm(Gemm::gate_up, {2 * hidden}, n);
             bind_args(*gate_up.kernel, signatures::gemm_gate_up,
@@ -377,12 +378,12 @@ void DeviceForward::enqueue_per_op(int pos, const BoundaryObserver& observer) {
         boundary(l, Op::k, kv_.keys(l), kv_at_pos, kv_dim, observer);
         boundary(l, Op::v, kv_.values(l), kv_at_pos, kv_dim, observer);
 
-        bind_args(kernels_.attention, signatures::attention,
+        bind_args(kernels_.own().attention, signatures::attention,
              {{"q", work_.q}, {"key_cache", kv_.keys(l)}, {"value_cache", kv_.values(l)}, {"att", work_.att},
               {"out", work_.xb}, {"partial_out", work_.att_partial}, {"arrivals", work_.att_arrivals},
               {"n_heads", c_.n_heads}, {"head_size", c_.head_size()}, {"kv_dim", kv_dim}, {"kv_mul", c_.kv_mul()},
               {"seq_len", c_.seq_len}, {"pos", pos}, {"chunk_len", chunk_len}});
-        launch({&kernels_.attention, kernels_.heads(c_.n_heads, chunks)}, Command::attention);
+        launch({&kernels_.own().attention, kernels_.heads(c_.n_heads, chunks)}, Command::attention);
         boundary(l, Op::attention, work_.xb, 0, dim, observer);
 
         bind_args(*wo.kernel, signatures::matvec_residual,
@@ -416,9 +417,9 @@ void DeviceForward::enqueue_classifier(const BoundaryObserver& observer) {
         // The classifier normalizes x itself, or reads xn normalized once before it.
         const bool separate_norm = kernels.separate_final_norm();
         if (separate_norm) {
-            bind_args(kernels.rmsnorm, signatures::rmsnorm,
+            bind_args(kernels.own().rmsnorm, signatures::rmsnorm,
                  {{"x", work_.x}, {"weight", weights_.rms_final()}, {"out", work_.xn}, {"n", dim}});
-            launch({&kernels.rmsnorm, kernels.rows(1)}, Command::rmsnorm_final);
+            launch({&kernels.own().rmsnorm, kernels.rows(1)}, Command::rmsnorm_final);
         }
         const cl::Buffer& input = separate_norm ? work_.xn : work_.x;
         const cl::Buffer& norm_weight = separate_norm ? cl::Buffer() : weights_.rms_final();
@@ -515,17 +516,17 @@ void DeviceForward::enqueue_greedy_batch() {
 void DeviceForward::enqueue_next_token(int pos, bool choose) {
     const int groups = kernels_.argmax_groups();
     if (choose) {
-        bind_args(kernels_.argmax, signatures::argmax,
+        bind_args(kernels_.own().argmax, signatures::argmax,
              {{"logits", work_.logits}, {"count", c_.vocab_size}, {"partial", work_.argmax_partial}});
-        launch({&kernels_.argmax, kernels_.groups(groups)}, Command::argmax);
+        launch({&kernels_.own().argmax, kernels_.groups(groups)}, Command::argmax);
     }
     // The embedding row comes from the classifier's table, read in its layout.
     KernelSet& kernels = classifier_kernels();
-    bind_args(kernels.argmax_embed, signatures::argmax_embed,
+    bind_args(kernels.own().argmax_embed, signatures::argmax_embed,
          {{"logits", work_.logits}, {"partial", work_.argmax_partial}, {"groups", groups}, {"choose", choose ? 1 : 0},
           {"tokens", work_.tokens}, {"pos", pos}, {"table", weights_.classifier().front().weights}, {"x", work_.x},
           {"dim", c_.dim}});
-    launch({&kernels.argmax_embed, kernels.groups(1)}, Command::argmax_embed);
+    launch({&kernels.own().argmax_embed, kernels.groups(1)}, Command::argmax_embed);
 }
 
 int DeviceForward::next(int pos) {

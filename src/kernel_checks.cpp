@@ -111,7 +111,7 @@ cl::Buffer KernelHarness::gemm_input(const std::vector<float>& in, int positions
     const cl::Buffer floats = upload(in);
     if (!weights.quantized()) return floats;
     cl::Buffer quantized = device.allocate(weights.input().bytes(static_cast<std::uint64_t>(positions) * n), "quantized rows");
-    run(kernels.quantize_rows, signatures::quantize_rows, kernels.groups(positions),
+    run(kernels.own().quantize_rows, signatures::quantize_rows, kernels.groups(positions),
         {{"x", floats}, {"out", quantized}, {"n", n}, {"staged", kernels.staged_space(n)}});
     return quantized;
 }
@@ -383,7 +383,7 @@ void attention_case(KernelHarness& h, KernelComparer& cmp, const AttentionCase& 
             cl::Buffer out_b = h.upload(std::vector<float>(dim, kNaN));  // any element left unwritten fails
             cl::Buffer partial_b = h.upload(
                 std::vector<float>(static_cast<std::size_t>(c.n_heads) * chunks * (c.head_size + 2), kNaN));
-            h.run(h.kernels.attention, signatures::attention, h.kernels.heads(c.n_heads, chunks),
+            h.run(h.kernels.own().attention, signatures::attention, h.kernels.heads(c.n_heads, chunks),
                   {{"q", q_b}, {"key_cache", k_b}, {"value_cache", v_b}, {"att", att_b}, {"out", out_b},
                    {"partial_out", partial_b}, {"arrivals", arrivals_b}, {"n_heads", c.n_heads},
                    {"head_size", c.head_size}, {"kv_dim", kv_dim}, {"kv_mul", kv_mul}, {"seq_len", seq_len},
@@ -600,9 +600,9 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
         cl::Buffer logits_b = h.upload(logits);
         const cl::Buffer& table_b = stored.buffer;
 
-        h.run(h.kernels.argmax, signatures::argmax, h.kernels.groups(groups),
+        h.run(h.kernels.own().argmax, signatures::argmax, h.kernels.groups(groups),
               {{"logits", logits_b}, {"count", n}, {"partial", partial_b}});
-        h.run(h.kernels.argmax_embed, signatures::argmax_embed, h.kernels.groups(1),
+        h.run(h.kernels.own().argmax_embed, signatures::argmax_embed, h.kernels.groups(1),
               {{"logits", logits_b}, {"partial", partial_b}, {"groups", groups}, {"choose", 1}, {"tokens", tokens_b},
                {"pos", pos}, {"table", table_b}, {"x", x_b}, {"dim", dim}});
         const cl_int chosen = read_token();
@@ -613,7 +613,7 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
         // Without choose: the token in the sequence (the one just chosen, or another written there) stays.
         const cl_int forced = finite ? (expected + 1) % n : 0;
         h.device.queue().enqueueWriteBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof forced, &forced);
-        h.run(h.kernels.argmax_embed, signatures::argmax_embed, h.kernels.groups(1),
+        h.run(h.kernels.own().argmax_embed, signatures::argmax_embed, h.kernels.groups(1),
               {{"logits", logits_b}, {"partial", partial_b}, {"groups", groups}, {"choose", 0}, {"tokens", tokens_b},
                {"pos", pos}, {"table", table_b}, {"x", x_b}, {"dim", dim}});
         const cl_int kept = read_token();
@@ -670,7 +670,7 @@ KernelCheckResult check_rmsnorm_rows(KernelHarness& h) {
                 rmsnorm(expected.data() + static_cast<std::size_t>(p) * n, x.data() + static_cast<std::size_t>(p) * n,
                         weight.data(), n, h.norm_eps);
             cl::Buffer x_b = h.upload(x), w_b = h.upload(weight), out_b = h.upload(std::vector<float>(x.size(), kNaN));
-            h.run(h.kernels.rmsnorm_rows, signatures::rmsnorm_rows, h.kernels.groups(positions),
+            h.run(h.kernels.own().rmsnorm_rows, signatures::rmsnorm_rows, h.kernels.groups(positions),
                   {{"x", x_b}, {"weight", w_b}, {"out", out_b}, {"n", n}});
             cmp.match(h, true, h.download(out_b, x.size()), expected, "out");
         }
@@ -746,7 +746,7 @@ KernelCheckResult check_quantize_rows(KernelHarness& h) {
         layout.write_rows(want.data(), {layout.format, q.data(), scales.data()}, 0, positions, n);
 
         const cl::Buffer out_b = h.upload_bytes(std::vector<std::byte>(want.size(), std::byte{0x5a}));
-        h.run(h.kernels.quantize_rows, signatures::quantize_rows, h.kernels.groups(positions),
+        h.run(h.kernels.own().quantize_rows, signatures::quantize_rows, h.kernels.groups(positions),
               {{"x", h.upload(x)}, {"out", out_b}, {"n", n}, {"staged", h.kernels.staged_space(n)}});
         const std::vector<std::byte> got = h.download_bytes(out_b, want.size());
         if (exact) {
@@ -960,7 +960,8 @@ KernelCheckResult check_rope_rows(KernelHarness& h) {
                  keys_want.data() + static_cast<std::size_t>(c.pos + p) * c.kv_dim, c.pos + p, c.dim, c.kv_dim,
                  Rope{c.head_size});
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), t_b = h.upload(table);
-        h.run(h.kernels.rope_rows, signatures::rope_rows, h.kernels.per_position((c.dim + c.kv_dim) / 2, c.positions),
+        h.run(h.kernels.own().rope_rows, signatures::rope_rows,
+              h.kernels.per_position((c.dim + c.kv_dim) / 2, c.positions),
               {{"q", q_b}, {"key_cache", k_b}, {"rope", t_b}, {"dim", c.dim}, {"kv_dim", c.kv_dim},
                {"head_size", c.head_size}, {"pos", c.pos}, {"positions", c.positions}});
         cmp.match(h, true, h.download(q_b, q.size()), q_want, "q");
@@ -1014,7 +1015,8 @@ KernelCheckResult check_attention_rows(KernelHarness& h) {
         cl::Buffer q_b = h.upload(q), k_b = h.upload(keys), v_b = h.upload(values);
         cl::Buffer att_b = h.upload(std::vector<float>(static_cast<std::size_t>(c.positions) * a.n_heads * seq_len, kNaN));
         cl::Buffer out_b = h.upload(std::vector<float>(q.size(), kNaN));
-        h.run(h.kernels.attention_rows, signatures::attention_rows, h.kernels.per_position(a.n_heads, c.positions),
+        h.run(h.kernels.own().attention_rows, signatures::attention_rows,
+              h.kernels.per_position(a.n_heads, c.positions),
               {{"q", q_b}, {"key_cache", k_b}, {"value_cache", v_b}, {"att", att_b}, {"out", out_b},
                {"n_heads", a.n_heads}, {"head_size", a.head_size}, {"kv_dim", kv_dim}, {"kv_mul", kv_mul},
                {"seq_len", seq_len}, {"pos", c.pos}, {"positions", c.positions}});
@@ -1022,7 +1024,7 @@ KernelCheckResult check_attention_rows(KernelHarness& h) {
         if (!h.kernels.attention_tiles_possible(a.head_size)) continue;
         cl::Buffer tiles_out = h.upload(std::vector<float>(q.size(), kNaN));
         const auto local = h.kernels.attention_tiles_local(a.head_size);
-        h.run(h.kernels.attention_tiles, signatures::attention_tiles,
+        h.run(h.kernels.own().attention_tiles, signatures::attention_tiles,
               h.kernels.attention_tiles_range(a.n_heads, c.positions),
               {{"q", q_b}, {"key_cache", k_b}, {"value_cache", v_b}, {"out", tiles_out}, {"n_heads", a.n_heads},
                {"head_size", a.head_size}, {"kv_dim", kv_dim}, {"kv_mul", kv_mul}, {"pos", c.pos},
@@ -1044,7 +1046,7 @@ KernelCheckResult check_swiglu(KernelHarness& h) {
         auto expected = gate;
         swiglu(expected.data(), up.data(), count);
         cl::Buffer g_b = h.upload(gate), u_b = h.upload(up);
-        h.run(h.kernels.swiglu, signatures::swiglu, h.kernels.per_position(count, 1),
+        h.run(h.kernels.own().swiglu, signatures::swiglu, h.kernels.per_position(count, 1),
               {{"gate", g_b}, {"up", u_b}, {"count", count}});
         cmp.match_exp(h, h.download(g_b, gate.size()), expected, "swiglu");
     }

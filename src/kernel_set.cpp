@@ -86,6 +86,11 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
       // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
       inline_ptx_(device.info().warp_size == 32 && shape.gpu_family()),
       common_options_(layout_.build_options() + norm_eps_option(norm_eps) + (inline_ptx_ ? " -DINLINE_PTX" : "")),
+      // CPU shapes stay with OpenCL C 1.2: they split no work that would need fences, and the "exact" shape's
+      // arithmetic is run.c's as that standard compiles it. GPU shapes use memory scopes where the device
+      // has them.
+      standard_(shape.gpu_family() && !device.info().scopes_standard.empty() ? device.info().scopes_standard
+                                                                              : "CL1.2"),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
@@ -111,24 +116,25 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);
-    const cl::Program program = first_build();
-    attention = cl::Kernel(program, "attention");
-    rmsnorm = cl::Kernel(program, "rmsnorm");
-    argmax = cl::Kernel(program, "argmax");
-    argmax_embed = cl::Kernel(program, "argmax_embed");
-    rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
-    attention_rows = cl::Kernel(program, "attention_rows");
-    if (shape_.gpu_family()) attention_tiles = cl::Kernel(program, "attention_tiles");
-    if (weights.quantized()) {
-        quantize_rows = cl::Kernel(program, "quantize_rows");
-        rope_rows = cl::Kernel(program, "rope_rows");
-        swiglu = cl::Kernel(program, "swiglu");
+}
+
+KernelSet::OwnBuild KernelSet::build_own() const {
+    OwnBuild own;
+    own.program = build_program(shape_.row_threads, kLongDotBatch, "");
+    const cl::Program& program = own.program;
+    own.attention = cl::Kernel(program, "attention");
+    own.rmsnorm = cl::Kernel(program, "rmsnorm");
+    own.argmax = cl::Kernel(program, "argmax");
+    own.argmax_embed = cl::Kernel(program, "argmax_embed");
+    own.rmsnorm_rows = cl::Kernel(program, "rmsnorm_rows");
+    own.attention_rows = cl::Kernel(program, "attention_rows");
+    if (shape_.gpu_family()) own.attention_tiles = cl::Kernel(program, "attention_tiles");
+    if (layout_.format.quantized()) {
+        own.quantize_rows = cl::Kernel(program, "quantize_rows");
+        own.rope_rows = cl::Kernel(program, "rope_rows");
+        own.swiglu = cl::Kernel(program, "swiglu");
     }
-    // The shape's own build holds the GPU shapes' smallest tile (gemm_gpu.cl's default).
-    gemm_builds_.emplace(kOwnGemmTile, gemm_build_of(kOwnGemmTile, program));
-    // Its matrix-vector kernels serve too, unless theirs are built with a register cap the others go without.
-    if (matvec_options_.empty())
-        builds_.emplace(std::make_pair(shape_.row_threads, kLongDotBatch), matvec_kernels(program));
+    return own;
 }
 
 // In Gemm's order.
@@ -149,14 +155,6 @@ KernelSet::GemmBuild KernelSet::gemm_build_of(GemmTile tile, const cl::Program& 
 KernelSet::Build KernelSet::matvec_kernels(const cl::Program& program) {
     return {cl::Kernel(program, "attn_qkv_rope"), cl::Kernel(program, "matvec_residual"),
             cl::Kernel(program, "ffn_gate_up"), cl::Kernel(program, "classifier")};
-}
-
-cl::Program KernelSet::first_build() {
-    // CPU shapes stay with OpenCL C 1.2: they split no work that would need fences, and the "exact" shape's
-    // arithmetic is run.c's as that standard compiles it. GPU shapes use memory scopes where the device has them.
-    const std::string& scopes = device_.info().scopes_standard;
-    standard_ = shape_.gpu_family() && !scopes.empty() ? scopes : "CL1.2";
-    return build_program(shape_.row_threads, kLongDotBatch, "");
 }
 
 cl::Program KernelSet::build_program(int row_threads, int dot_batch, const std::string& extra) const {
@@ -211,11 +209,15 @@ KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
     const int lane_elements = format.quantized() ? 4 * (n / format.group_size) : n;
     const int threads = widened_row_threads(shape_, rows, lane_elements, min_groups_);
     const int batch = format.quantized() ? kLongDotBatch : dot_batch(n / layout_.span(), threads);
-    const auto key = std::make_pair(threads, batch);
-    auto it = builds_.find(key);
-    if (it == builds_.end())
-        it = builds_.emplace(key, matvec_kernels(build_program(threads, batch, matvec_options_))).first;
-    return {&it->second[static_cast<std::size_t>(which)], this->rows(rows, threads)};
+    return {&matvec_builds_({threads, batch})[static_cast<std::size_t>(which)], this->rows(rows, threads)};
+}
+
+KernelSet::Build KernelSet::matvec_build(std::pair<int, int> threads_and_batch) const {
+    const auto [threads, batch] = threads_and_batch;
+    // The own build's serve, unless the matrix-vector kernels are built with a register cap it goes without.
+    if (threads == shape_.row_threads && batch == kLongDotBatch && matvec_options_.empty())
+        return matvec_kernels(own().program);
+    return matvec_kernels(build_program(threads, batch, matvec_options_));
 }
 
 KernelSet::Range KernelSet::rows(int rows) const { return this->rows(rows, shape_.row_threads); }
@@ -252,7 +254,7 @@ bool KernelSet::prefill_possible(const Config& c) const {
     if (!shape_.gpu_family()) return true;
     const std::uint64_t widest = std::max(c.dim, c.hidden_dim);
     const std::uint64_t elements = widest * std::max<std::uint64_t>(widest, prefill_batch_for(shape_, c));
-    return elements < (std::uint64_t{1} << 32) && fits(gemm_builds_.at(kOwnGemmTile));
+    return elements < (std::uint64_t{1} << 32) && fits(gemm_builds_(kOwnGemmTile));
 }
 
 namespace {
@@ -276,7 +278,7 @@ bool KernelSet::attention_tiles_possible(int head_size) const {
     for (std::size_t floats : attention_tiles_floats(head_size)) bytes += floats * sizeof(float);
     // (The reductions' scratch and what the compiler keeps in local memory itself leave room: staged_count.)
     return bytes + 1024 <= device_.info().local_mem_bytes &&
-           attention_tiles.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >= kAttentionTilesItems;
+           own().attention_tiles.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device_.device()) >= kAttentionTilesItems;
 }
 
 KernelSet::Range KernelSet::attention_tiles_range(int n_heads, int positions) const {
@@ -319,12 +321,12 @@ KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_ext
     const bool q8 = layout_.format.quantized();
     if (q8 && which != Gemm::gemm) throw std::logic_error("quantized weights have no fused prefill products");
     if (!shape_.gpu_family())
-        return {&gemm_builds_.at(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
+        return {&gemm_builds_(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
     const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_q8.cl's portable tile)
                             : tile_asked         ? *tile_asked
                                                  : gemm_tile(row_extents, positions, static_cast<int>(compute_units_),
                                                              tensor_cores_ ? kTensorCoreTileRule : kPortableTileRule);
-    GemmBuild& build = gemm_build(wanted);
+    GemmBuild& build = gemm_builds_(wanted);
     const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, build.tile.rows));
     const std::size_t position_tiles =
         static_cast<std::size_t>((positions + build.tile.positions - 1) / build.tile.positions);
@@ -332,9 +334,9 @@ KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_ext
                                      cl::NDRange(build.group_rows, build.group_positions)}};
 }
 
-KernelSet::GemmBuild& KernelSet::gemm_build(GemmTile tile) {
-    auto it = gemm_builds_.find(tile);
-    if (it != gemm_builds_.end()) return it->second;
+KernelSet::GemmBuild KernelSet::gemm_build(GemmTile tile) const {
+    // The smallest tile is the shape's own build's (gemm_gpu.cl's default), as is the CPU shapes' GEMM.
+    if (tile == kOwnGemmTile) return gemm_build_of(tile, own().program);
     // A device with less local memory than a large tile takes (some GPUs have 32 KiB) may refuse its build
     // or its launch, and one with fewer registers its whole work-group: that tile runs as the smallest.
     std::optional<GemmBuild> build;
@@ -345,13 +347,12 @@ KernelSet::GemmBuild& KernelSet::gemm_build(GemmTile tile) {
     } catch (const Error&) {
         // (The compiler's refusal: the smallest tile instead, below.)
     }
-    const GemmBuild& runs = build && fits(*build) ? *build : gemm_builds_.at(kOwnGemmTile);
-    return gemm_builds_.emplace(tile, runs).first->second;
+    return build && fits(*build) ? *build : gemm_builds_(kOwnGemmTile);
 }
 
 bool KernelSet::gemm_tile_runs(GemmTile tile) {
     if (!shape_.gpu_family()) return false;
-    const GemmBuild& build = gemm_build(tile);
+    const GemmBuild& build = gemm_builds_(tile);
     return build.tile == tile && fits(build);  // (the smallest tile's build is not checked when it is made)
 }
 

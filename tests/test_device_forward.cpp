@@ -28,6 +28,14 @@ int layers_of(const std::filesystem::path& model) { return Checkpoint::open(mode
 
 Device open_test_device() { return Device::open("", ""); }  // PoCL in CI
 
+// The CPU device (PoCL in CI), if there is one.
+std::optional<Device> open_cpu_device() {
+    const std::vector<DeviceInfo> devices = list_devices();
+    const auto cpu = std::find_if(devices.begin(), devices.end(), [](const DeviceInfo& d) { return d.is_cpu; });
+    if (cpu == devices.end()) return std::nullopt;
+    return Device::open("", std::to_string(cpu->platform_index) + "." + std::to_string(cpu->device_index));
+}
+
 // Max |device - reference| over a tensor, relative to the reference's largest magnitude (at least 1).
 double relative_error(std::span<const float> device, std::span<const float> reference) {
     double err = 0, scale = 1;
@@ -462,6 +470,47 @@ TEST(DeviceForwardPrefill, OnePositionRunsAsAToken) {
     EXPECT_EQ(std::count_if(log.begin(), log.end(), batched), 1);
 }
 
+// Programs are built when a run first launches one of their kernels. Per op (the cpu shape, on any device):
+// none for the model's load, the shape's own program for its first token, and nothing more for a prompt
+// (the CPU shapes' GEMMs are in it) or greedy decoding.
+TEST(DeviceForwardBuilds, PerOpRunsBuildTheShapesProgramAtTheirFirstToken) {
+    Device device = open_test_device();
+    TempDir dir;
+    const Checkpoint ck = Checkpoint::open(write_model(dir, {36, 100, 2, 6, 2, 300, 24, true}, 0, 13).string());
+    DeviceOptions options;
+    options.shape = parse_launch_shape("cpu", device.info());
+    options.schedule = Schedule::per_op;
+    DeviceForward dev(device, ck, options);
+    EXPECT_EQ(device.builds().programs, 0);
+    dev.forward(1, 0);
+    EXPECT_EQ(device.builds().programs, 1);
+    dev.prefill(std::vector<int>{1, 50, 7}, 0);
+    GreedyDecoder* greedy = dev.greedy_decoder();
+    ASSERT_NE(greedy, nullptr);
+    device_tokens(*greedy, {1}, 3);
+    EXPECT_EQ(device.builds().programs, 1);
+}
+
+// A CPU device's token kernel: its program alone for tokens, one-position prompts and greedy decoding; the
+// shape's own program only once a prompt of two positions runs prefill's kernels.
+TEST(DeviceForwardBuilds, TokenKernelRunsBuildNoOtherProgram) {
+    std::optional<Device> device = open_cpu_device();
+    if (!device) GTEST_SKIP() << "no CPU OpenCL device";
+    TempDir dir;
+    const Checkpoint ck = Checkpoint::open(write_model(dir, {36, 100, 2, 6, 2, 300, 24, true}, 0, 13).string());
+    DeviceForward dev(*device, ck, {});
+    ASSERT_TRUE(dev.token_schedule()) << dev.per_op_reason();
+    EXPECT_EQ(device->builds().programs, 1);
+    dev.prefill(std::vector<int>{1}, 0);
+    dev.forward(50, 1);
+    GreedyDecoder* greedy = dev.greedy_decoder();
+    ASSERT_NE(greedy, nullptr);
+    device_tokens(*greedy, {1, 50}, 4);
+    EXPECT_EQ(device->builds().programs, 1);
+    dev.prefill(std::vector<int>{1, 50}, 0);
+    EXPECT_EQ(device->builds().programs, 2);
+}
+
 // An OpenCL 1.2 device (the test device used as one) has no memory scopes: every shape builds as OpenCL C
 // 1.2 without device fences, runs per op and batches prompts, and matches the reference.
 TEST(OpenCl12Device, PerOpAndPromptPathsMatchTheReference) {
@@ -585,18 +634,6 @@ TEST(TokenSchedule, DescriptionNamesTheLaunchOrTheReason) {
     EXPECT_EQ(describe_schedule(264, ""), "token (the whole forward pass in one kernel launch of 264 work-groups)");
     EXPECT_EQ(describe_schedule(0, "--schedule per-op"), "per-op (one kernel launch per step: --schedule per-op)");
 }
-
-namespace {
-
-// The CPU device (PoCL in CI), if there is one.
-std::optional<Device> open_cpu_device() {
-    const std::vector<DeviceInfo> devices = list_devices();
-    const auto cpu = std::find_if(devices.begin(), devices.end(), [](const DeviceInfo& d) { return d.is_cpu; });
-    if (cpu == devices.end()) return std::nullopt;
-    return Device::open("", std::to_string(cpu->platform_index) + "." + std::to_string(cpu->device_index));
-}
-
-}  // namespace
 
 // On a CPU device the automatic schedule takes the token kernel (token_cpu.cl) with the shapes the device
 // takes for each format (cpu for floats, exact for Q8_0): one work-group of one work-item per usable CPU.

@@ -67,10 +67,10 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
     const bool q8 = weights == ElementType::q8_0;
     KernelSet kernels(device, parse_launch_shape(shape, device.info()), WeightFormat{weights, q8 ? 4 : 0}, true,
                       "-cl-kernel-arg-info");
-    for (const cl::Kernel* k : {&kernels.attention, &kernels.rmsnorm, &kernels.argmax, &kernels.argmax_embed})
-        expect_signature(*k);
+    const KernelSet::OwnBuild& own = kernels.own();
+    for (const cl::Kernel* k : {&own.attention, &own.rmsnorm, &own.argmax, &own.argmax_embed}) expect_signature(*k);
     // Q8_0 builds alone quantize prefill's inputs and run RoPE and SwiGLU after its unfused products.
-    for (const cl::Kernel* k : {&kernels.quantize_rows, &kernels.rope_rows, &kernels.swiglu}) {
+    for (const cl::Kernel* k : {&own.quantize_rows, &own.rope_rows, &own.swiglu}) {
         EXPECT_EQ((*k)() != nullptr, q8);
         if (q8) expect_signature(*k);
     }
@@ -79,8 +79,8 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
         expect_signature(*kernels.matvec(which, 64, 64).kernel);
     // Prefill's: the products of every tile's build (Q8_0's: gemm alone, of the shape's own build off tensor
     // cores), and attention_tiles where the shape has it.
-    for (const cl::Kernel* k : {&kernels.rmsnorm_rows, &kernels.attention_rows}) expect_signature(*k);
-    if (kernels.shape().gpu_family()) expect_signature(kernels.attention_tiles);
+    for (const cl::Kernel* k : {&own.rmsnorm_rows, &own.attention_rows}) expect_signature(*k);
+    if (kernels.shape().gpu_family()) expect_signature(own.attention_tiles);
     using Gemm = KernelSet::Gemm;
     for (const GemmTile& tile : kGemmTiles) {
         expect_signature(*kernels.gemm(Gemm::gemm, {64}, 64, tile).kernel);
@@ -106,7 +106,7 @@ TEST_P(KernelSignatures, MatchTheCompiledKernels) {
 TEST(KernelBinding, ProbesMatchTheCompiledKernels) {
     Device& device = test_device();
     KernelSet kernels(device, parse_launch_shape("gpu", device.info()), WeightFormat{}, true, "-cl-kernel-arg-info");
-    const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
+    const cl::Program& program = kernels.own().program;
     for (const char* name : {"copy_f32", "fma_f32"}) expect_signature(cl::Kernel(program, name));
     if (!kernels.tensor_cores()) GTEST_SKIP() << "no tensor cores: mma_tf32 and mma_s8 are not built";
     const cl::Program mma = mma_probe_program(device, "-cl-kernel-arg-info");
@@ -119,7 +119,7 @@ TEST(KernelBinding, EveryKernelHasASignature) {
     // Float builds, and Q8_0's, which have quantize_rows too.
     for (const WeightFormat& weights : {WeightFormat{}, WeightFormat{ElementType::q8_0, 4}}) {
         KernelSet kernels(device, parse_launch_shape("exact", device.info()), weights, true, "-cl-kernel-arg-info");
-        const cl::Program program = kernels.attention.getInfo<CL_KERNEL_PROGRAM>();
+        const cl::Program& program = kernels.own().program;
         std::string names = program.getInfo<CL_PROGRAM_KERNEL_NAMES>();
         names.erase(std::find(names.begin(), names.end(), '\0'), names.end());
         std::istringstream in(names);
@@ -133,8 +133,8 @@ TEST(KernelBinding, EveryKernelHasASignature) {
 TEST(KernelBinding, RefusesANameTheKernelLacks) {
     Device& device = test_device();
     KernelSet kernels(device, parse_launch_shape("exact", device.info()));
-    EXPECT_THROW(bind_args(kernels.rmsnorm, signatures::rmsnorm, {{"dim", 3}}), std::logic_error);
-    EXPECT_NO_THROW(bind_args(kernels.rmsnorm, signatures::rmsnorm, {{"n", 3}}));
+    EXPECT_THROW(bind_args(kernels.own().rmsnorm, signatures::rmsnorm, {{"dim", 3}}), std::logic_error);
+    EXPECT_NO_THROW(bind_args(kernels.own().rmsnorm, signatures::rmsnorm, {{"n", 3}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(ShapeFamilies, KernelSignatures,

@@ -451,7 +451,7 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
         const int chunks = attention_chunk_count(pos, chunk_len);
         same([&](KernelHarness& h) {
             cl::Buffer out = h.upload(std::vector<float>(q.size(), kNaN));
-            h.run(h.kernels.attention, signatures::attention, h.kernels.heads(heads, chunks),
+            h.run(h.kernels.own().attention, signatures::attention, h.kernels.heads(heads, chunks),
                   {{"q", h.upload(q)}, {"key_cache", h.upload(keys)}, {"value_cache", h.upload(values)},
                    {"att", h.upload(std::vector<float>(1))}, {"out", out},
                    {"partial_out", h.upload(std::vector<float>(static_cast<std::size_t>(heads) * chunks * (head + 2)))},

@@ -31,14 +31,21 @@ struct BackendFlags {
 // --backend cpu, a --tolerance that is not a finite number >= 0.
 void check_backend_flags(const BackendFlags& flags);
 
-// The forward pass the flags ask for, sized for positions 0 .. positions - 1, for a run of about
-// run_positions forward passes in all, of `work`. --backend auto's choice is reported (with -v) once the
+// The run a backend is opened for.
+struct BackendRun {
+    int positions = 0;             // positions 0 .. positions - 1 are run
+    long long forward_passes = 0;  // about how many forward passes it makes in all
+    Work work = Work::decode;      // what most of them are
+    bool prompt = true;            // a prompt of several positions is prefilled
+    bool greedy = false;           // tokens are chosen greedily (temperature 0)
+};
+
+// The forward pass the flags ask for, for `run`. --backend auto's choice is reported (with -v) once the
 // backend is ready, so that a run refused on the way has one line on stderr, the refusal. Not movable: the
 // model holds on to the device.
 class Backend {
 public:
-    Backend(const BackendFlags& flags, const Checkpoint& ck, const std::optional<Fault>& fault, int positions,
-            long long run_positions, Work work);
+    Backend(const BackendFlags& flags, const Checkpoint& ck, const std::optional<Fault>& fault, const BackendRun& run);
     Backend(const Backend&) = delete;
     Backend& operator=(const Backend&) = delete;
 
@@ -52,16 +59,16 @@ public:
 
 private:
     using Clock = std::chrono::steady_clock;
-    void load_device(const Checkpoint& ck, int positions, Clock::time_point device_open);
-    std::unique_ptr<ReferenceForward> choose_by_rates(const Checkpoint& ck, int positions, Work work,
-                                                      Clock::time_point device_open);
-    void run_on_reference(const Checkpoint& ck, const std::optional<Fault>& fault, int positions,
+    void load_device(const Checkpoint& ck, Clock::time_point device_open);
+    std::unique_ptr<ReferenceForward> choose_by_rates(const Checkpoint& ck, Clock::time_point device_open);
+    void run_on_reference(const Checkpoint& ck, const std::optional<Fault>& fault,
                           std::unique_ptr<ReferenceForward> measured);
     void report_choice() const;
     std::string describe_startup(Clock::time_point device_open, Clock::time_point loaded,
                                  Device::Builds built_at_load, Clock::time_point now) const;
 
     BackendFlags flags_;
+    BackendRun run_;
     Clock::time_point opened_;  // when the backend began to open
     // --backend auto's choice, and its fallback where there is no device; filled by `device_`'s initializer
     // (declared first).

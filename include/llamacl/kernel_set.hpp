@@ -4,7 +4,6 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,6 +12,7 @@
 #include "llamacl/device.hpp"
 #include "llamacl/device_options.hpp"  // TensorCores, PromptPrecision
 #include "llamacl/launch_shape.hpp"
+#include "llamacl/on_first_use.hpp"
 #include "llamacl/weight_format.hpp"
 
 namespace llamacl {
@@ -115,7 +115,8 @@ public:
     // model's Config::norm_eps). `warp_shuffles` false builds every reduction through local memory even
     // where the device offers warp shuffles (tests: warp_shuffles() says the same bits either way).
     // `build_options` are added to every build (tests: -cl-kernel-arg-info). `precision` is the tensor-core
-    // GEMMs' of float weights (PROMPT_FAST in gemm_gpu.cl); it changes nothing else.
+    // GEMMs' of float weights (PROMPT_FAST in gemm_gpu.cl); it changes nothing else. Builds nothing: each
+    // program is compiled the first time one of its kernels is asked for (OnFirstUse).
     KernelSet(const Device& device, const LaunchShape& shape, const WeightFormat& weights = {},
               bool warp_shuffles = true, const std::string& build_options = "",
               TensorCores tensor_cores = TensorCores::where_present, float norm_eps = Config{}.norm_eps,
@@ -183,15 +184,21 @@ public:
     // `count` work-groups of the shape's size.
     Range groups(int count) const;
 
-    cl::Kernel attention, rmsnorm, argmax, argmax_embed;  // of the shape's own build
-
-    // Prefill's kernels (kernels/prefill.cl), of the shape's own build.
-    cl::Kernel rmsnorm_rows, attention_rows;
-    // Q8_0 builds' alone (kernels/prefill_q8.cl): a GEMM's input quantized, and RoPE and SwiGLU after its
-    // unfused products.
-    cl::Kernel quantize_rows, rope_rows, swiglu;
-    // Prefill's attention on GPU shapes (kernels/attention_tiles.cl), where attention_tiles_possible.
-    cl::Kernel attention_tiles;
+    // The shape's own build (its row width, the long batch, no register cap): the kernels below, the
+    // smallest GEMM tile's products and, where the matrix-vector builds go uncapped, those of its width.
+    struct OwnBuild {
+        cl::Program program;
+        cl::Kernel attention, rmsnorm, argmax, argmax_embed;
+        // Prefill's kernels (kernels/prefill.cl).
+        cl::Kernel rmsnorm_rows, attention_rows;
+        // Q8_0 builds' alone (kernels/prefill_q8.cl): a GEMM's input quantized, and RoPE and SwiGLU after
+        // its unfused products.
+        cl::Kernel quantize_rows, rope_rows, swiglu;
+        // Prefill's attention on GPU shapes (kernels/attention_tiles.cl), where attention_tiles_possible.
+        cl::Kernel attention_tiles;
+    };
+    // Built the first time it is asked for: a run of the token kernel alone never builds it.
+    OwnBuild& own() const { return own_(); }
     // Whether attention_tiles runs a model of this head size here: GPU shapes, heads of at most
     // kAttentionTilesHeadMax elements, its local memory within the device's and its work-groups whole.
     // Elsewhere prefill runs attention_rows, whose scores go to memory.
@@ -251,9 +258,7 @@ private:
     // The matrix-vector kernels of one program build, indexed by Matvec.
     using Build = std::array<cl::Kernel, 4>;
     static Build matvec_kernels(const cl::Program& program);
-    // The shape's own build (without the matrix-vector register cap), choosing the standard every later
-    // build uses.
-    cl::Program first_build();
+    OwnBuild build_own() const;
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra) const;
     cl::Program build_program(int row_threads, int dot_batch, const std::string& extra,
                               const std::string& standard) const;
@@ -286,8 +291,6 @@ private:
     LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
     std::size_t compute_units_;
-    // By (work-items per row, dot batch); the shape's own width with the long batch is built up front.
-    std::map<std::pair<int, int>, Build> builds_;
     // Prefill's products of one build, indexed by Gemm, and the tile they compute (GPU shapes).
     using GemmKernels = std::array<cl::Kernel, 3>;
     // (Q8_0 builds: gemm alone.)
@@ -304,10 +307,20 @@ private:
     // device's.
     bool fits(const GemmBuild& build) const;
     // The build a launch of `tile` takes: the tile's own, or the smallest one's (gemm_tile_runs).
-    GemmBuild& gemm_build(GemmTile tile);
+    GemmBuild gemm_build(GemmTile tile) const;
+    // The matrix-vector kernels of a width and batch: the own build's where it holds them, else a build of
+    // their own.
+    Build matvec_build(std::pair<int, int> threads_and_batch) const;
+
+    // The programs, each built when a launch first needs one of its kernels (the token kernel's is built
+    // by TokenKernel::create, which only a run of it calls).
+    OnFirstUse<OwnBuild> own_{[this](std::monostate) { return build_own(); }};
+    // By (work-items per row, dot batch).
+    OnFirstUse<Build, std::pair<int, int>> matvec_builds_{
+        [this](std::pair<int, int> threads_and_batch) { return matvec_build(threads_and_batch); }};
     // By the tile asked for: the shape's own build (CPU shapes; the smallest tile of GPU shapes), and the
-    // others as launches first ask for them.
-    std::map<GemmTile, GemmBuild> gemm_builds_;
+    // others.
+    OnFirstUse<GemmBuild, GemmTile> gemm_builds_{[this](GemmTile tile) { return gemm_build(tile); }};
 };
 
 }  // namespace llamacl
