@@ -6,6 +6,9 @@
 // the GPU family adds its lanes' sums in a tree (row_sum). The same three functions as dot.cl's:
 // stage_input, row_dot and row_pair.
 #ifdef QUANTIZED_WEIGHTS
+#if defined(WEIGHT_Q4_0) && defined(FEW_GROUPS)
+#define Q4_TOKEN  // Q4_0 in the token kernel: its own row products (q4_dot below)
+#endif
 
 // The rule of the format (QuantRule; the host defines Q8_GGML for ggml's). Both take a group's scale as
 // max |v| / 127. runq.c's quantize: q = round(v / scale), the scale kept as it is; a group's term
@@ -37,8 +40,18 @@ inline float q8_kept(float scale) { return scale; }
 #endif
 
 // The staged input in local memory: its n / GROUP_SIZE scales, then its n values (chars) laid out as a
-// row's (q8_int).
+// row's (q8_int); Q4_TOKEN's as ints, int k of each of 32 consecutive groups, then int k + 1 of each, so
+// that a row's lanes, a group each, read consecutive ints (distinct banks, no conflicts).
 #define STAGED_VALUES(staged, n) ((__local char*)((staged) + (n) / GROUP_SIZE))
+// The int holding the staged values 4 k .. 4 k + 3 of group g of `groups`.
+#ifdef Q4_TOKEN
+inline int staged_int(int groups, int g, int k) {
+    const int run = g / 32 * 32;
+    return run * (GROUP_SIZE / 4) + k * min(32, groups - run) + (g - run);
+}
+#else
+#define staged_int q8_int
+#endif
 
 // (int8_t) round(Q8_APPLY(v, step)) as gcc compiles it on x86-64 (model_math.cpp's quantize): round()
 // rounds halves away from zero; the float becomes an int32 (out of range or NaN: INT32_MIN), whose low
@@ -69,7 +82,7 @@ inline char4 quantized4(float4 v, float step) {
 }
 inline void store_word(__local float* staged, float4 v, float step, int n, int word) {
     const int g = word / (GROUP_SIZE / 4);
-    ((__local char4*)STAGED_VALUES(staged, n))[q8_int(n / GROUP_SIZE, g, word % (GROUP_SIZE / 4))] = quantized4(v, step);
+    ((__local char4*)STAGED_VALUES(staged, n))[staged_int(n / GROUP_SIZE, g, word % (GROUP_SIZE / 4))] = quantized4(v, step);
 }
 #if defined(WARP_SHUFFLE) && GROUP_SIZE <= 128 && (GROUP_SIZE & (GROUP_SIZE - 1)) == 0
 // In one pass: a group's GROUP_SIZE / 4 words are held by consecutive work-items of one warp, which take
@@ -253,6 +266,102 @@ inline int4 group_dots4(__global const weight_t* w, __local const char* x, int g
     const int8 pairs = (int8)(ab.even, cd.even) + (int8)(ab.odd, cd.odd);
     return pairs.even + pairs.odd;
 }
+#elif defined(Q4_TOKEN)
+// Q4_0 in the token kernel: a lane takes its groups (every ROW_THREADS-th) Q4_BATCH at a time, their
+// nibbles (a 16-byte load a block where the row allows) and scales loaded together, then their terms
+// added in order; a group past the row's end loads the row's last and drops its term, so that every lane
+// loads without a branch. row_pair's two rows go through one loop, each staged int read once for both.
+#define Q4_BATCH 4
+typedef struct {
+    int4 nibbles[Q4_BATCH];
+    float scale[Q4_BATCH];
+} q4_batch_t;
+inline void q4_load(__private q4_batch_t* b, __global const weight_t* w, int n, int g) {
+    const int groups = n / GROUP_SIZE;
+    const scales_t s = WEIGHT_SCALES(w, n);
+#pragma unroll
+    for (int i = 0; i < Q4_BATCH; i++) {
+        const int at = min(g + i * ROW_THREADS, groups - 1);
+        __global const weight_t* block = w + 16 * at;
+        b->nibbles[i] = ((size_t)block & 15) == 0 ? *(__global const int4*)block : q4_words(w, at);
+        b->scale[i] = SCALE(s, at);
+    }
+}
+// Group g's staged values (ints, in the weights' order) into xv; returns 8 times their sum.
+inline int q4_input(__local const int* xi, int groups, int g, __private int* xv) {
+    int eights = 0;
+#pragma unroll
+    for (int k = 0; k < GROUP_SIZE / 4; k++) {
+        xv[k] = xi[staged_int(groups, g, k)];
+        eights = dot_words(0x08080808, xv[k], eights);
+    }
+    return eights;
+}
+// A block's integer dot product with its group's input: the unsigned nibbles' products (low nibbles the
+// first 16 values, high ones the last 16) less 8 times the input's sum, the same integer as (q - 8)'s.
+inline int q4_ival(int4 v, __private const int* xv, int eights) {
+    const int4 lo = v & 0x0f0f0f0f, hi = (v >> 4) & 0x0f0f0f0f;
+    int sum = dot_nibbles(lo.x, xv[0], 0);
+    sum = dot_nibbles(lo.y, xv[1], sum);
+    sum = dot_nibbles(lo.z, xv[2], sum);
+    sum = dot_nibbles(lo.w, xv[3], sum);
+    sum = dot_nibbles(hi.x, xv[4], sum);
+    sum = dot_nibbles(hi.y, xv[5], sum);
+    sum = dot_nibbles(hi.z, xv[6], sum);
+    sum = dot_nibbles(hi.w, xv[7], sum);
+    return sum - eights;
+}
+// A loaded batch's terms (its first group g) added in order to sum; two rows' batches to sum.x and sum.y.
+inline float q4_batch_sum(__private const q4_batch_t* a, __local const float* staged, int n, int g, float sum) {
+    const int groups = n / GROUP_SIZE;
+    __local const int* xi = (__local const int*)STAGED_VALUES(staged, n);
+#pragma unroll
+    for (int i = 0; i < Q4_BATCH; i++) {
+        const int at = g + i * ROW_THREADS;
+        if (at < groups) {
+            int xv[GROUP_SIZE / 4];
+            const int eights = q4_input(xi, groups, at, xv);
+            sum += Q8_TERM((float)q4_ival(a->nibbles[i], xv, eights), a->scale[i], staged[at]);
+        }
+    }
+    return sum;
+}
+inline float2 q4_batch_sum2(__private const q4_batch_t* a, __private const q4_batch_t* b, __local const float* staged,
+                            int n, int g, float2 sum) {
+    const int groups = n / GROUP_SIZE;
+    __local const int* xi = (__local const int*)STAGED_VALUES(staged, n);
+#pragma unroll
+    for (int i = 0; i < Q4_BATCH; i++) {
+        const int at = g + i * ROW_THREADS;
+        if (at < groups) {
+            int xv[GROUP_SIZE / 4];
+            const int eights = q4_input(xi, groups, at, xv);
+            const float x_scale = staged[at];
+            sum.x += Q8_TERM((float)q4_ival(a->nibbles[i], xv, eights), a->scale[i], x_scale);
+            sum.y += Q8_TERM((float)q4_ival(b->nibbles[i], xv, eights), b->scale[i], x_scale);
+        }
+    }
+    return sum;
+}
+// This lane's part of a row's product (of two rows') from group g on, added to sum.
+inline float q4_dot(__global const weight_t* w, __local const float* staged, int n, int g, float sum) {
+    for (; g < n / GROUP_SIZE; g += Q4_BATCH * ROW_THREADS) {
+        q4_batch_t a;
+        q4_load(&a, w, n, g);
+        sum = q4_batch_sum(&a, staged, n, g, sum);
+    }
+    return sum;
+}
+inline float2 q4_dot2(__global const weight_t* wa, __global const weight_t* wb, __local const float* staged, int n,
+                      int g, float2 sum) {
+    for (; g < n / GROUP_SIZE; g += Q4_BATCH * ROW_THREADS) {
+        q4_batch_t a, b;
+        q4_load(&a, wa, n, g);
+        q4_load(&b, wb, n, g);
+        sum = q4_batch_sum2(&a, &b, staged, n, g, sum);
+    }
+    return sum;
+}
 #else
 // Group g's words (the GPU family's up to 16 bytes, the CPU families' 4): one load where the row's start
 // allows it (rows of a multiple of Q8_WORD bytes), else Q8_WORD / 4 loads of ints. Q4_0's block: its
@@ -306,6 +415,7 @@ inline int group_dot(__global const weight_t* w, __local const char* x, int grou
 }
 #endif
 
+#ifndef Q4_TOKEN
 // Group g's term of a row (its scales at w_scales) with the staged input (Q8_TERM).
 inline float q8_term(__global const weight_t* w, scales_t w_scales, __local const float* staged, int groups, int g) {
     return Q8_TERM((float)group_dot(w, STAGED_VALUES(staged, groups * GROUP_SIZE), groups, g), SCALE(w_scales, g),
@@ -407,11 +517,21 @@ inline float first_group_dot(__private const q8_group_t* first, __global const w
     return q8_dot(w, staged, n, lane + ROW_THREADS, lane < groups ? term : 0.0f);
 }
 #endif
+#endif
 
 // One row's product with the staged input (the token kernel: staged_n < 0 stages it first; every other
 // caller staged it, staged_n > 0: KernelSet::staged_count), this lane's part.
 inline float row_dot(__global const weight_t* w, __global const float* x, __global const float* weight, float ss,
                      __local float* staged, int staged_n, int n, int lane, __local float* scratch) {
+#ifdef Q4_TOKEN
+    if (staged_n < 0) {
+        q4_batch_t first;
+        q4_load(&first, w, n, lane);
+        stage_step_input(staged, x, weight, n, scratch);
+        return q4_dot(w, staged, n, lane + Q4_BATCH * ROW_THREADS, q4_batch_sum(&first, staged, n, lane, 0.0f));
+    }
+    return q4_dot(w, staged, n, lane, 0.0f);
+#else
 #ifdef FEW_GROUPS
     if (staged_n < 0) {
         q8_group_t first;
@@ -421,6 +541,7 @@ inline float row_dot(__global const weight_t* w, __global const float* x, __glob
     }
 #endif
     return q8_dot(w, staged, n, lane, 0.0f);
+#endif
 }
 
 // Two rows' products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum; with
@@ -428,7 +549,17 @@ inline float row_dot(__global const weight_t* w, __global const float* x, __glob
 inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb, __global const float* x,
                        __global const float* weight, float ss, __local float* staged, int staged_n, int n,
                        int lane, __local float* scratch) {
-#ifdef FEW_GROUPS
+#ifdef Q4_TOKEN
+    if (staged_n < 0) {
+        q4_batch_t first_a, first_b;
+        q4_load(&first_a, wa, n, lane);
+        q4_load(&first_b, wb, n, lane);
+        stage_step_input(staged, x, weight, n, scratch);
+        const float2 first = q4_batch_sum2(&first_a, &first_b, staged, n, lane, (float2)(0.0f));
+        return row_sum2(q4_dot2(wa, wb, staged, n, lane + Q4_BATCH * ROW_THREADS, first), scratch);
+    }
+    return row_sum2(q4_dot2(wa, wb, staged, n, lane, (float2)(0.0f)), scratch);
+#elif defined(FEW_GROUPS)
     if (staged_n < 0) {
         q8_group_t first_a, first_b;
         load_first_group(&first_a, wa, n, lane);

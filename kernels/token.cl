@@ -153,7 +153,7 @@ inline void quantize_words(__global float* xq, __global const float* in, int n, 
         if (i >= end) continue;
         const int g = i / (GROUP_SIZE / 4);
         if (i % (GROUP_SIZE / 4) == 0) xq[g] = q8_kept(scale);
-        values[q8_int(n / GROUP_SIZE, g, i % (GROUP_SIZE / 4))] = quantized4(v, q8_step(scale));
+        values[staged_int(n / GROUP_SIZE, g, i % (GROUP_SIZE / 4))] = quantized4(v, q8_step(scale));
     }
 }
 // xq into `staged`: the scales, then the values, a word (four bytes) at a time.
@@ -246,6 +246,52 @@ inline void load_classifier_pair(int unit, __global const weight_t* wcls, __priv
 }
 #endif
 
+// Q4_0 on NVIDIA (TOKEN_PREFETCH): a work-group prefetches its next unit's rows into L2 (PTX's prefetch:
+// no registers, no wait) before it computes the current one, and a step's first unit before the grid
+// barrier ahead of it, so that its next weights stream from memory while it computes or waits. PREFETCH(f)
+// is f there, nothing elsewhere.
+#if defined(WEIGHT_Q4_0) && defined(INLINE_PTX)
+#define TOKEN_PREFETCH
+#define PREFETCH(call) call
+inline void prefetch_l2(__global const uchar* p) { __asm__ volatile("prefetch.global.L2 [%0];" : : "l"(p)); }
+// The lane's share of the 128-byte lines of `bytes` bytes from w (a warp's rows).
+inline void prefetch_rows(__global const weight_t* w, int bytes, int lane) {
+    for (int off = lane * 128; off < bytes; off += ROW_THREADS * 128) prefetch_l2(w + off);
+    if (lane == 0) prefetch_l2(w + bytes - 1);
+}
+// Unit `unit`'s rows, where the step has it, of the steps that read weights (as their unit functions
+// find them).
+inline void prefetch_qkv(int unit, __global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv) {
+    if (unit >= UNITS((DIM + 2 * KV_DIM) / 2)) return;
+    ROW_SETUP(unit, (DIM + 2 * KV_DIM) / 2);
+    int r = 2 * row;
+    __global const weight_t* w = wq;
+    if (r >= DIM + KV_DIM) { w = wv; r -= DIM + KV_DIM; }
+    else if (r >= DIM) { w = wk; r -= DIM; }
+    prefetch_rows(WEIGHT_ROW(w, r, DIM), 2 * Q4_ROW_BYTES(DIM), lane);
+}
+inline void prefetch_matvec(int unit, __global const weight_t* w, int n, int rows) {
+    if (unit >= UNITS(rows)) return;
+    ROW_SETUP(unit, rows);
+    prefetch_rows(WEIGHT_ROW(w, row, n), Q4_ROW_BYTES(n), lane);
+}
+inline void prefetch_ffn(int unit, __global const weight_t* w1, __global const weight_t* w3) {
+    if (unit >= UNITS(HIDDEN_DIM)) return;
+    ROW_SETUP(unit, HIDDEN_DIM);
+    prefetch_rows(WEIGHT_ROW(w1, row, DIM), Q4_ROW_BYTES(DIM), lane);
+    prefetch_rows(WEIGHT_ROW(w3, row, DIM), Q4_ROW_BYTES(DIM), lane);
+}
+inline void prefetch_classifier(int unit, __global const weight_t* wcls) {
+    if (unit >= (UNITS(VOCAB) + 1) / 2) return;
+    ROW_SETUP(2 * unit, VOCAB);
+    const int second = min(row_unclamped + ROWS_PER_GROUP, VOCAB - 1);
+    prefetch_rows(WEIGHT_ROW(wcls, row, DIM), Q4_ROW_BYTES(DIM), lane);
+    prefetch_rows(WEIGHT_ROW(wcls, second, DIM), Q4_ROW_BYTES(DIM), lane);
+}
+#else
+#define PREFETCH(call)
+#endif
+
 __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
     __local float scratch[2 * LOCAL];  // row_pair's (FEW_GROUPS)
     __local float4 partial[LOCAL];
@@ -262,10 +308,14 @@ __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
             __global float* values = value_cache + (size_t)l * STRIDE_CACHE;
             __global const float* norm = rms_att + (size_t)l * STRIDE_NORM;
             // (A step's units stage its input themselves, STAGED: its RMSNorm's scale is not needed.)
-            FOR_UNITS(u, UNITS((DIM + 2 * KV_DIM) / 2))
+            FOR_UNITS(u, UNITS((DIM + 2 * KV_DIM) / 2)) {
+                PREFETCH(prefetch_qkv(u + get_num_groups(0), wq + (size_t)l * STRIDE_ATTN, wk + (size_t)l * STRIDE_KV,
+                                      wv + (size_t)l * STRIDE_KV));
                 attn_qkv_rope_unit(u, x, norm, 0.0f, wq + (size_t)l * STRIDE_ATTN, wk + (size_t)l * STRIDE_KV,
                                    wv + (size_t)l * STRIDE_KV, rope, q, keys, values, DIM, KV_DIM, HEAD_SIZE, pos,
                                    staged, STAGED(u, DIM), scratch);
+            }
+            PREFETCH(prefetch_matvec(get_group_id(0), wo + (size_t)l * STRIDE_ATTN, DIM, DIM));
             GRID_BARRIER();
             FOR_UNITS(u, N_HEADS * chunks) {
                 attention_unit(u, q, keys, values, 0, xb, att_partial, att_arrivals, HEAD_SIZE, KV_DIM, KV_MUL,
@@ -275,22 +325,36 @@ __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
 #endif
             }
             GRID_BARRIER();
-            FOR_UNITS(u, UNITS(DIM))
+            FOR_UNITS(u, UNITS(DIM)) {
+                PREFETCH(prefetch_matvec(u + get_num_groups(0), wo + (size_t)l * STRIDE_ATTN, DIM, DIM));
                 matvec_residual_unit(u, wo + (size_t)l * STRIDE_ATTN, WO_INPUT, x, DIM, DIM, staged, STAGED(u, DIM),
                                      scratch);
+            }
+            PREFETCH(prefetch_ffn(get_group_id(0), w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN));
             GRID_BARRIER();
             norm = rms_ffn + (size_t)l * STRIDE_NORM;
-            FOR_UNITS(u, UNITS(HIDDEN_DIM))
+            FOR_UNITS(u, UNITS(HIDDEN_DIM)) {
+                PREFETCH(prefetch_ffn(u + get_num_groups(0), w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN));
                 ffn_gate_up_unit(u, x, norm, 0.0f, w1 + (size_t)l * STRIDE_FFN, w3 + (size_t)l * STRIDE_FFN, hb, DIM,
                                  HIDDEN_DIM, staged, STAGED(u, DIM), scratch);
+            }
+            PREFETCH(prefetch_matvec(get_group_id(0), w2 + (size_t)l * STRIDE_FFN, HIDDEN_DIM, DIM));
             GRID_BARRIER();
 #ifdef QUANTIZE_W2_ONCE
             quantize_words(xq, hb, HIDDEN_DIM, get_group_id(0) * LOCAL, HIDDEN_DIM / 4, LOCAL * get_num_groups(0));
             GRID_BARRIER();
 #endif
-            FOR_UNITS(u, UNITS(DIM))
+            FOR_UNITS(u, UNITS(DIM)) {
+                PREFETCH(prefetch_matvec(u + get_num_groups(0), w2 + (size_t)l * STRIDE_FFN, HIDDEN_DIM, DIM));
                 matvec_residual_unit(u, w2 + (size_t)l * STRIDE_FFN, W2_INPUT, x, HIDDEN_DIM, DIM, staged,
                                      STAGED(u, HIDDEN_DIM), scratch);
+            }
+            if (l + 1 < N_LAYERS) {
+                PREFETCH(prefetch_qkv(get_group_id(0), wq + (size_t)(l + 1) * STRIDE_ATTN,
+                                      wk + (size_t)(l + 1) * STRIDE_KV, wv + (size_t)(l + 1) * STRIDE_KV));
+            } else {
+                PREFETCH(prefetch_classifier(get_group_id(0), wcls));
+            }
             GRID_BARRIER();
         }
         float best_v = 0.0f;  // this work-item's best logit (greedy.cl), -1: none yet
@@ -316,8 +380,10 @@ __kernel void forward_token(FORWARD_TOKEN_PARAMETERS) {
             }
         }
 #else
-        FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2)
+        FOR_UNITS(u, (UNITS(VOCAB) + 1) / 2) {
+            PREFETCH(prefetch_classifier(u + get_num_groups(0), wcls));
             classifier_pair_unit(u, wcls, x, rms_final, logits, staged, scratch, &best_v, &best_i);
+        }
 #endif
         if (!greedy) return;
         // Greedy decoding: each work-group's best logit goes to argmax_partial.

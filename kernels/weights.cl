@@ -164,7 +164,8 @@ inline int weight_int(__global const weight_t* w, int groups, int g, int k) {
 #error "Q4_0's blocks hold 32 weights"
 #endif
 typedef uchar weight_t;
-#define WEIGHT_ROW(w, row, n) ((w) + (size_t)(row) * ((n) / 2 + (n) / 16))
+#define Q4_ROW_BYTES(n) ((n) / 2 + (n) / 16)
+#define WEIGHT_ROW(w, row, n) ((w) + (size_t)(row) * Q4_ROW_BYTES(n))
 #define WEIGHT_SCALES(w, n) ((__global const half*)((w) + (n) / 2))
 typedef __global const half* scales_t;
 #define SCALE(s, g) vload_half(g, s)
