@@ -349,7 +349,8 @@ TEST(BackendAuto, OnCpuOnlyMachinesThePathMeasuredFasterRunsAndItsRatesAreKept) 
         << first.err;
     const nlohmann::json kept = cache.read();
     ASSERT_EQ(kept["rates"].size(), 1u) << kept.dump();
-    const auto& [key, rates] = *kept["rates"].items().begin();
+    const std::string key = kept["rates"].begin().key();
+    const nlohmann::json rates = kept["rates"].begin().value();
     EXPECT_NE(key.find("dim 96 hidden 256 layers 8"), std::string::npos) << key;
     EXPECT_NE(key.find("| decode |"), std::string::npos) << key;
     EXPECT_GT(rates["reference"].get<double>(), 0);
