@@ -180,8 +180,12 @@ inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb,
         return row_sum2(dot2_staged_from(wa, wb, staged, spans, lane + DOT_BATCH * ROW_THREADS, first), scratch);
     }
 #endif
+#if SHAPE_FAMILY == SHAPE_EXACT
+    return partial_dot2(wa, wb, x, weight, ss, n);  // (a row a work-item: no lanes to sum)
+#else
     const float a = row_sum(row_dot(wa, x, weight, ss, staged, staged_n, n, lane, scratch), scratch);
     const float b = row_sum(row_dot(wb, x, weight, ss, staged, staged_n, n, lane, scratch), scratch);
     return (float2)(a, b);
+#endif
 }
 #endif

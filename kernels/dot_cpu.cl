@@ -77,5 +77,32 @@ inline float partial_dot_normed(__global const weight_t* w, __global const float
 #endif
     return sum;
 }
+
+#if SHAPE_FAMILY == SHAPE_EXACT
+// Two rows' dot products with one input (in[j], or with weight given weight[j] * (ss * x[j])), each in
+// run.c's order. Their chains of dependent adds interleave, so that a core overlaps them where one row's
+// chain alone waits on every add; sixteen weights of each row load (and widen from halves) at a time.
+inline float2 partial_dot2(__global const weight_t* wa, __global const weight_t* wb, __global const float* x,
+                           __global const float* weight, float ss, int n) {
+    float a = 0.0f, b = 0.0f;
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const float16 in = weight ? vloadw(weight + j) * (ss * vloadw(x + j)) : vloadw(x + j);
+        float pa[16], pb[16];
+        vstore16(WEIGHTW(wa, j) * in, 0, pa);
+        vstore16(WEIGHTW(wb, j) * in, 0, pb);
+        for (int k = 0; k < 16; k++) {
+            a += pa[k];
+            b += pb[k];
+        }
+    }
+    for (; j < n; j++) {
+        const float in = weight ? weight[j] * (ss * x[j]) : x[j];
+        a += WEIGHT(wa, j) * in;
+        b += WEIGHT(wb, j) * in;
+    }
+    return (float2)(a, b);
+}
+#endif
 #endif
 #endif

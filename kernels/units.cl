@@ -30,9 +30,11 @@ inline int group_share(int units) {
 #define FOR_GROUP_UNITS(u, rows)                                                                          \
     for (int u = (int)get_group_id(0) * group_share(UNITS(rows)), end_ = min(UNITS(rows), u + group_share(UNITS(rows))); \
          u < end_; u++)
-#if ROWS_PER_GROUP == 1 && defined(QUANTIZED_WEIGHTS) && GROUP_SIZE % 16 == 0
-// Q8_0 on a row a unit: the work-group's run of rows two at a time (the body takes row and row + 1 where
-// row + 1 < end: row_pair interleaves their products, whose sums are chains of dependent adds).
+#if ROWS_PER_GROUP == 1 && ((defined(QUANTIZED_WEIGHTS) && GROUP_SIZE % 16 == 0) || \
+                            (defined(FLOAT_WEIGHTS) && SHAPE_FAMILY == SHAPE_EXACT))
+// Quantized weights, and float ones in run.c's loops, on a row a unit: the work-group's run of rows two at
+// a time (the body takes row and row + 1 where row + 1 < end: row_pair interleaves their products, whose
+// sums are chains of dependent adds).
 #define ROW_PAIRS
 #define FOR_GROUP_ROW_PAIRS(row, end, rows)                                                              \
     for (int row = (int)get_group_id(0) * group_share(rows), end = min((rows), row + group_share(rows)); \

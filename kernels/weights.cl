@@ -8,6 +8,7 @@
 //   WEIGHT(w, j)           element j of a row, as a float
 //   WEIGHT4(w, j4)         elements 4 j4 .. 4 j4 + 3 of a row, as a float4
 //   WEIGHTV(w, j)          floatv elements from j (CPU families)
+//   WEIGHTW(w, j)          floatw elements from j (CPU families: sixteen)
 // which dot.cl's row products read, and the spans GPU shapes' lanes load (below). The quantized formats
 // (QUANTIZED_WEIGHTS: Q8_0, Q4_0) have
 //   WEIGHT_SCALES(w, n)    a row's scales, read with SCALE(s, g) (group g's, as a float) and SCALE4(s, g)
@@ -29,6 +30,9 @@ typedef float weight_t;
 #define WEIGHT(w, j) ((w)[j])
 #define WEIGHT4(w, j4) vload4(j4, w)
 #define WEIGHTV(w, j) vloadv((w) + (j))
+#if ROW_THREADS == 1
+#define WEIGHTW(w, j) vloadw((w) + (j))
+#endif
 #endif
 
 // IEEE halves, widened exactly as they load (vload_half is core OpenCL 1.2, no extension): the same
@@ -42,6 +46,9 @@ typedef half weight_t;
 #define WEIGHTV(w, j) vload_half16(0, (w) + (j))
 #else
 #define WEIGHTV(w, j) vload_half(0, (w) + (j))
+#endif
+#if ROW_THREADS == 1
+#define WEIGHTW(w, j) vload_half16(0, (w) + (j))
 #endif
 #endif
 
