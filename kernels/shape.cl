@@ -14,6 +14,13 @@
 // arithmetic exactly.
 #pragma OPENCL FP_CONTRACT OFF
 
+// Kernels keep clear of two faults of Oclgrind 21.10's uninitialized-value check, which CI runs: it
+// crashes on a vector shuffle with an undefined lane, and cannot run LLVM's freeze (a / and % pair of the
+// same operands compiles to one: see attention.cl).
+// x + y for two lanes of one vector: written fma(x, 1.0f, y), exactly x + y, which LLVM leaves scalar (a
+// sum of two lanes it turns into a shuffle with undefined lanes).
+inline float add_lanes(float x, float y) { return fma(x, 1.0f, y); }
+
 // The host always defines them (KernelSet); the defaults only keep the program buildable on its own.
 #ifndef ROW_THREADS
 #define ROW_THREADS 1
