@@ -99,7 +99,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     const float scale = sqrt((float)head_size);
     const int chunks = (pos + chunk_len) / chunk_len;
     // Remainders here are taken as products: a / and % pair of one operand compiles to LLVM's `freeze`,
-    // which Oclgrind cannot run.
+    // which Oclgrind's uninitialized-value check cannot run.
     const int h = unit / chunks, chunk = unit - h * chunks;
     const int t0 = chunk * chunk_len, t1 = min(t0 + chunk_len, pos + 1);  // this group's positions
     const int lid = get_local_id(0);

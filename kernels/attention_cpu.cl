@@ -36,7 +36,7 @@ inline void softmax_scores(__global float* a, int n) {
     int t = 0;
     floatw max_w = (floatw)(-INFINITY);
     for (; t + 16 <= n; t += 16) max_w = fmax(max_w, vloadw(a + t));
-    const float8 max8 = fmax(max_w.lo, max_w.hi);
+    const float8 max8 = fmax(max_w.lo, upper_half(max_w));
     const float4 max4 = fmax(max8.lo, max8.hi);
     float max_val = fmax(fmax(max4.x, max4.y), fmax(max4.z, max4.w));
     for (; t < n; t++) max_val = a[t] > max_val ? a[t] : max_val;
@@ -110,12 +110,12 @@ UNIT_FUNCTION void attention_head(int h, __global const float* q, __global const
         int p = 0;
         for (; p + 3 <= pos; p += 4) {
             __global const float* vp = v + (size_t)p * kv_dim + i;
-            acc0 += (float16)((float8)a[p], (float8)a[p + 1]) * (float16)(vload8(0, vp), vload8(0, vp + kv_dim));
-            acc1 += (float16)((float8)a[p + 2], (float8)a[p + 3]) *
-                    (float16)(vload8(0, vp + 2 * kv_dim), vload8(0, vp + 3 * kv_dim));
+            acc0 += join_halves((float8)a[p], (float8)a[p + 1]) * join_halves(vload8(0, vp), vload8(0, vp + kv_dim));
+            acc1 += join_halves((float8)a[p + 2], (float8)a[p + 3]) *
+                    join_halves(vload8(0, vp + 2 * kv_dim), vload8(0, vp + 3 * kv_dim));
         }
         const float16 sums = acc0 + acc1;
-        float8 acc = sums.lo + sums.hi;
+        float8 acc = sums.lo + upper_half(sums);
         for (; p <= pos; p++) acc += a[p] * vload8(0, v + (size_t)p * kv_dim + i);
         vstore8(acc, 0, o + i);
     }

@@ -26,7 +26,7 @@
 inline void attention_stage(__local float* tile, __global const float* cache, int t0, int rows, int head_size,
                             int stride, int kv_dim, size_t offset) {
     for (int e = get_local_id(0); e < ATT_KEYS * head_size; e += ATT_QUERIES * ATT_LANES) {
-        const int r = e / head_size, d = e % head_size;
+        const int r = e / head_size, d = e - r * head_size;  // (a product: see attention.cl)
         tile[r * stride + d] = r < rows ? cache[(size_t)(t0 + r) * kv_dim + offset + d] : 0.0f;
     }
 }
@@ -37,7 +37,9 @@ inline void attention_block(int block, int h, __global const float* q, __global 
                             int kv_dim, int kv_mul, int pos, int positions, __local float* queries,
                             __local float* keys, __local float* scores, __local float* exchange) {
     const int p0 = block * ATT_QUERIES;
-    const int tid = get_local_id(0), row = tid / ATT_LANES, lane = tid % ATT_LANES;
+    // (An unsigned quotient, not a product, breaks the / and % pair here: PoCL runs the kernel slower with
+    // lane as a product. See attention.cl.)
+    const int tid = get_local_id(0), row = (uint)tid / ATT_LANES, lane = tid % ATT_LANES;
     const int dim = n_heads * head_size, stride = head_size | 1;
     const size_t kv_off = (size_t)(h / kv_mul) * head_size;
     const float scale = sqrt((float)head_size);
@@ -45,7 +47,7 @@ inline void attention_block(int block, int h, __global const float* q, __global 
     const int p = min(p0 + row, positions - 1), query_pos = pos + p;
     const int keys_total = pos + min(p0 + ATT_QUERIES, positions);  // the block's last query sees them all
     for (int e = tid; e < ATT_QUERIES * head_size; e += ATT_QUERIES * ATT_LANES) {
-        const int r = e / head_size, d = e % head_size;
+        const int r = e / head_size, d = e - r * head_size;  // (a product: see attention.cl)
         queries[r * stride + d] = q[(size_t)min(p0 + r, positions - 1) * dim + h * head_size + d];
     }
     float m = -INFINITY, l = 0.0f, o[ATT_COLUMNS];

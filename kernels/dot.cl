@@ -8,9 +8,6 @@ inline void write_norm(__global float* out, __global const float* x, __global co
     for (int j = get_local_id(0); j < n; j += LOCAL) out[j] = weight[j] * (ss * x[j]);
 }
 
-
-inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
-
 #ifdef FEW_GROUPS
 // The token kernel stages a step's input in the work-group's first unit of the step, after that unit has
 // issued its first weight loads (float weights: a batch; Q8_0: each row's first group of the lane), which

@@ -3,10 +3,10 @@
 #if SHAPE_FAMILY != SHAPE_GPU
 #if VECTOR_WIDTH == 16
 inline float hsum(float16 v) {
-    const float8 a = v.lo + v.hi;
+    const float8 a = v.lo + upper_half(v);
     const float4 b = a.lo + a.hi;
     const float2 c = b.lo + b.hi;
-    return c.x + c.y;
+    return add_lanes(c.x, c.y);
 }
 #endif
 

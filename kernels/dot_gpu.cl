@@ -9,15 +9,19 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     return rms_from_sum(ss, n);
 }
 
+// a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w, added in that order (the first addition: shape.cl's
+// add_lanes).
+inline float dot4(float4 a, float4 b) {
+    const float4 p = a * b;
+    return add_lanes(p.x, p.y) + p.z + p.w;
+}
+
 #ifdef FLOAT_WEIGHTS  // (Q8_0 rows: dot_q8.cl)
 // This lane's part of dot(w, in) over n elements.
 inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
     float sum = 0.0f;
     const int n4 = n / 4;
-    for (int j = lane; j < n4; j += ROW_THREADS) {
-        const float4 a = WEIGHT4(w, j), b = vload4(j, in);
-        sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-    }
+    for (int j = lane; j < n4; j += ROW_THREADS) sum += dot4(WEIGHT4(w, j), vload4(j, in));
     for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += WEIGHT(w, j) * in[j];
     return sum;
 }
@@ -29,8 +33,7 @@ inline float partial_dot_normed(__global const weight_t* w, __global const float
     const int n4 = n / 4;
     for (int j = lane; j < n4; j += ROW_THREADS) {
         const float4 a = WEIGHT4(w, j), g = vload4(j, weight), v = vload4(j, x);
-        const float4 b = g * (ss * v);
-        sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+        sum += dot4(a, g * (ss * v));
     }
     for (int j = 4 * n4 + lane; j < n; j += ROW_THREADS) sum += WEIGHT(w, j) * (weight[j] * (ss * x[j]));
     return sum;

@@ -272,7 +272,7 @@ UNIT_FUNCTION void gemm_block(__global const weight_t* wa, int a0, int a_rows, _
                               __local float* wl, __local float* xl, __local uint* scratch,
                               float acc[GEMM_SLOTS_R][GEMM_SLOTS_P]) {
     const int flat = gemm_flat();
-    const int kk = flat % GEMM_TK, t0 = flat / GEMM_TK;
+    const int t0 = flat / GEMM_TK, kk = flat - t0 * GEMM_TK;  // (a product: see attention.cl)
     // Rows past a matrix's end, and positions past the batch's, load its last one. (Offsets of 32 bits:
     // the host runs prefill only where every matrix has fewer than 2^32 elements.)
     uint woff[GEMM_W_LOADS], xoff[GEMM_X_LOADS];

@@ -289,7 +289,7 @@ GEMM_KERNEL void gemm(__global const weight_t* w, __global const char* in, __glo
             for (int k = 0; k < GEMM_BLOCK; k++) dots[i][k] = 0;
         for (int word0 = 0; word0 < GROUP_SIZE / 4; word0 += Q8_TILE_WORDS) {
             for (int e = flat; e < GEMM_TILE * Q8_TILE_WORDS; e += GEMM_THREADS) {
-                const int t = e / Q8_TILE_WORDS, kk = e % Q8_TILE_WORDS, word = word0 + kk;
+                const int t = e / Q8_TILE_WORDS, kk = e - t * Q8_TILE_WORDS, word = word0 + kk;  // (see attention.cl)
                 const int at = q8_int(groups, g, word);
                 const int inside = word < GROUP_SIZE / 4;
                 wt[kk][t] = inside && r0 + t < rows ? weight_int(WEIGHT_ROW(w, r0 + t, n), groups, g, word) : 0;

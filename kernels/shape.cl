@@ -14,6 +14,17 @@
 // arithmetic exactly.
 #pragma OPENCL FP_CONTRACT OFF
 
+// Kernels keep clear of three faults of Oclgrind 21.10's uninitialized-value check, which CI runs: it
+// crashes on a vector shuffle with an undefined lane, takes a shuffle's lane 11 for an undefined one, and
+// cannot run LLVM's freeze (a / and % pair of the same operands compiles to one: see attention.cl).
+// x + y for two lanes of one vector: written fma(x, 1.0f, y), exactly x + y, which LLVM leaves scalar (a
+// sum of two lanes it turns into a shuffle with undefined lanes).
+inline float add_lanes(float x, float y) { return fma(x, 1.0f, y); }
+// v.hi and (float16)(lo, hi), taken as 64-bit lanes: a float16's are shuffles with lane 11, a ulong8's
+// are not.
+inline float8 upper_half(float16 v) { return as_float8(as_ulong8(v).hi); }
+inline float16 join_halves(float8 lo, float8 hi) { return as_float16((ulong8)(as_ulong4(lo), as_ulong4(hi))); }
+
 // The host always defines them (KernelSet); the defaults only keep the program buildable on its own.
 #ifndef ROW_THREADS
 #define ROW_THREADS 1

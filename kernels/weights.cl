@@ -196,6 +196,11 @@ inline int q4_values(int word, int high) {
 inline int weight_int(__global const weight_t* w, int groups, int g, int k) {
     return q4_values(q4_word(w, g, k % 4), k / 4);
 }
-#define ROW_ELEMENT(w, j, n) \
-    ((float)((((w)[(j) / 32 * 16 + (j) % 16] >> (4 * ((j) % 32 / 16))) & 15) - 8) * SCALE(WEIGHT_SCALES(w, n), (j) / 32))
+// Element j of a row: in block g = j / 32, the low nibble of byte i for i = j % 32 < 16, else the high one
+// of byte i - 16 (remainders as products: see attention.cl).
+inline float q4_element(__global const weight_t* w, int j, int n) {
+    const int g = j / 32, i = j - 32 * g, high = i / 16;
+    return (float)(((w[16 * g + (i - 16 * high)] >> (4 * high)) & 15) - 8) * SCALE(WEIGHT_SCALES(w, n), g);
+}
+#define ROW_ELEMENT(w, j, n) q4_element(w, j, n)
 #endif

@@ -110,7 +110,7 @@ void KernelHarness::matmul(float* out, const float* x, const Matrix& w) {
 cl::Buffer KernelHarness::gemm_input(const std::vector<float>& in, int positions, int n) {
     const cl::Buffer floats = upload(in);
     if (!weights.quantized()) return floats;
-    cl::Buffer quantized = device.allocate(weights.input().bytes(static_cast<std::uint64_t>(positions) * n), "quantized rows");
+    cl::Buffer quantized = zeroed(weights.input().bytes(static_cast<std::uint64_t>(positions) * n));
     run(kernels.own().quantize_rows, signatures::quantize_rows, kernels.groups(positions),
         {{"x", floats}, {"out", quantized}, {"n", n}, {"staged", kernels.staged_space(n)}});
     return quantized;
@@ -127,6 +127,8 @@ cl::Buffer KernelHarness::upload_bytes(const std::vector<std::byte>& data) {
     device.queue().enqueueWriteBuffer(buffer, CL_TRUE, 0, data.size(), data.data());
     return buffer;
 }
+
+cl::Buffer KernelHarness::zeroed(std::size_t bytes) { return upload_bytes(std::vector<std::byte>(bytes)); }
 
 std::vector<std::byte> KernelHarness::download_bytes(const cl::Buffer& buffer, std::size_t n) {
     std::vector<std::byte> out(n);
@@ -573,8 +575,8 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
     const std::vector<float> pool = {kNaN, -0.0f, 0.0f, -INFINITY, INFINITY, 1.0f, 2.0f, -1.0f};
     std::mt19937 rng(777);
     const int dim = h.row_length(3), groups = h.kernels.argmax_groups(), pos = 5;
-    cl::Buffer partial_b = h.device.allocate(static_cast<std::size_t>(groups) * sizeof(cl_int), "partial");
-    cl::Buffer tokens_b = h.device.allocate((pos + 2) * sizeof(cl_int), "tokens");
+    cl::Buffer partial_b = h.zeroed(static_cast<std::size_t>(groups) * sizeof(cl_int));
+    cl::Buffer tokens_b = h.zeroed((pos + 2) * sizeof(cl_int));
     cl::Buffer x_b = h.upload(sentinels(dim));
     const auto read_token = [&] {
         cl_int token = -2;
@@ -611,8 +613,11 @@ KernelCheckResult check_greedy_argmax(KernelHarness& h) {
                    finite ? "x is not the chosen token's embedding row" : "x changed without a token");
 
         // Without choose: the token in the sequence (the one just chosen, or another written there) stays.
-        const cl_int forced = finite ? (expected + 1) % n : 0;
-        h.device.queue().enqueueWriteBuffer(tokens_b, CL_TRUE, (pos + 1) * sizeof(cl_int), sizeof forced, &forced);
+        // The whole buffer, not the one token: Oclgrind's uninitialized-value check takes a host write for
+        // all that its buffer holds, so a write at an offset would leave the token uninitialized there.
+        std::vector<cl_int> tokens(pos + 2, -1);
+        const cl_int forced = tokens[pos + 1] = finite ? (expected + 1) % n : 0;
+        h.device.queue().enqueueWriteBuffer(tokens_b, CL_TRUE, 0, tokens.size() * sizeof(cl_int), tokens.data());
         h.run(h.kernels.own().argmax_embed, signatures::argmax_embed, h.kernels.groups(1),
               {{"logits", logits_b}, {"partial", partial_b}, {"groups", groups}, {"choose", 0}, {"tokens", tokens_b},
                {"pos", pos}, {"table", table_b}, {"x", x_b}, {"dim", dim}});

@@ -104,6 +104,10 @@ public:
 
     cl::Buffer upload(const std::vector<float>& data);
     cl::Buffer upload_bytes(const std::vector<std::byte>& data);
+    // `bytes` zero bytes, for a kernel to write: written from the host, not only allocated, since Oclgrind's
+    // uninitialized-value check keeps a released buffer's record of written bytes for a new buffer at its
+    // address until the host writes the new one.
+    cl::Buffer zeroed(std::size_t bytes);
     std::vector<float> download(const cl::Buffer& buffer, std::size_t n);
     std::vector<std::byte> download_bytes(const cl::Buffer& buffer, std::size_t n);
     // Binds `args` by name as the runtime does (kernel_args.hpp), runs the kernel over `range` and waits.
