@@ -1,5 +1,5 @@
 // Every family's row products with the (normalized, staged) input, built on dot_cpu.cl or dot_gpu.cl,
-// for the float formats (FLOAT_WEIGHTS). Q8_0's (dot_q8.cl) have the same three: stage_input, row_dot and
+// for the float formats (FLOAT_WEIGHTS). Q8_0's (dot_quantized.cl) have the same three: stage_input, row_dot and
 // row_pair.
 
 // Writes rmsnorm(x) * weight to out; called by one work-group so the normalized vector can be

@@ -45,7 +45,7 @@ inline float rms_scale(__global const float* x, int n, __local float* scratch) {
     return sum;
 #endif
 
-#ifdef FLOAT_WEIGHTS  // (Q8_0 rows: dot_q8.cl)
+#ifdef FLOAT_WEIGHTS  // (Q8_0 rows: dot_quantized.cl)
 // dot(w, in) over n elements of a weight row (a row has one lane).
 inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
     DOT_BODY(WEIGHT, WEIGHTV, w, in, n)

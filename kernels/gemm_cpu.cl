@@ -1,5 +1,5 @@
 // The CPU families' (SHAPE_EXACT, SHAPE_CPU) matrix-matrix block of float weights, prefill.cl's GEMMs'
-// inner part (Q8_0's products: prefill_q8.cl).
+// inner part (Q8_0's products: prefill_quantized.cl).
 //
 // A block is GEMM_ROWS output rows by GEMM_POSITIONS positions: GEMM_HALF rows a0, a0 + step, ... of
 // matrix wa and as many of wb from b0 (gemm_gpu.cl says why). A work-item takes a run of blocks' rows (FOR_GROUP_UNITS) and walks all

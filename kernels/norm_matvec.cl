@@ -1,6 +1,6 @@
 // Matrix-vector products whose input is RMSNorm(x), the norm folded in (each work-group recomputes the
 // scale from x instead of a separate normalization kernel and buffer round trip). `staged` is local
-// memory for the normalized input when staged_n > 0 (see stage_input in dot.cl and dot_q8.cl).
+// memory for the normalized input when staged_n > 0 (see stage_input in dot.cl and dot_quantized.cl).
 
 // RoPE's rotation of the pair (v0, v1) by its frequency's cos fcr and sin fci, as run.c writes it; and
 // stored at rows r, r + 1 of o, with cs the frequency's (cos, sin). Prefill's kernels rotate with them too.

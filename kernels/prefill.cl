@@ -4,7 +4,7 @@
 // gemm_gpu.cl: a block of rows by positions per work-item or work-group); the kernels below say which rows
 // a block takes and what becomes of its sums: stored, added to the residual, rotated into the queries and
 // the cache, or paired into SwiGLU (the decode kernels' rope_pair and swiglu_of: norm_matvec.cl). On the
-// CPU families they are the decode kernels' bits. (Float weights; Q8_0's products, unfused: prefill_q8.cl.)
+// CPU families they are the decode kernels' bits. (Float weights; Q8_0's products, unfused: prefill_quantized.cl.)
 
 // RMSNorm of each position's x, one work-group per position: out[p] = rmsnorm(x[p]) * weight, the
 // expression the fused decode kernels multiply by, so the products below keep their bits.

@@ -1,4 +1,4 @@
-// Tensor cores for prefill's GEMMs (gemm_gpu.cl and prefill_q8.cl with GEMM_MMA): NVIDIA's warp-wide
+// Tensor cores for prefill's GEMMs (gemm_gpu.cl and prefill_quantized.cl with GEMM_MMA): NVIDIA's warp-wide
 // matrix multiply-adds through inline PTX, mma.sync.m16n8k8 on TF32 operands with fp32 accumulation for
 // float weights, mma.sync.m16n8k32 on int8 operands with int32 accumulation for Q8_0. The host defines
 // GEMM_MMA where the compiler takes inline PTX (KernelSet::warp_shuffles) and the GPU has these tensor

@@ -138,7 +138,7 @@ inline void stage_normed(__local float* staged, __global const float* x, __globa
 
 #if defined(QUANTIZE_W2_ONCE) || defined(QUANTIZE_WO_INPUT)
 #if !defined(QUANTIZED_WEIGHTS) || !defined(WORD_SCALES)
-#error "QUANTIZE_W2_ONCE and QUANTIZE_WO_INPUT are Q8_0's, with warp shuffles (dot_q8.cl's word_scale)"
+#error "QUANTIZE_W2_ONCE and QUANTIZE_WO_INPUT are Q8_0's, with warp shuffles (dot_quantized.cl's word_scale)"
 #endif
 // A step's input quantized once, into xq (laid out as `staged` for its n values), and copied from there by
 // every work-group of the step instead of each quantizing it. A word a work-item: word base + lid for each

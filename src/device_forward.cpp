@@ -222,7 +222,7 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
         // Attention: the batch's keys and values go straight into the cache, rotated there with the queries,
         // before any position of the batch attends to them.
         norm(w.rms_att);
-        if (q8) {  // the products, then RoPE (prefill_q8.cl)
+        if (q8) {  // the products, then RoPE (prefill_quantized.cl)
             const cl::Buffer& xn = gemm_input(work_.batch_xn, dim);
             const int kv_at_pos = pos * kv_dim;
             product(w.wq, xn, work_.batch_q, 0, dim, dim, false, Command::gemm_q);
@@ -259,7 +259,7 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
         residual(w.wo, work_.batch_xb, dim, Command::gemm_wo);
 
         norm(w.rms_ffn);
-        if (q8) {  // the products, then SwiGLU (prefill_q8.cl)
+        if (q8) {  // the products, then SwiGLU (prefill_quantized.cl)
             const cl::Buffer& ffn_in = gemm_input(work_.batch_xn, dim);
             product(w.w1, ffn_in, work_.batch_hb, 0, dim, hidden, false, Command::gemm_w1);
             product(w.w3, ffn_in, work_.batch_hb_up, 0, dim, hidden, false, Command::gemm_w3);

@@ -322,7 +322,7 @@ KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_ext
     if (q8 && which != Gemm::gemm) throw std::logic_error("quantized weights have no fused prefill products");
     if (!shape_.gpu_family())
         return {&gemm_builds_(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
-    const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_q8.cl's portable tile)
+    const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_quantized.cl's portable tile)
                             : tile_asked         ? *tile_asked
                                                  : gemm_tile(row_extents, positions, static_cast<int>(compute_units_),
                                                              tensor_cores_ ? kTensorCoreTileRule : kPortableTileRule);

@@ -38,7 +38,7 @@ constexpr int kQuantizeOnceWords = 4;
 constexpr int kQuantizeWoWords = 2;
 
 // Whether the kernels quantize a Q8_0 input a word a work-item, a group's words in one warp: the
-// condition of dot_q8.cl's one-pass stage_input (WORD_SCALES), which token.cl's inputs quantized once
+// condition of dot_quantized.cl's one-pass stage_input (WORD_SCALES), which token.cl's inputs quantized once
 // take; token.cl refuses to build them without it.
 bool quantizes_by_words(const KernelSet& kernels, int group_size) {
     return kernels.warp_shuffles() && group_size <= 128 && (group_size & (group_size - 1)) == 0;

@@ -27,7 +27,7 @@ extern const KernelSignature attention;                                        /
 extern const KernelSignature argmax, argmax_embed;                             // greedy.cl
 extern const KernelSignature rmsnorm_rows, gemm, gemm_qkv_rope, gemm_gate_up, attention_rows;  // prefill.cl
 extern const KernelSignature attention_tiles;                                  // attention_tiles.cl
-extern const KernelSignature quantize_rows, rope_rows, swiglu;                 // prefill_q8.cl
+extern const KernelSignature quantize_rows, rope_rows, swiglu;                 // prefill_quantized.cl
 extern const KernelSignature forward_token;                                    // token.cl
 extern const KernelSignature copy_f32, fma_f32, mma_tf32, mma_s8;              // copy.cl: bench's probes
 }  // namespace signatures

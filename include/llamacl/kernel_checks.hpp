@@ -165,7 +165,7 @@ KernelCheckResult check_matvec_residual(KernelHarness& h);
 KernelCheckResult check_ffn_gate_up(KernelHarness& h);
 KernelCheckResult check_classifier(KernelHarness& h);
 KernelCheckResult check_greedy_argmax(KernelHarness& h);
-// Prefill's (kernels/prefill.cl, prefill_q8.cl): a batch of positions at once, row-major (positions, width).
+// Prefill's (kernels/prefill.cl, prefill_quantized.cl): a batch of positions at once, row-major (positions, width).
 KernelCheckResult check_rmsnorm_rows(KernelHarness& h);
 // Q8_0 only: each position's row quantized by the format's rule, in the weights' device layout.
 KernelCheckResult check_quantize_rows(KernelHarness& h);

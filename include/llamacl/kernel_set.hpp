@@ -44,7 +44,7 @@ int token_dot_batch(int longest_row, int dim, int row_threads);
 std::string register_cap_option(const DeviceInfo& device, int groups, int local);
 
 // Local memory a matrix-vector kernel stages its input of n elements in (KernelSet::staged_space): n
-// floats, or for Q8_0 weights its quantized values and their scales (kernels/dot_q8.cl).
+// floats, or for Q8_0 weights its quantized values and their scales (kernels/dot_quantized.cl).
 std::uint64_t staged_input_bytes(const WeightFormat& weights, int n);
 // Whether that fits a work-group of `shape` on `device`, beside the reduction scratch and what the
 // compiler keeps in local memory itself. Q8_0's kernels need it: they read only the staged input.
@@ -191,7 +191,7 @@ public:
         cl::Kernel attention, rmsnorm, argmax, argmax_embed;
         // Prefill's kernels (kernels/prefill.cl).
         cl::Kernel rmsnorm_rows, attention_rows;
-        // Q8_0 builds' alone (kernels/prefill_q8.cl): a GEMM's input quantized, and RoPE and SwiGLU after
+        // Q8_0 builds' alone (kernels/prefill_quantized.cl): a GEMM's input quantized, and RoPE and SwiGLU after
         // its unfused products.
         cl::Kernel quantize_rows, rope_rows, swiglu;
         // Prefill's attention on GPU shapes (kernels/attention_tiles.cl), where attention_tiles_possible.
@@ -216,7 +216,7 @@ public:
     // block of kGemmRows rows (gemm_cpu.cl), the shape's own build. GPU shapes: a work-group (the one its
     // kernels declare) per tile of rows by positions (gemm_gpu.cl), the tile chosen by gemm_tile
     // for the launch's size (or `tile`: tests), each tile's build compiled once, when first needed.
-    // Q8_0 weights: Gemm::gemm alone (prefill_q8.cl), of the shape's own build and its tile.
+    // Q8_0 weights: Gemm::gemm alone (prefill_quantized.cl), of the shape's own build and its tile.
     Launch gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
                 std::optional<GemmTile> tile = std::nullopt);
     // Whether a GPU shape runs GEMM tile `tile` as asked: its build compiles here and its work-group fits
@@ -239,7 +239,7 @@ public:
     // Whether exp() is glibc's expf bit for bit (GLIBC_EXPF in kernels/expf.cl): the exact shape on a
     // device with doubles.
     bool glibc_expf() const { return shape_.family() == ShapeFamily::exact && device_.info().fp64; }
-    // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl and prefill_q8.cl): GPU shapes
+    // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl and prefill_quantized.cl): GPU shapes
     // with warp shuffles (the compiler takes inline PTX) on a GPU of compute capability 8.0 or later (TF32
     // and int8 mma.sync), for float weights and Q8_0 in groups of a multiple of kQ8MmaStep, unless asked
     // never to; or emulated.

@@ -47,7 +47,7 @@ struct WorkingBuffers {
     // weights: the gate first), and attention's scores (n_heads x seq_len; one unused float unless
     // prefill_scores_in_memory).
     cl::Buffer batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_att;
-    // Q8_0 weights alone (prefill_q8.cl: its products are not fused), else one unused float each: the FFN's
+    // Q8_0 weights alone (prefill_quantized.cl: its products are not fused), else one unused float each: the FFN's
     // up projection (hidden_dim a position), and a GEMM's input, each position's row quantized (rows of
     // the longer of dim and hidden_dim, laid out as weight rows).
     cl::Buffer batch_hb_up, batch_xq;
