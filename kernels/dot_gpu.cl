@@ -16,7 +16,7 @@ inline float dot4(float4 a, float4 b) {
     return add_lanes(p.x, p.y) + p.z + p.w;
 }
 
-#ifdef FLOAT_WEIGHTS  // (Q8_0 rows: dot_q8.cl)
+#ifdef FLOAT_WEIGHTS  // (Q8_0 rows: dot_quantized.cl)
 // This lane's part of dot(w, in) over n elements.
 inline float partial_dot(__global const weight_t* w, __global const float* in, int n, int lane) {
     float sum = 0.0f;

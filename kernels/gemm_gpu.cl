@@ -37,7 +37,7 @@
 #define GEMM_THREADS (GEMM_GROUP_R * GEMM_GROUP_P)
 #define GEMM_KERNEL __kernel __attribute__((reqd_work_group_size(GEMM_GROUP_R, GEMM_GROUP_P, 1)))
 inline int gemm_flat(void) { return get_local_id(1) * GEMM_GROUP_R + get_local_id(0); }
-// (The tile's geometry above is Q8_0's too: prefill_q8.cl. The block below reads float weights.)
+// (The tile's geometry above is Q8_0's too: prefill_quantized.cl. The block below reads float weights.)
 #ifdef FLOAT_WEIGHTS
 #define GEMM_HALF (GEMM_TR / 2)
 #define GEMM_BLOCK_ROWS GEMM_TR

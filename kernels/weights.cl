@@ -13,7 +13,7 @@
 // (QUANTIZED_WEIGHTS: Q8_0, Q4_0) have
 //   WEIGHT_SCALES(w, n)    a row's scales, read with SCALE(s, g) (group g's, as a float) and SCALE4(s, g)
 //   weight_int(w, groups, g, k)  the int8 weights 4 k .. 4 k + 3 of group g of a row, as one int
-// which dot_q8.cl's and prefill_q8.cl's integer dot products read.
+// which dot_quantized.cl's and prefill_quantized.cl's integer dot products read.
 // The norms' weights, the embedding rows written to x and the KV cache stay floats.
 #if !defined(WEIGHT_F32) && !defined(WEIGHT_F16) && !defined(WEIGHT_Q8_0) && !defined(WEIGHT_Q4_0)
 #define WEIGHT_F32  // (the default only keeps the program buildable on its own)
@@ -105,7 +105,7 @@ inline float span_dot(float sum, float v, __local const float* in, int s) { retu
 // row's last run may be shorter): the GPU family gives each of a row's lanes a group, and its lanes then
 // read consecutive words, whole memory transactions, where a group apiece would have them GROUP_SIZE bytes
 // apart. With Q8_INTERLEAVE 1 (CPU families) a group's weights are consecutive. The staged input
-// (dot_q8.cl) and the prompt's quantized rows (prefill_q8.cl) lie as the rows do, for Q4_0's weights too
+// (dot_quantized.cl) and the prompt's quantized rows (prefill_quantized.cl) lie as the rows do, for Q4_0's weights too
 // (as plain rows of 16-byte words: a Q4_0 block's nibbles are one such word).
 #if defined(WEIGHT_Q8_0) || defined(WEIGHT_Q4_0)
 #define QUANTIZED_WEIGHTS
@@ -115,7 +115,7 @@ inline float span_dot(float sum, float v, __local const float* in, int s) { retu
 #ifdef WEIGHT_Q4_0
 #define Q8_INTERLEAVE 1
 #define Q8_WORD 16
-#define Q4_IN_FLIGHT 2  // a GPU lane's groups loaded at once (dot_q8.cl's q8_dot)
+#define Q4_IN_FLIGHT 2  // a GPU lane's groups loaded at once (dot_quantized.cl's q8_dot)
 #endif
 #ifndef Q8_INTERLEAVE
 #define Q8_INTERLEAVE 1
