@@ -577,14 +577,13 @@ const char* rung_status_name(RungStatus status) {
 std::vector<ElementType> check_formats(const Checkpoint& checkpoint) {
     const ElementType own = checkpoint.weight_format().type;
     if (own != ElementType::f32) return {own};
-    // Q8_0 only where the device reads its default groups (a shape whose dims allow none converts to Q8_0
-    // for the CPU reference alone), Q4_0 where rows are whole blocks of 32.
-    const Config& c = checkpoint.config();
+    // Each one the model converts to in groups the device reads (runq.c's default groups of a shape whose
+    // dims allow no multiple of 4 serve the CPU reference alone).
     std::vector<ElementType> formats;
-    for (ElementType type : kDeviceElementTypes)
-        if ((type != ElementType::q8_0 || device_reads_q8_groups(q8_group_size(c))) &&
-            (type != ElementType::q4_0 || (c.dim % kQ4BlockSize == 0 && c.hidden_dim % kQ4BlockSize == 0)))
-            formats.push_back(type);
+    for (ElementType type : kDeviceElementTypes) {
+        const std::optional<WeightFormat> converted = converted_format(checkpoint.config(), type);
+        if (converted && converted->device_reads_groups()) formats.push_back(type);
+    }
     return formats;
 }
 

@@ -32,11 +32,11 @@ void require_device_format(const Checkpoint& ck, const DeviceInfo& device, const
                            const WeightFormat& format) {
     const Config& c = ck.config();
     if (!format.quantized()) return;
-    if (format.type == ElementType::q8_0 && !device_reads_q8_groups(format.group_size)) {
+    if (!format.device_reads_groups()) {
         // Groups divide both widths: a multiple of 4 does so only where their greatest common divisor is one.
         const bool some_group_runs = std::gcd(c.dim, c.hidden_dim) % 4 == 0;
-        throw Error(ck.path() + ": the OpenCL backend runs q8_0 weights in groups of a multiple of 4, and these are " +
-                    format.describe() +
+        throw Error(ck.path() + ": the OpenCL backend runs " + element_name(format.type) +
+                    " weights in groups of a multiple of 4, and these are " + format.describe() +
                     (some_group_runs ? "; quantize the fp32 model again with llama-cl quantize --group-size " +
                                            std::to_string(default_group_size(c)) +
                                            " (a multiple of 4 that divides dim and hidden_dim), or " + cpu_reference_remedy()

@@ -218,9 +218,13 @@ int default_group_size(const Config& c) {
     return gs;
 }
 
-int q8_group_size(const Config& c) {
-    if (c.quant_rule == QuantRule::runq) return default_group_size(c);
-    return c.dim % 32 == 0 && c.hidden_dim % 32 == 0 ? 32 : 0;
+std::optional<WeightFormat> converted_format(const Config& c, ElementType type) {
+    WeightFormat format{type, 0, c.quant_rule};
+    if (type == ElementType::q8_0) format.group_size = c.quant_rule == QuantRule::runq ? default_group_size(c) : 32;
+    if (type == ElementType::q4_0) format = WeightFormat::q4_0();
+    if (format.rule == QuantRule::ggml && format.quantized() && (c.dim % 32 != 0 || c.hidden_dim % 32 != 0))
+        return std::nullopt;
+    return format;
 }
 
 void check_group_size_flag(const Config& c, int group_size, const std::string& path) {
@@ -286,16 +290,14 @@ Checkpoint with_weights(Checkpoint ck, std::optional<ElementType> type) {
     const std::string flag = std::string("--weights ") + element_name(*type);
     require_fp32(ck, flag, true);
     Config c = ck.config();
-    c.weight_format = {*type, 0, c.quant_rule};
-    c.table_format.reset();
-    if (*type == ElementType::q8_0) c.weight_format.group_size = q8_group_size(c);
-    if (*type == ElementType::q4_0) c.weight_format = WeightFormat::q4_0();
-    const bool blocks_of_32 = *type == ElementType::q4_0 || (*type == ElementType::q8_0 && c.quant_rule == QuantRule::ggml);
-    if (blocks_of_32 && (c.dim % 32 != 0 || c.hidden_dim % 32 != 0))
+    const std::optional<WeightFormat> converted = converted_format(c, *type);
+    if (!converted)
         throw usage_error(flag + ": ggml's " + (*type == ElementType::q4_0 ? "Q4_0" : "Q8_0") +
                           " quantizes rows in blocks of 32, and " + ck.path() + " has rows of " +
                           std::to_string(c.dim % 32 != 0 ? c.dim : c.hidden_dim) + "; run with --weights " +
                           (c.quant_rule == QuantRule::runq ? "q8_0, f16 or f32" : "f16 or f32"));
+    c.weight_format = *converted;
+    c.table_format.reset();
     std::uint64_t bytes = 0;
     for_each_export_tensor(ck, [&](const std::string&, const float*, std::uint64_t n, bool quantized) {
         bytes += (quantized ? c.weight_format : WeightFormat{}).bytes(n);

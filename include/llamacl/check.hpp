@@ -31,9 +31,9 @@ struct Rung {
     std::string hint;    // fail: what to try next
 };
 
-// The weight formats the model's rungs run in: every one the device's kernels read (kDeviceElementTypes)
-// for an fp32 checkpoint, which converts to each as --weights does (Q8_0 where its default group size is
-// a multiple of 4); any other checkpoint's own.
+// The weight formats the model's rungs run in: for an fp32 checkpoint, every one the device's kernels read
+// (kDeviceElementTypes) that it converts to as --weights does (converted_format) in groups the device
+// reads (WeightFormat::device_reads_groups); any other checkpoint's own.
 std::vector<ElementType> check_formats(const Checkpoint& checkpoint);
 
 // The rungs' names, in order: "device", "buffers", then "kernels:F", "layer:F", "forward:F",

@@ -16,9 +16,10 @@ namespace llamacl {
 
 // The largest power of two up to 64 (export.py's default) that divides both dim and hidden_dim.
 int default_group_size(const Config& config);
-// The group size of `config`'s weights converted to q8_0 (--weights q8_0): default_group_size for
-// runq.c's rule, ggml's blocks of 32 for its rule; 0 where ggml's blocks do not fit the rows.
-int q8_group_size(const Config& config);
+// The format --weights `type` converts `config`'s matrices to: q8_0 in default_group_size groups under
+// runq.c's rule, in ggml's blocks of 32 under its rule; q4_0 in ggml's blocks; f32 and f16 under the
+// config's rule. nullopt where ggml's blocks do not fit the rows (dim and hidden_dim).
+std::optional<WeightFormat> converted_format(const Config& config, ElementType type);
 // Throws usage_error naming --group-size unless `group_size` is positive and divides dim and hidden_dim.
 void check_group_size_flag(const Config& config, int group_size, const std::string& path);
 

@@ -41,6 +41,9 @@ struct WeightFormat {
     static WeightFormat q4_0() { return {ElementType::q4_0, kQ4BlockSize, QuantRule::ggml}; }
     // Whose matmuls quantize their input to int8 groups (q8_0, q4_0).
     bool quantized() const { return type == ElementType::q8_0 || type == ElementType::q4_0; }
+    // Whether the device's kernels read this format's groups, whole 4-byte words of int8 values
+    // (weights.cl); true for the float formats, which have none.
+    bool device_reads_groups() const { return !quantized() || (group_size > 0 && group_size % 4 == 0); }
     // The format a matmul's input takes: q8_0 in the weights' groups under their rule for Q4_0, the
     // weights' own otherwise.
     WeightFormat input() const { return type == ElementType::q4_0 ? WeightFormat{ElementType::q8_0, group_size, rule} : *this; }
@@ -56,9 +59,6 @@ struct WeightFormat {
 // `llama-cl check` climbs them.
 inline constexpr ElementType kDeviceElementTypes[] = {ElementType::f32, ElementType::f16, ElementType::q8_0,
                                                       ElementType::q4_0};
-
-// Whether the device's Q8_0 kernels read groups of this size: whole 4-byte words of int8 values (weights.cl).
-constexpr bool device_reads_q8_groups(int group_size) { return group_size > 0 && group_size % 4 == 0; }
 
 // A weight tensor (or rows of one) in memory, elements in row-major order.
 struct WeightTensor {
