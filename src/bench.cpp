@@ -198,16 +198,12 @@ double prefill_flops(const Config& c, int prompt) {
 }
 
 MmaOperands tensor_core_operands(ElementType weights) {
-    return weights == ElementType::q8_0 || weights == ElementType::q4_0 ? MmaOperands::int8 : MmaOperands::tf32;
+    return quantized(weights) ? MmaOperands::int8 : MmaOperands::tf32;
 }
 
 int tensor_core_products(ElementType weights, PromptPrecision precision) {
-    switch (weights) {
-        case ElementType::q8_0:
-        case ElementType::q4_0: return 1;
-        case ElementType::f16: return precision == PromptPrecision::fast ? 1 : 2;
-        default: return precision == PromptPrecision::fast ? 1 : 3;
-    }
+    if (quantized(weights) || precision == PromptPrecision::fast) return 1;
+    return weights == ElementType::f16 ? 2 : 3;
 }
 
 std::string tensor_core_name(ElementType weights, PromptPrecision precision) {

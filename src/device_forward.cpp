@@ -202,11 +202,12 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
               {"positions", n}, {"accumulate", accumulate ? 1 : 0}});
         launch(gemm, command);
     };
-    // A GEMM's input as its weights' format multiplies it: the activations, or for Q8_0 each position's
-    // row quantized (where runq.c quantizes it: once for wq, wk and wv, once for w1 and w3).
-    const bool q8 = c_.weight_format.quantized();
+    // A GEMM's input as its weights' format multiplies it: the activations, or for a quantized format each
+    // position's row quantized (where runq.c quantizes it: once for wq, wk and wv, once for w1 and w3).
+    // Quantized formats' products are not fused: RoPE and SwiGLU run after them (prefill_quantized.cl).
+    const bool quantized = c_.weight_format.quantized();
     const auto gemm_input = [&](const cl::Buffer& in, int width) -> const cl::Buffer& {
-        if (!q8) return in;
+        if (!quantized) return in;
         bind_args(kernels_.own().quantize_rows, signatures::quantize_rows,
              {{"x", in}, {"out", work_.batch_xq}, {"n", width}, {"staged", kernels_.staged_space(width)}});
         launch({&kernels_.own().quantize_rows, kernels_.groups(n)}, Command::quantize_rows);
@@ -222,7 +223,7 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
         // Attention: the batch's keys and values go straight into the cache, rotated there with the queries,
         // before any position of the batch attends to them.
         norm(w.rms_att);
-        if (q8) {  // the products, then RoPE (prefill_quantized.cl)
+        if (quantized) {  // the products, then RoPE
             const cl::Buffer& xn = gemm_input(work_.batch_xn, dim);
             const int kv_at_pos = pos * kv_dim;
             product(w.wq, xn, work_.batch_q, 0, dim, dim, false, Command::gemm_q);
@@ -259,7 +260,7 @@ void DeviceForward::enqueue_prefill_batch(std::span<const int> tokens, int pos) 
         residual(w.wo, work_.batch_xb, dim, Command::gemm_wo);
 
         norm(w.rms_ffn);
-        if (q8) {  // the products, then SwiGLU (prefill_quantized.cl)
+        if (quantized) {  // the products, then SwiGLU
             const cl::Buffer& ffn_in = gemm_input(work_.batch_xn, dim);
             product(w.w1, ffn_in, work_.batch_hb, 0, dim, hidden, false, Command::gemm_w1);
             product(w.w3, ffn_in, work_.batch_hb_up, 0, dim, hidden, false, Command::gemm_w3);

@@ -94,7 +94,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
       warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
                      shape.local_size % 32 == 0),
-      // (Q8_0's int8 products step through k 32 weights at a time, within a group.)
+      // (The quantized formats' int8 products step through k 32 weights at a time, within a group.)
       tensor_cores_((!weights.quantized() || weights.group_size % kQ8MmaStep == 0) &&
                     (tensor_cores == TensorCores::emulated ||
                      (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
@@ -203,7 +203,7 @@ cl::Program KernelSet::token_program(const std::string& model_options, int dim, 
 }
 
 KernelSet::Launch KernelSet::matvec(Matvec which, int rows, int n) {
-    // Q8_0 rows are dealt to their lanes a group at a time: widened no further than a group per lane, and
+    // Quantized rows are dealt to their lanes a group at a time: widened no further than a group per lane, and
     // one build per width (DOT_BATCH is the float formats' row products').
     const WeightFormat& format = layout_.format;
     const int lane_elements = format.quantized() ? 4 * (n / format.group_size) : n;
@@ -227,12 +227,12 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
     const std::size_t rows_per_group = local / static_cast<std::size_t>(row_threads);
     std::size_t groups = (static_cast<std::size_t>(rows) + rows_per_group - 1) / rows_per_group;
     // A few work-groups per compute unit, each taking its share of the units (FOR_GROUP_UNITS in units.cl),
-    // on CPU shapes; on GPU shapes only for Q8_0 and f16.
+    // on CPU shapes; on GPU shapes only for the quantized formats and f16.
     const ElementType type = layout_.format.type;
-    const bool q8 = layout_.format.quantized();
+    const bool quantized = layout_.format.quantized();
     if (!shape_.gpu_family())
-        groups = std::min(groups, (q8 ? kCpuQ8GroupsPerComputeUnit : kCpuGroupsPerComputeUnit) * compute_units_);
-    else if (q8)
+        groups = std::min(groups, (quantized ? kCpuQ8GroupsPerComputeUnit : kCpuGroupsPerComputeUnit) * compute_units_);
+    else if (quantized)
         groups = std::min(groups, kGpuQ8GroupsPerComputeUnit * compute_units_);
     else if (type == ElementType::f16)
         groups = std::min(groups, kGpuF16GroupsPerComputeUnit * compute_units_);
@@ -318,14 +318,15 @@ GemmTile gemm_tile(std::initializer_list<int> row_extents, int positions, int co
 KernelSet::Launch KernelSet::gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
                                   std::optional<GemmTile> tile_asked) {
     const auto index = static_cast<std::size_t>(which);
-    const bool q8 = layout_.format.quantized();
-    if (q8 && which != Gemm::gemm) throw std::logic_error("quantized weights have no fused prefill products");
+    const bool quantized = layout_.format.quantized();
+    if (quantized && which != Gemm::gemm) throw std::logic_error("quantized weights have no fused prefill products");
     if (!shape_.gpu_family())
         return {&gemm_builds_(kOwnGemmTile).kernels[index], rows(gemm_blocks(row_extents, kGemmRows), 1)};
-    const GemmTile wanted = q8 && !tensor_cores_ ? kOwnGemmTile  // (prefill_quantized.cl's portable tile)
-                            : tile_asked         ? *tile_asked
-                                                 : gemm_tile(row_extents, positions, static_cast<int>(compute_units_),
-                                                             tensor_cores_ ? kTensorCoreTileRule : kPortableTileRule);
+    const GemmTile wanted =
+        quantized && !tensor_cores_ ? kOwnGemmTile  // (prefill_quantized.cl's portable tile)
+        : tile_asked                ? *tile_asked
+                                    : gemm_tile(row_extents, positions, static_cast<int>(compute_units_),
+                                                tensor_cores_ ? kTensorCoreTileRule : kPortableTileRule);
     GemmBuild& build = gemm_builds_(wanted);
     const std::size_t blocks = static_cast<std::size_t>(gemm_blocks(row_extents, build.tile.rows));
     const std::size_t position_tiles =

@@ -33,19 +33,14 @@ struct TensorView {
 };
 
 // A tensor of n weights on the device, in elements of the type its kernels read: floats, halves, or for
-// Q8_0 and Q4_0 the bytes of its rows' values and scales (DeviceWeightLayout).
+// the quantized formats the bytes of its rows' values and scales (DeviceWeightLayout).
 struct DeviceLayout {
     std::size_t elements, element_bytes;
     std::size_t bytes() const { return elements * element_bytes; }
 };
 DeviceLayout device_layout(const WeightFormat& format, std::size_t n) {
-    switch (format.type) {
-        case ElementType::f32: return {n, sizeof(float)};
-        case ElementType::f16: return {n, sizeof(std::uint16_t)};
-        case ElementType::q8_0:
-        case ElementType::q4_0: return {static_cast<std::size_t>(format.bytes(n)), 1};
-    }
-    return {n, sizeof(float)};
+    if (format.quantized()) return {static_cast<std::size_t>(format.bytes(n)), 1};
+    return {n, static_cast<std::size_t>(format.bytes(1))};
 }
 
 // The tensors of a layer, in the order they are staged.

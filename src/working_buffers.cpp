@@ -7,8 +7,6 @@ namespace llamacl {
 
 namespace {
 std::size_t floats(std::size_t n) { return n * sizeof(float); }
-// Whether prefill runs the quantized formats' unfused products (batch_hb_up, batch_xq).
-bool q8_prefill(const Config& c) { return c.weight_format.quantized(); }
 }  // namespace
 
 WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_groups, bool scores_in_memory,
@@ -30,10 +28,11 @@ WorkingBuffers::Sizes::Sizes(const Config& c, int attention_chunks, int argmax_g
       batch_xb(batch_x),
       batch_hb(floats(static_cast<std::size_t>(prefill_batch) * c.hidden_dim)),
       batch_att(floats(prefill_scores_in_memory ? static_cast<std::size_t>(prefill_batch) * c.n_heads * c.seq_len : 1)),
-      batch_hb_up(q8_prefill(c) ? batch_hb : floats(1)),
-      batch_xq(q8_prefill(c) ? static_cast<std::size_t>(prefill_batch) *
-                                   c.weight_format.input().bytes(static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)))
-                             : floats(1)) {}
+      batch_hb_up(c.weight_format.quantized() ? batch_hb : floats(1)),
+      batch_xq(c.weight_format.quantized()
+                   ? static_cast<std::size_t>(prefill_batch) *
+                         c.weight_format.input().bytes(static_cast<std::uint64_t>(std::max(c.dim, c.hidden_dim)))
+                   : floats(1)) {}
 
 std::uint64_t WorkingBuffers::Sizes::total() const {
     return std::uint64_t{x} + xn + q + xb + hb + att + att_partial + att_arrivals + logits + tokens + argmax_partial +

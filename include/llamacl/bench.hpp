@@ -58,7 +58,8 @@ double prefill_flops(const Config& config, int prompt);
 // counts a token's: every layer's weights once per batch, the classifier's once, and attention's K and V
 // rows (positions 0..p for each p).
 double prefill_bytes(const Config& config, int prompt, int batch);
-// The instruction prefill's GEMMs issue on tensor cores for `weights`' format: int8 for Q8_0, TF32 else.
+// The instruction prefill's GEMMs issue on tensor cores for `weights`' format: int8 for the quantized
+// formats, TF32 else.
 MmaOperands tensor_core_operands(ElementType weights);
 // The tensor cores' products a multiply-add of prefill's GEMMs takes for `weights`' format at `precision`
 // (kernels/tensor_cores.cl): exact takes 3 TF32 ones for f32, 2 for f16 (a half is a TF32 value); fast one

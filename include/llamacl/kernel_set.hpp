@@ -44,10 +44,10 @@ int token_dot_batch(int longest_row, int dim, int row_threads);
 std::string register_cap_option(const DeviceInfo& device, int groups, int local);
 
 // Local memory a matrix-vector kernel stages its input of n elements in (KernelSet::staged_space): n
-// floats, or for Q8_0 weights its quantized values and their scales (kernels/dot_quantized.cl).
+// floats, or for quantized weights its quantized values and their scales (kernels/dot_quantized.cl).
 std::uint64_t staged_input_bytes(const WeightFormat& weights, int n);
 // Whether that fits a work-group of `shape` on `device`, beside the reduction scratch and what the
-// compiler keeps in local memory itself. Q8_0's kernels need it: they read only the staged input.
+// compiler keeps in local memory itself. Quantized formats' kernels need it: they read only the staged input.
 bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights, int n);
 
 // Groups of Q8_0 weights whose words the GPU family's layout interleaves (DeviceWeightLayout): a warp's.
@@ -142,9 +142,9 @@ public:
 
     // Work-items for a kernel of the shape's own build computing `rows` output rows (or row pairs): a
     // work-group per work unit (a group's worth of rows) on GPU shapes; on CPU shapes at most
-    // kCpuGroupsPerComputeUnit per compute unit (kCpuQ8GroupsPerComputeUnit for Q8_0 weights, where each
-    // group also quantizes the input), each taking a run of units: PoCL pays for each work-group it
-    // schedules, and a group computes the norm's scale once for its run. Q8_0 on GPU shapes: at most
+    // kCpuGroupsPerComputeUnit per compute unit (kCpuQ8GroupsPerComputeUnit for quantized weights, where
+    // each group also quantizes the input), each taking a run of units: PoCL pays for each work-group it
+    // schedules, and a group computes the norm's scale once for its run. Quantized on GPU shapes: at most
     // kGpuQ8GroupsPerComputeUnit per compute unit, each taking every so many units (units.cl), so that
     // fewer work-groups quantize the same input; f16: at most kGpuF16GroupsPerComputeUnit (as many as the
     // register cap lets run at once: kMatvecGroupsPerComputeUnit), so that fewer stage it.
@@ -169,7 +169,7 @@ public:
     static constexpr int kMinAttentionChunk = 2048, kMaxAttentionChunks = 8, kScoreCapacity = 2048;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
     // elements (staged_input_bytes), and n itself when the work-group should stage the input there (GPU
-    // shapes, and every shape for Q8_0 weights, when it fits: staged_input_fits), else 0.
+    // shapes, and every shape for quantized weights, when it fits: staged_input_fits), else 0.
     int staged_count(int n) const;
     cl::LocalSpaceArg staged_space(int n) const;
 
@@ -191,8 +191,8 @@ public:
         cl::Kernel attention, rmsnorm, argmax, argmax_embed;
         // Prefill's kernels (kernels/prefill.cl).
         cl::Kernel rmsnorm_rows, attention_rows;
-        // Q8_0 builds' alone (kernels/prefill_quantized.cl): a GEMM's input quantized, and RoPE and SwiGLU after
-        // its unfused products.
+        // Quantized builds' alone (kernels/prefill_quantized.cl): a GEMM's input quantized, and RoPE and
+        // SwiGLU after its unfused products.
         cl::Kernel quantize_rows, rope_rows, swiglu;
         // Prefill's attention on GPU shapes (kernels/attention_tiles.cl), where attention_tiles_possible.
         cl::Kernel attention_tiles;
@@ -216,7 +216,7 @@ public:
     // block of kGemmRows rows (gemm_cpu.cl), the shape's own build. GPU shapes: a work-group (the one its
     // kernels declare) per tile of rows by positions (gemm_gpu.cl), the tile chosen by gemm_tile
     // for the launch's size (or `tile`: tests), each tile's build compiled once, when first needed.
-    // Q8_0 weights: Gemm::gemm alone (prefill_quantized.cl), of the shape's own build and its tile.
+    // Quantized weights: Gemm::gemm alone (prefill_quantized.cl), of the shape's own build and its tile.
     Launch gemm(Gemm which, std::initializer_list<int> row_extents, int positions,
                 std::optional<GemmTile> tile = std::nullopt);
     // Whether a GPU shape runs GEMM tile `tile` as asked: its build compiles here and its work-group fits
@@ -293,7 +293,7 @@ private:
     std::size_t compute_units_;
     // Prefill's products of one build, indexed by Gemm, and the tile they compute (GPU shapes).
     using GemmKernels = std::array<cl::Kernel, 3>;
-    // (Q8_0 builds: gemm alone.)
+    // (Quantized builds: gemm alone.)
     GemmKernels gemm_kernels(const cl::Program& program) const;
     struct GemmBuild {
         GemmTile tile;

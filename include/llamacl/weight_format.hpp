@@ -15,6 +15,9 @@ namespace llamacl {
 enum class ElementType { f32, f16, q8_0, q4_0 };
 const char* element_name(ElementType type);  // "f32", "f16", "q8_0", "q4_0": the spelling of --weights
 std::optional<ElementType> parse_element_type(std::string_view name);
+// Whether weights of `type` are integers in groups that share a scale, whose matmuls quantize their input
+// to int8 groups (q8_0, q4_0).
+constexpr bool quantized(ElementType type) { return type == ElementType::q8_0 || type == ElementType::q4_0; }
 
 // Whose arithmetic a quantized format follows, which the file decides: llama2.c files runq.c's (each
 // matmul's input quantized with an fp32 scale, q = round(x / scale); a group adds ival * w_scale *
@@ -39,8 +42,7 @@ struct WeightFormat {
     QuantRule rule = QuantRule::runq;  // q8_0: whose arithmetic (the scales are fp32 in memory for both); q4_0: ggml
 
     static WeightFormat q4_0() { return {ElementType::q4_0, kQ4BlockSize, QuantRule::ggml}; }
-    // Whose matmuls quantize their input to int8 groups (q8_0, q4_0).
-    bool quantized() const { return type == ElementType::q8_0 || type == ElementType::q4_0; }
+    bool quantized() const { return llamacl::quantized(type); }
     // Whether the device's kernels read this format's groups, whole 4-byte words of int8 values
     // (weights.cl); true for the float formats, which have none.
     bool device_reads_groups() const { return !quantized() || (group_size > 0 && group_size % 4 == 0); }

@@ -43,13 +43,13 @@ struct WorkingBuffers {
     // (int, argmax_groups).
     cl::Buffer argmax_partial;
     // Prefill (kernels/prefill.cl), each a row per position of the batch: the residual streams (dim), their
-    // RMSNorm (dim), queries (dim), attention outputs (dim), the FFN's SwiGLU output (hidden_dim; Q8_0
-    // weights: the gate first), and attention's scores (n_heads x seq_len; one unused float unless
+    // RMSNorm (dim), queries (dim), attention outputs (dim), the FFN's SwiGLU output (hidden_dim;
+    // quantized weights: the gate first), and attention's scores (n_heads x seq_len; one unused float unless
     // prefill_scores_in_memory).
     cl::Buffer batch_x, batch_xn, batch_q, batch_xb, batch_hb, batch_att;
-    // Q8_0 weights alone (prefill_quantized.cl: its products are not fused), else one unused float each: the FFN's
-    // up projection (hidden_dim a position), and a GEMM's input, each position's row quantized (rows of
-    // the longer of dim and hidden_dim, laid out as weight rows).
+    // Quantized weights alone (prefill_quantized.cl: its products are not fused), else one unused float
+    // each: the FFN's up projection (hidden_dim a position), and a GEMM's input, each position's row
+    // quantized (rows of the longer of dim and hidden_dim, laid out as weight rows).
     cl::Buffer batch_hb_up, batch_xq;
 };
 
