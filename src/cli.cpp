@@ -135,8 +135,8 @@ void add_backend_options(CLI::App* cmd, GenerateArgs& a) {
     cmd->add_option("--tolerance", a.backend.tolerance,
                     "--compare-cpu: a boundary diverges when its max abs error exceeds this times max(1, the "
                     "reference tensor's largest magnitude); 0 demands equal bits (--work-shape exact). Default: "
-                    "0.001, and 0.05 with q8_0 weights, where a last-bit difference can round an activation to "
-                    "the next integer of its group")
+                    "0.001; with quantized weights 0.05 for int8 values and 0.1 for 4-bit ones, where a last-bit "
+                    "difference can round an activation to the next integer of its group")
         ->transform(number([](const std::string& text) {
             return "must be a number, e.g. --tolerance 0.001 (got '" + text + "')";
         }));

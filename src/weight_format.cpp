@@ -31,6 +31,16 @@ std::uint64_t WeightFormat::bytes(std::uint64_t elements) const {
     return 0;
 }
 
+int WeightFormat::value_bits() const {
+    switch (type) {
+        case ElementType::f32: return 32;
+        case ElementType::f16: return 16;
+        case ElementType::q8_0: return 8;
+        case ElementType::q4_0: return 4;
+    }
+    return 0;
+}
+
 std::string WeightFormat::describe() const {
     if (!quantized()) return element_name(type);
     return std::string(element_name(type)) + (rule == QuantRule::ggml ? " (ggml's blocks of " : " (group size ") +

@@ -31,16 +31,17 @@ struct Divergence {
 // The default --tolerance: a thousandth of the tensor's largest magnitude. Reassociated float sums on a
 // GPU stay around 1e-6 of it even after dozens of layers; real porting bugs are far above.
 inline constexpr double kDefaultTolerance = 1e-3;
-// With Q8_0 weights, 5 %: a last-bit difference in an activation (a device's own expf, a sum in another
-// order) can round a value that is then quantized to the next integer of its group, a step of 1/127 of
-// the group's largest value, in every product that reads it; the boundaries after it carry that on.
-// Only the exact shape, with glibc's expf (a device with doubles), computes runq.c's bits.
-inline constexpr double kQ8Tolerance = 0.05;
-// With Q4_0 weights, 10 %: the same, for weights of 16 levels.
-inline constexpr double kQ4Tolerance = 0.1;
+// With quantized weights of int8 values, 5 %: a last-bit difference in an activation (a device's own
+// expf, a sum in another order) can round a value that is then quantized to the next integer of its
+// group, a step of 1/127 of the group's largest value, in every product that reads it; the boundaries
+// after it carry that on. Only the exact shape, with glibc's expf (a device with doubles), computes
+// runq.c's bits.
+inline constexpr double kInt8Tolerance = 0.05;
+// With quantized weights of fewer bits (Q4_0's 4), 10 %: the same, for coarser weights.
+inline constexpr double kFewBitsTolerance = 0.1;
 inline double default_tolerance(const WeightFormat& weights) {
-    return weights.type == ElementType::q4_0 ? kQ4Tolerance : weights.type == ElementType::q8_0 ? kQ8Tolerance
-                                                                                                : kDefaultTolerance;
+    if (!weights.quantized()) return kDefaultTolerance;
+    return weights.value_bits() < 8 ? kFewBitsTolerance : kInt8Tolerance;
 }
 
 class LockstepCompare : public Forward {

@@ -43,6 +43,8 @@ struct WeightFormat {
 
     static WeightFormat q4_0() { return {ElementType::q4_0, kQ4BlockSize, QuantRule::ggml}; }
     bool quantized() const { return llamacl::quantized(type); }
+    // The bits a weight's value takes, its group's scale apart: 32, 16, 8 or 4.
+    int value_bits() const;
     // Whether the device's kernels read this format's groups, whole 4-byte words of int8 values
     // (weights.cl); true for the float formats, which have none.
     bool device_reads_groups() const { return !quantized() || (group_size > 0 && group_size % 4 == 0); }
