@@ -60,11 +60,7 @@ int KernelHarness::row_length(int n, int multiple) const {
 }
 
 WeightTensor KernelHarness::Matrix::tensor() const {
-    const std::uint64_t n_weights = static_cast<std::uint64_t>(rows) * n;
-    WeightTensor t{format, stored.data(), nullptr};
-    // q8_0: the scales follow the values (encode_weights' layout, the staged tensors' too).
-    if (format.type == ElementType::q8_0) t.scales = reinterpret_cast<const float*>(stored.data() + n_weights);
-    return t;
+    return WeightTensor::encoded(format, stored.data(), static_cast<std::uint64_t>(rows) * n);
 }
 
 std::vector<float> KernelHarness::Matrix::widened() const {

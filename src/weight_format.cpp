@@ -62,6 +62,12 @@ WeightTensor WeightTensor::from(std::uint64_t first) const {
     return t;
 }
 
+WeightTensor WeightTensor::encoded(const WeightFormat& format, const std::byte* data, std::uint64_t elements) {
+    WeightTensor t{format, data};
+    if (format.type == ElementType::q8_0) t.scales = reinterpret_cast<const float*>(data + elements);
+    return t;
+}
+
 std::string DeviceWeightLayout::build_options() const {
     switch (format.type) {
         case ElementType::f32: return " -DWEIGHT_F32";

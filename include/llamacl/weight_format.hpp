@@ -79,6 +79,9 @@ struct WeightTensor {
     const Q4Block* q4() const { return static_cast<const Q4Block*>(values); }
     // The tensor from element `first` on (for q8_0 and q4_0 a multiple of the group size), e.g. a block of rows.
     WeightTensor from(std::uint64_t first) const;
+    // `elements` weights of `format` as encode_weights (export.hpp) writes them at `data`: for q8_0 the
+    // values, then their scales.
+    static WeightTensor encoded(const WeightFormat& format, const std::byte* data, std::uint64_t elements);
 };
 
 // How a matrix of `format` lies in device memory, as the kernels built for it read it: f32 and f16 as in
