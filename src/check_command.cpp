@@ -77,8 +77,8 @@ void add_check_command(CLI::App& app, CheckArgs& a) {
     add_vocab_mismatch_flag(*cmd, a.allow_vocab_mismatch);
     add_weights_option(*cmd, a.weights);
     cmd->get_option("--weights")
-        ->description("climb the model's rungs in this format alone: f32, f16, q8_0 or q4_0 (default: each format "
-                      "the device's kernels read, f32, f16, q8_0 and q4_0, for an fp32 checkpoint; any other in its own)");
+        ->description("climb the model's rungs in this format alone (default: each format the device's kernels "
+                      "read, for an fp32 checkpoint; any other in its own)");
     add_runtime_options(*cmd, a.runtime);
     cmd->get_option("--prompt-precision")->group("");  // refused: a rung's bound is the reference's accuracy
     cmd->add_option("--plot", a.plot, "write the roofline of a short benchmark (bench --prompt 32 -n 4 --profile) as an SVG file")

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "llamacl/error.hpp"
 #include "llamacl/help_format.hpp"
@@ -60,18 +61,20 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
     cmd.add_option("--prompt-precision", a.prompt_precision,
                    "the prompt's matrix products of f32 and f16 weights on tensor cores: exact (split TF32 operands, "
                    "about fp32's accuracy; the default) or fast (one TF32 product each, as llama.cpp's cuBLAS). "
-                   "Unchanged by it: q8_0 and q4_0, decoding, and prompts without tensor cores (the portable "
+                   "Unchanged by it: quantized weights, decoding, and prompts without tensor cores (the portable "
                    "kernels, CPU shapes); refused with --work-shape exact")
         ->check(CLI::IsMember({"exact", "fast"}));
 }
 
 void add_weights_option(CLI::App& cmd, std::string& weights) {
     const OptionGroup group(cmd, kWhereItRuns);
+    std::vector<std::string> names;
+    for (ElementType type : kElementTypes) names.emplace_back(element_name(type));
     cmd.add_option("--weights", weights,
                    "the weights' format: f32, f16, q8_0 (int8 in groups: runq.c's for a llama2.c file, ggml's for a "
                    "GGUF file) or q4_0 (ggml's 4-bit blocks of 32); f32 and f16 weights are converted at load "
                    "(default: the file's own format)")
-        ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+        ->check(CLI::IsMember(names));
 }
 
 std::optional<ElementType> weights_format(const std::string& weights) { return parse_element_type(weights); }

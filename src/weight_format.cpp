@@ -16,7 +16,7 @@ const char* element_name(ElementType type) {
 }
 
 std::optional<ElementType> parse_element_type(std::string_view name) {
-    for (ElementType t : {ElementType::f32, ElementType::f16, ElementType::q8_0, ElementType::q4_0})
+    for (ElementType t : kElementTypes)
         if (name == element_name(t)) return t;
     return std::nullopt;
 }

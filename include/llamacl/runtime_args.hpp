@@ -30,7 +30,8 @@ struct RuntimeArgs {
 };
 
 void add_runtime_options(CLI::App& cmd, RuntimeArgs& args);
-// --weights f32|f16|q8_0|q4_0, which every backend honours (the CPU reference computes on the converted weights).
+// --weights, an element type's name (kElementTypes), which every backend honours (the CPU reference computes
+// on the converted weights).
 void add_weights_option(CLI::App& cmd, std::string& weights);
 std::optional<ElementType> weights_format(const std::string& weights);  // nullopt: the file's own
 // --allow-vocab-mismatch, for commands that take -z: a tokenizer with more entries than the model's

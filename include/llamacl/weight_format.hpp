@@ -13,6 +13,9 @@
 namespace llamacl {
 
 enum class ElementType { f32, f16, q8_0, q4_0 };
+// Every element type, in the order --weights lists them and `llama-cl check` climbs them.
+inline constexpr ElementType kElementTypes[] = {ElementType::f32, ElementType::f16, ElementType::q8_0,
+                                                ElementType::q4_0};
 const char* element_name(ElementType type);  // "f32", "f16", "q8_0", "q4_0": the spelling of --weights
 std::optional<ElementType> parse_element_type(std::string_view name);
 // Whether weights of `type` are integers in groups that share a scale, whose matmuls quantize their input
@@ -59,10 +62,8 @@ struct WeightFormat {
     bool operator==(const WeightFormat&) const = default;
 };
 
-// The element types the device's kernels read (DeviceWeightLayout::build_options()), in the order
-// `llama-cl check` climbs them.
-inline constexpr ElementType kDeviceElementTypes[] = {ElementType::f32, ElementType::f16, ElementType::q8_0,
-                                                      ElementType::q4_0};
+// The element types the device's kernels read (DeviceWeightLayout::build_options()): every one.
+inline constexpr const auto& kDeviceElementTypes = kElementTypes;
 
 // A weight tensor (or rows of one) in memory, elements in row-major order.
 struct WeightTensor {
