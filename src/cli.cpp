@@ -570,7 +570,7 @@ CommandLine::CommandLine() {
     CLI::App* info = app_.add_subcommand("info", "Print a checkpoint's format, shape and memory contract");
     info->add_option("checkpoint", info_path_, "model file: a llama2.c checkpoint or a GGUF file")->required()->check(not_empty("a checkpoint file"));
     set_examples(*info, {"llama-cl info stories15M.bin", "llama-cl info Llama-3.2-1B-Instruct-Q8_0.gguf",
-                         "llama-cl info stories15M.q80.bin    (a llama2.c version-2 file)"});
+                         "llama-cl info stories15M-v2.bin    (a llama2.c version-2 file)"});
     CLI::App* quantize = app_.add_subcommand(
         "quantize", "Write a model's weights in another format: a GGUF file that llama.cpp loads (OUT named *.gguf), or "
                     "a llama2.c version-2 (Q8_0) checkpoint, as llama2.c's export.py --version 2 writes it");
@@ -582,15 +582,16 @@ CommandLine::CommandLine() {
         ->required()
         ->check(not_empty("a file to write"));
     quantize->add_option("--type", quant_.type,
-                         "GGUF output: every matrix's type, q4_0, q8_0, f16 or f32, as ggml's reference quantizers "
-                         "write them; norms stay f32 (default: q8_0)");
+                         "GGUF output: every matrix's type, " + output_type_names() +
+                             ", as ggml's reference quantizers write them; norms stay f32 (default: " +
+                             default_output_type() + ")");
     quantize->add_option("--classifier-type", quant_.classifier_type,
                          "GGUF output: the classifier's type (output.weight, or token_embd.weight where the embedding "
                          "table is the classifier), of the same four (default: --type's; llama-quantize keeps it in "
-                         "q8_0 or Q6_K beside q4_0 layers)");
+                         "Q8_0 or Q6_K beside Q4_0 layers)");
     quantize->add_option("--fallback-type", quant_.fallback_type,
                          "GGUF output: the type of a matrix whose rows are not whole blocks of --type's 32 weights; f16 "
-                         "where this does not fit either (default: q8_0)");
+                         "where this does not fit either (default: " + std::string(default_output_type()) + ")");
     quantize->add_option("-z", quant_.tokenizer,
                          "GGUF output: the vocabulary, a llama2.c tokenizer.bin (needed for llama2.c input; default for "
                          "GGUF input: its own)")
@@ -603,7 +604,7 @@ CommandLine::CommandLine() {
     quantize->add_flag("--force", quant_.force, "replace OUT where it exists (never the input)");
     set_examples(*quantize, {"llama-cl quantize stories15M.bin stories15M.gguf -z tokenizer.bin",
                              "llama-cl quantize model.gguf model-q4_0.gguf --type q4_0",
-                             "llama-cl quantize stories15M.bin stories15M.q80.bin --group-size 64"});
+                             "llama-cl quantize stories15M.bin stories15M-v2.bin --group-size 64"});
 
     CLI::App* devices = app_.add_subcommand("devices", "List every OpenCL platform and device");
     set_examples(*devices, {"llama-cl devices", "llama-cl generate stories15M.bin -z tokenizer.bin --device 1.0    "

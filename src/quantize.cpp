@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <system_error>
 #include <map>
 #include <optional>
@@ -24,14 +25,16 @@ namespace llamacl {
 
 namespace {
 
-// The types --type names, with llama.cpp's llama_ftype for a file whose matrices are of that type.
+// The types --type names, in the order output_type_names lists them, with llama.cpp's llama_ftype for a
+// file whose matrices are of that type.
 struct OutputType {
     const char* name;
     GgmlType type;
     std::uint32_t file_type;
 };
 constexpr OutputType kOutputTypes[] = {
-    {"f32", GgmlType::f32, 0}, {"f16", GgmlType::f16, 1}, {"q4_0", GgmlType::q4_0, 2}, {"q8_0", GgmlType::q8_0, 7}};
+    {"q4_0", GgmlType::q4_0, 2}, {"q8_0", GgmlType::q8_0, 7}, {"f16", GgmlType::f16, 1}, {"f32", GgmlType::f32, 0}};
+constexpr GgmlType kDefaultOutputType = GgmlType::q8_0;
 
 const OutputType& output_type(GgmlType type) {
     for (const OutputType& t : kOutputTypes)
@@ -40,10 +43,10 @@ const OutputType& output_type(GgmlType type) {
 }
 
 GgmlType parse_output_type(const std::string& name, const char* flag) {
-    if (name.empty()) return GgmlType::q8_0;
+    if (name.empty()) return kDefaultOutputType;
     for (const OutputType& t : kOutputTypes)
         if (name == t.name) return t.type;
-    throw usage_error(std::string(flag) + " " + name + ": give q4_0, q8_0, f16 or f32");
+    throw usage_error(std::string(flag) + " " + name + ": give " + output_type_names());
 }
 
 std::uint32_t block_of(GgmlType type) { return ggml_type_info(static_cast<std::uint32_t>(type))->block; }
@@ -248,6 +251,16 @@ void write_gguf(const Checkpoint& ck, const std::string& path, const GgufOutput&
     }
     out.commit();
 }
+
+std::string output_type_names() {
+    std::string names;
+    const std::size_t count = std::size(kOutputTypes);
+    for (std::size_t i = 0; i < count; ++i)
+        names += std::string(i == 0 ? "" : i + 1 == count ? " or " : ", ") + kOutputTypes[i].name;
+    return names;
+}
+
+const char* default_output_type() { return output_type(kDefaultOutputType).name; }
 
 int run_quantize(const QuantizeArgs& a) {
     const GgmlType type = parse_output_type(a.type, "--type");

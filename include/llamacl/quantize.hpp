@@ -24,6 +24,10 @@ struct QuantizeArgs {
 // Runs the command: writes OUT, then one line on stderr describing what was written. Throws Error for
 // anything it refuses, before OUT exists.
 int run_quantize(const QuantizeArgs& args);
+// The names --type, --classifier-type and --fallback-type take, as help and errors list them ("q4_0, q8_0,
+// f16 or f32"), and the one --type and --fallback-type default to.
+std::string output_type_names();
+const char* default_output_type();
 
 struct GgufOutput {
     GgmlType type = GgmlType::q8_0;      // every matrix's (F32, F16, Q8_0 or Q4_0); norms stay F32
