@@ -40,9 +40,9 @@
 
 namespace llamacl {
 
-// The checkpoint's config where the device's kernels of `shape` read its weights: Q8_0 on the device reads
-// a row 4 weights at a time, from an input its work-groups quantize into local memory (kernels/weights.cl,
-// dot_quantized.cl); otherwise throws Error naming the file or device and the remedy.
+// The checkpoint's config where the device's kernels of `shape` read its weights: a quantized format on
+// the device reads a row 4 weights at a time, from an input its work-groups quantize into local memory
+// (kernels/weights.cl, dot_quantized.cl); otherwise throws Error naming the file or device and the remedy.
 const Config& device_weights(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape);
 
 // How -v and bench name a schedule: "token (... N work-groups)" for token_groups N > 0, else

@@ -17,7 +17,7 @@
 //    multiplied in attention), so max |device - reference| <= 1e-4 x max |reference|. Inputs are O(1)
 //    and dot products short (<= 1174 terms), so reassociation error stays ~1e-6 relative; 1e-4 still
 //    catches any wrong index or missing term.
-//  * Q8_0 weights: the reference multiplies the same integers. MatmulInput quantizes an input as the
+//  * Quantized weights: the reference multiplies the same integers. MatmulInput quantizes an input as the
 //    kernels quantize what they stage (the format's rule: runq.c's quantize or ggml's, model_math.hpp),
 //    and each group's term is the rule's on both sides; the normalizing kernels' products are
 //    the reference's of the xn the kernel wrote (compared with rmsnorm's on its own: a last-bit
@@ -75,13 +75,14 @@ public:
     const float norm_eps;       // the kernels' RMSNorm epsilon, and the reference's
     const bool exact;           // the exact shape on a device with correctly rounded divide and sqrt
     const bool exact_exp;       // exact, and exp() is glibc's expf (kernels/expf.cl)
-    const bool exact_products;  // the matrix-vector products bit-identical (exact; Q8_0: the rule above)
+    const bool exact_products;  // the matrix-vector products bit-identical (exact; quantized: the rule above)
     const bool exact_gemm;      // the gemm's too
     const double tolerance;     // relative to the tensor's largest magnitude, where not exact
     const bool emulated;        // tensor cores emulated: slow, so the GEMM checks take fewer sizes
 
-    // The smallest length from n up that is a multiple of `multiple` and, for Q8_0, of the group size: a
-    // case keeps its awkward counts of rows, heads and positions while its rows hold whole groups.
+    // The smallest length from n up that is a multiple of `multiple` and, for quantized weights, of the
+    // group size: a case keeps its awkward counts of rows, heads and positions while its rows hold whole
+    // groups.
     int row_length(int n, int multiple = 1) const;
 
     // A matrix of `rows` rows of n weights stored in the harness's format, on the device as the runtime
@@ -98,7 +99,7 @@ public:
     // out(rows) = w . x as the reference computes it for the stored weights (run.c's matmul on the
     // widened weights; the rule's for quantized ones).
     static void matmul(float* out, const float* x, const Matrix& w);
-    // A gemm's input of `positions` rows of n floats on the device: for Q8_0 quantized there first
+    // A gemm's input of `positions` rows of n floats on the device: for quantized weights quantized there first
     // (quantize_rows), as the runtime quantizes every GEMM's input.
     cl::Buffer gemm_input(const std::vector<float>& in, int positions, int n);
 
@@ -167,7 +168,7 @@ KernelCheckResult check_classifier(KernelHarness& h);
 KernelCheckResult check_greedy_argmax(KernelHarness& h);
 // Prefill's (kernels/prefill.cl, prefill_quantized.cl): a batch of positions at once, row-major (positions, width).
 KernelCheckResult check_rmsnorm_rows(KernelHarness& h);
-// Q8_0 only: each position's row quantized by the format's rule, in the weights' device layout.
+// Quantized weights only: each position's row quantized by the format's rule, in the weights' device layout.
 KernelCheckResult check_quantize_rows(KernelHarness& h);
 KernelCheckResult check_gemm(KernelHarness& h);
 KernelCheckResult check_gemm_qkv_rope(KernelHarness& h);
@@ -178,7 +179,7 @@ KernelCheckResult check_swiglu(KernelHarness& h);
 
 using KernelCheck = KernelCheckResult (*)(KernelHarness&);
 // The checks of h's kernels: decode's in the forward pass's order, then prefill's (quantize_rows for
-// Q8_0 builds alone; none where prefill runs position by position): what `check`'s kernel rung runs and
+// quantized builds alone; none where prefill runs position by position): what `check`'s kernel rung runs and
 // the tests enumerate.
 std::vector<KernelCheck> kernel_checks(KernelHarness& h);
 std::vector<KernelCheckResult> check_all_kernels(KernelHarness& h);

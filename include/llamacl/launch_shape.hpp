@@ -30,7 +30,7 @@ struct LaunchShape {
 // units, and no local-memory reductions (slow there). GPUs: work-groups of 256 with 16 work-items per
 // row reading consecutive floats, the input staged in local memory and a tree reduction. "exact" is the CPU shape
 // running run.c's sequential loops: bit-identical to the reference where the device has doubles
-// (kernels/expf.cl). CPUs take it for Q8_0 weights (`weights`): their integer dot products are as fast
+// (kernels/expf.cl). CPUs take it for quantized weights (`weights`): their integer dot products are as fast
 // in run.c's order (kernels/dot_quantized.cl), and a last-bit difference in an activation can change how runq.c's
 // quantization rounds it, and with it the text.
 LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights = {});
