@@ -103,6 +103,67 @@ inline float2 partial_dot2(__global const weight_t* wa, __global const weight_t*
     }
     return (float2)(a, b);
 }
+
+// The 16 x 16 products m (m[i]: row i's sixteen) transposed in place, so that m[k] holds every row's
+// product k: four rounds that each take the even lanes of two rows, then their odd lanes. Oclgrind's
+// uninitialized-value check (shape.cl) takes any shuffle's lane 11 for an undefined one, so the shuffles
+// take only even lanes; odd lanes become even ones by rotating each 64-bit lane, which is not a shuffle.
+// Clang's __builtin_shufflevector makes each a permute on a CPU; other compilers move the lanes one by one.
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define EVEN_LANES
+// (a0, a2, ..., a14, b0, b2, ..., b14), and a's lanes pairwise swapped: (a1, a0, a3, a2, ...).
+inline float16 even_lanes(float16 a, float16 b) {
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+inline float16 swap_pairs(float16 a) { return as_float16(rotate(as_ulong8(a), (ulong8)(32))); }
+#endif
+#endif
+inline void transpose16(__private float16* m) {
+#ifdef EVEN_LANES
+#pragma unroll
+    for (int round = 0; round < 4; round++) {
+        float16 t[16];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            t[i] = even_lanes(m[2 * i], m[2 * i + 1]);
+            t[i + 8] = even_lanes(swap_pairs(m[2 * i]), swap_pairs(m[2 * i + 1]));
+        }
+#pragma unroll
+        for (int i = 0; i < 16; i++) m[i] = t[i];
+    }
+#else
+    float t[16][16];
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) t[k][i] = ((__private float*)&m[i])[k];
+    for (int k = 0; k < 16; k++) m[k] = vload16(0, t[k]);
+#endif
+}
+
+// Sixteen rows' dot products with one input (as partial_dot2), rows 0 .. 7 of wa in lanes 0 .. 7 and of
+// wb in lanes 8 .. 15 (WEIGHT_ROW). Each row's sum is a lane of one vector: its adds, in run.c's order,
+// are sixteen chains at once, where a pair of rows waits on every add.
+inline float16 partial_dot16(__global const weight_t* wa, __global const weight_t* wb, __global const float* x,
+                             __global const float* weight, float ss, int n) {
+    float16 sum = (float16)(0.0f);
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const float16 in = weight ? vloadw(weight + j) * (ss * vloadw(x + j)) : vloadw(x + j);
+        float16 m[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) m[i] = WEIGHTW(WEIGHT_ROW(i < 8 ? wa : wb, i % 8, n), j) * in;
+        transpose16(m);
+#pragma unroll
+        for (int k = 0; k < 16; k++) sum += m[k];
+    }
+    for (; j < n; j++) {
+        const float in = weight ? weight[j] * (ss * x[j]) : x[j];
+        float column[16];
+        for (int i = 0; i < 16; i++) column[i] = WEIGHT(WEIGHT_ROW(i < 8 ? wa : wb, i % 8, n), j);
+        sum += vload16(0, column) * in;
+    }
+    return sum;
+}
 #endif
 #endif
 #endif

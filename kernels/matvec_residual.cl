@@ -24,10 +24,18 @@ UNIT_FUNCTION void matvec_residual_step(__global const weight_t* w, __global con
                                         int rows, __local float* staged, int staged_n, __local float* scratch) {
     if (staged_n > 0) stage_input(staged, in, 0, 0.0f, n);
 #ifdef ROW_PAIRS
-    FOR_GROUP_ROW_PAIRS(row, end, rows) {
-        if (row + 1 == end) {
+    FOR_GROUP_ROW_RUNS(row, end, rows, 16) {
+        const int step = row_run_step(row, end, 16);
+#ifdef ROW_BLOCKS
+        if (step == 16) {
+            const float16 v = partial_dot16(WEIGHT_ROW(w, row, n), WEIGHT_ROW(w, row + 8, n), in, 0, 0.0f, n);
+            vstorew(vloadw(x + row) + v, x + row);
+            continue;
+        }
+#endif
+        if (step == 1) {
             matvec_residual_unit(row, w, in, x, n, rows, staged, staged_n, scratch);
-            break;
+            continue;
         }
         const float2 v = row_pair(WEIGHT_ROW(w, row, n), WEIGHT_ROW(w, row + 1, n), in, 0, 0.0f, staged, staged_n, n, 0,
                                   scratch);

@@ -32,13 +32,24 @@ inline int group_share(int units) {
          u < end_; u++)
 #if ROWS_PER_GROUP == 1 && ((defined(QUANTIZED_WEIGHTS) && GROUP_SIZE % 16 == 0) || \
                             (defined(FLOAT_WEIGHTS) && SHAPE_FAMILY == SHAPE_EXACT))
-// Quantized weights, and float ones in run.c's loops, on a row a unit: the work-group's run of rows two at
-// a time (the body takes row and row + 1 where row + 1 < end: row_pair interleaves their products, whose
-// sums are chains of dependent adds).
+// Quantized weights, and float ones in run.c's loops, on a row a unit: the work-group's run of rows
+// several at a time, as row_run_step says (row_pair interleaves two rows' products, whose sums are chains
+// of dependent adds; the float formats' partial_dot16 takes sixteen).
 #define ROW_PAIRS
-#define FOR_GROUP_ROW_PAIRS(row, end, rows)                                                              \
+#ifdef FLOAT_WEIGHTS
+#define ROW_BLOCKS
+#endif
+// The rows a body takes at `row` of its run, which ends at `end`: a block of `block` (ROW_BLOCKS builds,
+// where the run holds one), else a pair, else the run's last row.
+inline int row_run_step(int row, int end, int block) {
+#ifdef ROW_BLOCKS
+    if (row + block <= end) return block;
+#endif
+    return row + 1 < end ? 2 : 1;
+}
+#define FOR_GROUP_ROW_RUNS(row, end, rows, block)                                                        \
     for (int row = (int)get_group_id(0) * group_share(rows), end = min((rows), row + group_share(rows)); \
-         row < end; row += 2)
+         row < end; row += row_run_step(row, end, block))
 #endif
 #elif defined(QUANTIZED_WEIGHTS) || defined(WEIGHT_F16)
 #define FOR_GROUP_UNITS(u, rows) for (int u = (int)get_group_id(0); u < UNITS(rows); u += (int)get_num_groups(0))
