@@ -299,8 +299,8 @@ int run_quantize(const QuantizeArgs& a) {
         std::map<std::uint32_t, int> types;
         const GgufFile file = GgufFile::open(a.output);
         for (const GgufTensor& t : file.tensors()) ++types[t.type];
-        for (const auto& [type, count] : types)
-            written += (written.empty() ? "" : ", ") + std::to_string(count) + " " + ggml_type_name(type);
+        for (const auto& [written_type, count] : types)
+            written += (written.empty() ? "" : ", ") + std::to_string(count) + " " + ggml_type_name(written_type);
         written = "GGUF version 3, " + std::string(output_type(output.type).name) + " (" + written + " tensors)";
     } else {
         write_version2(ck, a.output, a.group_size != 0 ? a.group_size : default_group_size(ck.config()), show);
