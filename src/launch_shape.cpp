@@ -38,7 +38,9 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
     if (text == "cpu") {
         shape = {1, 1, 16};
     } else if (text == "exact") {
-        shape = {1, 1, 1};
+        // On GPUs in work-groups of 8: a work-item alone leaves the rest of its warp idle, and larger
+        // groups leave compute units without rows of the smaller matrices.
+        shape = {1, device.is_cpu ? 1 : 8, 1};
     } else if (text == "gpu") {
         shape = {16, 256, 1};
     } else {

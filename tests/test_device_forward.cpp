@@ -96,10 +96,10 @@ TEST(DeviceForwardCases, EveryReferenceCaseForEveryLayersPerOffloadAndFinalize) 
 
 TEST(DeviceForwardCases, EveryWorkShapeReproducesTheReferenceCases) {
     // The GPU kernels (cooperative rows, tree reductions, parallel attention) run on PoCL too, so CI
-    // checks the code the GPU runs; "exact" is run.c's own loop order.
+    // checks the code the GPU runs; "exact" is run.c's own loop order (1x8: as GPUs run it).
     LLAMACL_REQUIRE_SHARED(shared);
     for (const ReferenceCase& c : load_cases(shared)) {
-        for (const char* shape : {"gpu", "4x16", "exact"}) {
+        for (const char* shape : {"gpu", "4x16", "exact", "1x8"}) {
             const std::string flags = std::string("--backend opencl --layers-per-offload 1 --work-shape ") + shape;
             const CommandResult r = run_llama_cl(generate_args(shared, c, flags));
             EXPECT_EQ(r.exit_code, 0) << c.id << ": " << r.err;

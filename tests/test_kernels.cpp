@@ -1,9 +1,9 @@
 // Every OpenCL kernel of the forward pass against its CPU twin, for each launch shape the runtime can
-// pick: "exact" (1 work-item per row, run.c's loops), "cpu" (1 work-item per row, float16 multiply-adds),
-// "gpu" (16x256, consecutive floats per row's work-items, staged input and tree reductions), and "4x16",
-// "2x2" (small groups, so row counts and head sizes straddle them); and for each weight format the
-// device's kernels read (f32, f16, q8_0 by runq.c's rule and by ggml's). The checks themselves, their
-// cases and their tolerances are src/kernel_checks.cpp's, which `llama-cl check` runs too.
+// pick: "exact" (1 work-item per row, run.c's loops; "1x8" as GPUs run it), "cpu" (1 work-item per row,
+// float16 multiply-adds), "gpu" (16x256, consecutive floats per row's work-items, staged input and tree
+// reductions), and "4x16", "2x2" (small groups, so row counts and head sizes straddle them); and for each
+// weight format the device's kernels read (f32, f16, q8_0 by runq.c's rule and by ggml's). The checks
+// themselves, their cases and their tolerances are src/kernel_checks.cpp's, which `llama-cl check` runs too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -467,7 +467,7 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
 // interleaved 32, read 8 bytes at a time there) and 64 (export.py's, 16 bytes at a time); and GGUF's,
 // ggml's rule in blocks of 32. Q4_0 (ggml's) beside them.
 const WeightFormat kGgmlQ8{ElementType::q8_0, 32, QuantRule::ggml}, kQ4 = WeightFormat::q4_0();
-const auto kShapes = ::testing::Values("exact", "cpu", "gpu", "4x16", "2x2");
+const auto kShapes = ::testing::Values("exact", "1x8", "cpu", "gpu", "4x16", "2x2");
 const auto kFloatFormats = ::testing::Values(WeightFormat{ElementType::f32}, WeightFormat{ElementType::f16});
 const auto kQ8Formats = ::testing::Values(WeightFormat{ElementType::q8_0, 4}, WeightFormat{ElementType::q8_0, 24},
                                           WeightFormat{ElementType::q8_0, 64}, kGgmlQ8, kQ4);
