@@ -28,18 +28,18 @@ constexpr int kGroupsPerComputeUnit = 2;
 // Greedy decoding's partial results have a slot per work-group of the argmax launch (working_buffers.hpp).
 static_assert(kGroupsPerComputeUnit <= kMinGroupsPerComputeUnit, "argmax_partial holds one int per work-group");
 
-// Q8_0 on GPU shapes: w2's input is quantized once, behind one more grid barrier, where it is more than
-// this many words (four values) a work-item (token.cl's QUANTIZE_W2_ONCE): a work-group staging a longer
-// input itself waits longer than that barrier takes, a shorter one less.
+// Quantized weights on GPU shapes: w2's input is quantized once, behind one more grid barrier, where it
+// is more than this many words (four values) a work-item (token.cl's QUANTIZE_W2_ONCE): a work-group
+// staging a longer input itself waits longer than that barrier takes, a shorter one less.
 constexpr int kQuantizeOnceWords = 4;
 // wo's input is quantized by attention's work-groups (QUANTIZE_WO_INPUT) where it is at least this many
 // words a work-item: a head's quantizing lengthens the attention step, whose few work-groups on a small
 // model (12 heads) then cost more than the staging saves.
 constexpr int kQuantizeWoWords = 2;
 
-// Whether the kernels quantize a Q8_0 input a word a work-item, a group's words in one warp: the
-// condition of dot_quantized.cl's one-pass stage_input (WORD_SCALES), which token.cl's inputs quantized once
-// take; token.cl refuses to build them without it.
+// Whether the kernels quantize a quantized format's input a word a work-item, a group's words in one
+// warp: the condition of dot_quantized.cl's one-pass stage_input (WORD_SCALES), which token.cl's inputs
+// quantized once take; token.cl refuses to build them without it.
 bool quantizes_by_words(const KernelSet& kernels, int group_size) {
     return kernels.warp_shuffles() && group_size <= 128 && (group_size & (group_size - 1)) == 0;
 }
@@ -120,9 +120,9 @@ std::unique_ptr<TokenKernel> TokenKernel::create(Device& device, KernelSet& kern
     // only one work-group per compute unit runs (CL_KERNEL_WORK_GROUP_SIZE does not show it: 256 either way).
     const std::string cap = register_cap_option(device.info(), kGroupsPerComputeUnit, local);
     const bool capped = !cap.empty();
-    // Q8_0 inputs quantized once (token.cl tells w2's input from wo's by its length), where they are long:
-    // w2's, and wo's by attention's work-groups where every head's output is whole groups that one pass
-    // of a work-group's work-items covers.
+    // Quantized formats' inputs quantized once (token.cl tells w2's input from wo's by its length), where
+    // they are long: w2's, and wo's by attention's work-groups where every head's output is whole groups
+    // that one pass of a work-group's work-items covers.
     const int gs = c.weight_format.group_size;
     const bool by_words = gpu && c.weight_format.quantized() && quantizes_by_words(kernels, gs) &&
                           c.hidden_dim != c.dim;

@@ -23,17 +23,17 @@ enum class Command {
     // Prefill (a batch of positions at once):
     write_embeddings,    // the batch's embedding rows into its residual streams
     rmsnorm_rows,        // RMSNorm of every position's residual stream
-    quantize_rows,       // Q8_0 weights: a GEMM's input, every position's row quantized
+    quantize_rows,       // quantized weights: a GEMM's input, every position's row quantized
     gemm_qkv_rope,       // the batch's queries, keys and values, RoPE applied, k and v into the cache
-    gemm_q,              // Q8_0 weights: the batch's projections, by the weight they read
+    gemm_q,              // quantized weights: the batch's projections, by the weight they read
     gemm_k,
     gemm_v,
-    rope_rows,           // Q8_0 weights: RoPE of the batch's queries and keys
+    rope_rows,           // quantized weights: RoPE of the batch's queries and keys
     attention_rows,      // causal attention of the batch over the cache, a work-item per (head, position)
     attention_tiles,     // the same, a work-group per (block of positions, head) (GPU shapes)
     gemm_wo,             // with the residual add
     gemm_gate_up,        // silu(w1 . xn) * (w3 . xn)
-    gemm_w1,             // Q8_0 weights: its two products, then SwiGLU
+    gemm_w1,             // quantized weights: its two products, then SwiGLU
     gemm_w3,
     swiglu,
     gemm_w2,             // with the residual add
