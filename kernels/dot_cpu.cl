@@ -140,6 +140,14 @@ inline void transpose16(__private float16* m) {
 #endif
 }
 
+// sum plus the 16 x 16 products m column by column: lane i adds m[i]'s sixteen in order.
+inline float16 add_columns(float16 sum, __private float16* m) {
+    transpose16(m);
+#pragma unroll
+    for (int k = 0; k < 16; k++) sum += m[k];
+    return sum;
+}
+
 // Sixteen rows' dot products with one input (as partial_dot2), rows 0 .. 7 of wa in lanes 0 .. 7 and of
 // wb in lanes 8 .. 15 (WEIGHT_ROW). Each row's sum is a lane of one vector: its adds, in run.c's order,
 // are sixteen chains at once, where a pair of rows waits on every add.
@@ -152,9 +160,7 @@ inline float16 partial_dot16(__global const weight_t* wa, __global const weight_
         float16 m[16];
 #pragma unroll
         for (int i = 0; i < 16; i++) m[i] = WEIGHTW(WEIGHT_ROW(i < 8 ? wa : wb, i % 8, n), j) * in;
-        transpose16(m);
-#pragma unroll
-        for (int k = 0; k < 16; k++) sum += m[k];
+        sum = add_columns(sum, m);
     }
     for (; j < n; j++) {
         const float in = weight ? weight[j] * (ss * x[j]) : x[j];

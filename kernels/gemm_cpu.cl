@@ -57,7 +57,7 @@ UNIT_FUNCTION void gemm_block(__global const weight_t* wa, int a0, int a_rows, _
     for (int k = 0; k < GEMM_POSITIONS; k++) xp[k] = in + (size_t)min(p0 + k, positions - 1) * n;
 #if SHAPE_FAMILY == SHAPE_EXACT && GEMM_ROWS * GEMM_POSITIONS == 16
     // The exact family: the 16 sums are the lanes of one vector (lane 4 i + k: row i, position k), sixteen
-    // elements at a time multiplied, transposed and added column by column, as partial_dot16 does.
+    // elements at a time multiplied and added column by column (add_columns), as partial_dot16 does.
     float16 lanes = (float16)(0.0f);
     int j = 0;
     for (; j + 16 <= n; j += 16) {
@@ -71,9 +71,7 @@ UNIT_FUNCTION void gemm_block(__global const weight_t* wa, int a0, int a_rows, _
         for (int i = 0; i < GEMM_ROWS; i++)
 #pragma unroll
             for (int k = 0; k < GEMM_POSITIONS; k++) m[i * GEMM_POSITIONS + k] = a[i] * b[k];
-        transpose16(m);
-#pragma unroll
-        for (int t = 0; t < 16; t++) lanes += m[t];
+        lanes = add_columns(lanes, m);
     }
     float sums[16];
     vstore16(lanes, 0, sums);

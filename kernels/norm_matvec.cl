@@ -19,13 +19,6 @@ inline float swiglu_of(float gate, float up) {
     return gate * up;
 }
 
-// Attention entry of a layer: q, k, v = (wq, wk, wv) @ rmsnorm(x), RoPE applied to q and k, and k, v
-// stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
-// stacked [wq; wk; wv], so the RoPE rotation happens in registers. `rope` is (seq_len, head_size/2, 2):
-// cos, sin of every position and frequency, computed once on the host with run.c's formula.
-//
-// The row pairs of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0;
-// when negative, the token kernel's, this unit stages it and ss is not used: row_pair).
 // Row r of the stacked [wq; wk; wv] (r made the row within its matrix): its part, 0 for q, 1 for k, 2 for v.
 inline int qkv_part(__private int* r, int dim, int kv_dim) {
     if (*r >= dim + kv_dim) { *r -= dim + kv_dim; return 2; }
@@ -48,6 +41,18 @@ inline void store_qkv_pair(int part, int r, float v0, float v1, float fcr, float
     out[r + 1] = rotated.y;
 }
 
+// The cos and sin of row r's (of q or k, within its matrix) frequency at `pos`.
+inline __global const float* rope_at(__global const float* rope, int pos, int head_size, int r) {
+    return rope + (size_t)pos * head_size + 2 * ((r % head_size) / 2);
+}
+
+// Attention entry of a layer: q, k, v = (wq, wk, wv) @ rmsnorm(x), RoPE applied to q and k, and k, v
+// stored in this layer's KV cache at `pos`. A unit of work is one (even, odd) pair of output rows of the
+// stacked [wq; wk; wv], so the RoPE rotation happens in registers. `rope` is (seq_len, head_size/2, 2):
+// cos, sin of every position and frequency, computed once on the host with run.c's formula.
+//
+// The row pairs of work unit `unit`, the input normalized with scale ss (and staged when staged_n > 0;
+// when negative, the token kernel's, this unit stages it and ss is not used: row_pair).
 UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __global const float* rms_weight, float ss,
                                       __global const weight_t* wq, __global const weight_t* wk, __global const weight_t* wv,
                                       __global const float* rope, __global float* q, __global float* key_cache,
@@ -57,7 +62,7 @@ UNIT_FUNCTION void attn_qkv_rope_unit(int unit, __global const float* x, __globa
     int r = 2 * row;  // first row of the pair within its matrix
     const int part = qkv_part(&r, dim, kv_dim);
     __global const weight_t* w = part == 0 ? wq : part == 1 ? wk : wv;
-    __global const float* cs = rope + (size_t)pos * head_size + 2 * ((r % head_size) / 2);
+    __global const float* cs = rope_at(rope, pos, head_size, r);
 #ifdef FEW_GROUPS
     // The rotation's cos and sin, read before the dot products so that their wait overlaps the rows'.
     const float fcr = lane == 0 ? cs[0] : 0.0f, fci = lane == 0 ? cs[1] : 0.0f;
@@ -91,7 +96,7 @@ UNIT_FUNCTION void attn_qkv_rope_block(int unit, __global const float* x, __glob
     float v[16];
     vstore16(partial_dot16(WEIGHT_ROW(w, r, dim), WEIGHT_ROW(w, r + 8, dim), x, rms_weight, ss, dim), 0, v);
     for (int i = 0; i < 16; i += 2) {
-        __global const float* cs = rope + (size_t)pos * head_size + 2 * (((r + i) % head_size) / 2);
+        __global const float* cs = rope_at(rope, pos, head_size, r + i);
         store_qkv_pair(part, r + i, v[i], v[i + 1], cs[0], cs[1], q, key_cache, value_cache, kv_dim, pos);
     }
 }
