@@ -58,11 +58,15 @@ inline void attention_combine(int h, __global const float* partial, __global flo
 }
 
 // Where a chunk's scores live while its softmax and weighted sum read them: builds with device fences
-// keep them in the work-group's local memory (`scores`, SCORE_CAPACITY floats; the host splits a head
-// into chunks no longer than that: KernelSet::attention_chunks), so that no step of the chain waits on
-// global memory for them; without, a head is one chunk of any length, and its scores go to its row of `att`
-// (which builds with fences never touch: the token kernel passes none).
-#ifdef DEVICE_FENCES
+// (but for ordered sums: KernelSet::chunked_attention) keep them in the work-group's local memory
+// (`scores`, SCORE_CAPACITY floats; the host splits a head into chunks no longer than that:
+// KernelSet::attention_chunks), so that no step of the chain waits on global memory for them; without, a
+// head is one chunk of any length, and its scores go to its row of `att` (which builds with fences never
+// touch: the token kernel passes none).
+#if defined(DEVICE_FENCES) && !defined(ORDERED_SUMS)
+#define CHUNKED_ATTENTION
+#endif
+#ifdef CHUNKED_ATTENTION
 #define SCORE(t) scores[(t) - t0]
 #else
 #define SCORE(t) att[(size_t)h * seq_len + (t)]
@@ -110,7 +114,11 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
     // slice lid / span.
     const int cols = vec ? head_size / 4 : head_size;
     const int span = cols < LOCAL ? cols : LOCAL;  // work-items per position slice
-    const int parts = LOCAL / span;                // position slices summed in parallel
+#ifdef ORDERED_SUMS
+    const int parts = 1;  // (a column's every position in order, by one work-item: run.c's)
+#else
+    const int parts = LOCAL / span;  // position slices summed in parallel
+#endif
     const int part = lid / span, column = lid - part * span;
     float4 v[VALUE_BATCH];  // a batch of values
 #ifdef FEW_GROUPS
@@ -123,8 +131,12 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
 #endif
     // Scores: KEY_SLICES work-items per position, each taking a slice of the head's float4 columns, the
     // slices summed through local memory. A work-item walking a whole key alone leaves a short context
-    // with few work-items each waiting on a chain of loads.
-    const int slices = vec ? min(KEY_SLICES, LOCAL) : 1;
+    // with few work-items each waiting on a chain of loads; ordered sums take that, run.c's order.
+#ifdef ORDERED_SUMS
+    const int slices = 1, key_words = 0;
+#else
+    const int slices = vec ? min(KEY_SLICES, LOCAL) : 1, key_words = vec;
+#endif
     const int per_pass = LOCAL / slices;  // positions scored per pass
     const int slot = lid / slices, slice = lid - slot * slices;  // this work-item's position in a pass, its slice
     float local_max = -INFINITY;
@@ -133,7 +145,7 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
         float piece = 0.0f;  // this work-item's slice of the score
         if (t < t1) {
             __global const float* k = key_cache + (size_t)t * kv_dim + kv_off;
-            if (vec) {
+            if (key_words) {
                 // float4 pointers rather than vload4, which promises only a float's alignment: NVIDIA's
                 // compiler splits each vload4 into four scalar loads. Valid here:
                 // with head_size a multiple of 4 so are kv_dim and every offset, buffers (sub-buffers too)
@@ -172,8 +184,20 @@ UNIT_FUNCTION void attention_unit(int unit, __global const float* q, __global co
         SCORE(t) = e;
         local_sum += e;
     }
+#ifdef ORDERED_SUMS
+    // run.c's softmax: the weights' sum in position order, then each weight divided by it (a head is one
+    // chunk), which leaves the weighted sum's output as it is. A work-item's rounds hold the weights it wrote.
+    float total = 0.0f;
+    for (int base = t0; base < t1; base += LOCAL) {
+        scratch[lid] = base + lid < t1 ? SCORE(base + lid) : 0.0f;
+        add_round_in_order(&total, scratch, min(LOCAL, t1 - base));
+    }
+    const float sum = first_items(total, scratch), inv_sum = 1.0f;
+    for (int t = t0 + lid; t < t1; t += LOCAL) SCORE(t) /= sum;
+#else
     const float sum = group_reduce(local_sum, 0, scratch);
     const float inv_sum = 1.0f / sum;
+#endif
     // Every weight of this chunk is written before anyone reads them.
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 
@@ -236,7 +260,7 @@ __kernel void attention(__global const float* q, __global const float* key_cache
 #else
     __local float scratch[LOCAL];
     __local float4 partial[LOCAL];
-#ifdef DEVICE_FENCES
+#ifdef CHUNKED_ATTENTION
     __local float scores[SCORE_CAPACITY];
 #else
     __local float* scores = 0;  // (unused: the scores go to `att`)

@@ -1,12 +1,23 @@
 // The GPU family's (SHAPE_GPU) RMSNorm scale and dot products: ROW_THREADS work-items share a row, the
 // work-group the norm's sum of squares.
 #if SHAPE_FAMILY == SHAPE_GPU
-// RMSNorm's scale 1/sqrt(mean(x^2) + eps), computed by the whole work-group.
+// RMSNorm's scale 1/sqrt(mean(x^2) + eps), computed by the whole work-group (ORDERED_SUMS: a round of
+// LOCAL squares at a time, added in run.c's order by its first work-item).
 inline float rms_scale(__global const float* x, int n, __local float* scratch) {
+#ifdef ORDERED_SUMS
+    const int lid = get_local_id(0);
+    float ss = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += LOCAL) {
+        scratch[lid] = j0 + lid < n ? x[j0 + lid] * x[j0 + lid] : 0.0f;
+        add_round_in_order(&ss, scratch, min(LOCAL, n - j0));
+    }
+    return first_items(rms_from_sum(ss, n), scratch);
+#else
     float ss = 0.0f;
     for (int j = get_local_id(0); j < n; j += LOCAL) ss += x[j] * x[j];
     ss = group_reduce(ss, 0, scratch);
     return rms_from_sum(ss, n);
+#endif
 }
 
 // a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w, added in that order (the first addition: shape.cl's

@@ -430,6 +430,26 @@ inline float4 q8_terms4(__global const weight_t* w, scales_t w_scales, __local c
 }
 #endif
 
+#if defined(WEIGHT_Q4_0) && SHAPE_FAMILY == SHAPE_GPU
+// A Q4_0 group is half a Q8_0 group's bytes: the GPU family's lanes load Q4_IN_FLIGHT of their groups (g
+// and every ROW_THREADS-th after it) before any is used, to keep more bytes in flight; their terms in order.
+inline void q4_terms_in_flight(__private float* terms, __global const weight_t* w, scales_t w_scales,
+                               __local const float* staged, int groups, int g) {
+    q8_word_t words[Q4_IN_FLIGHT][2];
+    float scales[Q4_IN_FLIGHT];
+#pragma unroll
+    for (int i = 0; i < Q4_IN_FLIGHT; i++) {
+        load_group(words[i], w, groups, g + i * ROW_THREADS);
+        scales[i] = SCALE(w_scales, g + i * ROW_THREADS);
+    }
+#pragma unroll
+    for (int i = 0; i < Q4_IN_FLIGHT; i++)
+        terms[i] = Q8_TERM((float)loaded_group_dot(words[i], STAGED_VALUES(staged, groups * GROUP_SIZE), groups,
+                                                   g + i * ROW_THREADS),
+                           scales[i], staged[g + i * ROW_THREADS]);
+}
+#endif
+
 // This lane's part of a row's product with the staged input: the terms of every ROW_THREADS-th group
 // from g (its lane, or the group after the lane's first: row_dot), added in order to sum.
 inline float q8_dot(__global const weight_t* w, __local const float* staged, int n, int g, float sum) {
@@ -446,21 +466,11 @@ inline float q8_dot(__global const weight_t* w, __local const float* staged, int
     }
 #endif
 #if defined(WEIGHT_Q4_0) && SHAPE_FAMILY == SHAPE_GPU
-    // A Q4_0 group is half a Q8_0 group's bytes: Q4_IN_FLIGHT of the lane's groups loaded before any is
-    // used keep more bytes in flight; their terms are then added in order.
-    __local const char* x = STAGED_VALUES(staged, n);
     for (; g + (Q4_IN_FLIGHT - 1) * ROW_THREADS < groups; g += Q4_IN_FLIGHT * ROW_THREADS) {
-        q8_word_t words[Q4_IN_FLIGHT][2];
-        float scales[Q4_IN_FLIGHT];
+        float terms[Q4_IN_FLIGHT];
+        q4_terms_in_flight(terms, w, w_scales, staged, groups, g);
 #pragma unroll
-        for (int i = 0; i < Q4_IN_FLIGHT; i++) {
-            load_group(words[i], w, groups, g + i * ROW_THREADS);
-            scales[i] = SCALE(w_scales, g + i * ROW_THREADS);
-        }
-#pragma unroll
-        for (int i = 0; i < Q4_IN_FLIGHT; i++)
-            sum += Q8_TERM((float)loaded_group_dot(words[i], x, groups, g + i * ROW_THREADS), scales[i],
-                           staged[g + i * ROW_THREADS]);
+        for (int i = 0; i < Q4_IN_FLIGHT; i++) sum += terms[i];
     }
 #endif
     for (; g < groups; g += ROW_THREADS) sum += q8_term(w, w_scales, staged, groups, g);
@@ -494,6 +504,48 @@ inline float2 q8_dot2(__global const weight_t* wa, __global const weight_t* wb, 
 }
 #endif
 
+#ifdef ORDERED_SUMS
+// Ordered sums (shape.cl): a row's lanes keep each group's term in local memory past the staged input,
+// and one work-item of the row adds them in group order, as runq.c's loop does. Row `which` (0, or 1 for
+// row_pair's second) of this work-item's slot: an odd number of floats a row, so that the rows' adding
+// work-items read distinct banks (the host sizes them: staged_bytes).
+inline __local float* row_terms(__local float* staged, int n, int which) {
+    __local float* terms = (__local float*)(STAGED_VALUES(staged, n) + n);
+    return terms + (which * ROWS_PER_GROUP + (int)get_local_id(0) / ROW_THREADS) * ((n / GROUP_SIZE) | 1);
+}
+// This lane's groups' terms of a row (every ROW_THREADS-th group from its lane), kept in `terms`.
+inline void keep_terms(__global const weight_t* w, __local const float* staged, int n, int lane, __local float* terms) {
+    const int groups = n / GROUP_SIZE;
+    const scales_t w_scales = WEIGHT_SCALES(w, n);
+    int g = lane;
+#ifdef WEIGHT_Q4_0
+    for (; g + (Q4_IN_FLIGHT - 1) * ROW_THREADS < groups; g += Q4_IN_FLIGHT * ROW_THREADS) {
+        float batch[Q4_IN_FLIGHT];
+        q4_terms_in_flight(batch, w, w_scales, staged, groups, g);
+#pragma unroll
+        for (int i = 0; i < Q4_IN_FLIGHT; i++) terms[g + i * ROW_THREADS] = batch[i];
+    }
+#endif
+    for (; g < groups; g += ROW_THREADS) terms[g] = q8_term(w, w_scales, staged, groups, g);
+}
+// The sums of `count` rows' kept terms (1, or 2: row_pair's), row k's added by the row's lane k, shared
+// with every lane of the row through scratch (two floats a row).
+inline float2 ordered_sums(__local float* staged, int n, int count, __local float* scratch) {
+    barrier(CLK_LOCAL_MEM_FENCE);  // every lane's terms are kept
+    const int lane = get_local_id(0) % ROW_THREADS, slot = get_local_id(0) / ROW_THREADS;
+    if (lane < count) {
+        __local const float* terms = row_terms(staged, n, lane);
+        float sum = 0.0f;
+        for (int g = 0; g < n / GROUP_SIZE; g++) sum += terms[g];
+        scratch[2 * slot + lane] = sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float2 sums = (float2)(scratch[2 * slot], count > 1 ? scratch[2 * slot + 1] : 0.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the scratch and the terms are reused by the next call
+    return sums;
+}
+#endif
+
 #ifdef FEW_GROUPS
 // The token kernel's first unit of a step loads each row's first group of the lane (g = lane) before it
 // stages the input, so that the two waits on memory overlap rather than follow each other.
@@ -520,10 +572,14 @@ inline float first_group_dot(__private const q8_group_t* first, __global const w
 #endif
 
 // One row's product with the staged input (the token kernel: staged_n < 0 stages it first; every other
-// caller staged it, staged_n > 0: KernelSet::staged_count), this lane's part.
+// caller staged it, staged_n > 0: KernelSet::staged_count), this lane's part (ORDERED_SUMS: the whole,
+// which row_sum leaves as it is).
 inline float row_dot(__global const weight_t* w, __global const float* x, __global const float* weight, float ss,
                      __local float* staged, int staged_n, int n, int lane, __local float* scratch) {
-#ifdef Q4_TOKEN
+#ifdef ORDERED_SUMS
+    keep_terms(w, staged, n, lane, row_terms(staged, n, 0));
+    return ordered_sums(staged, n, 1, scratch).x;
+#elif defined(Q4_TOKEN)
     if (staged_n < 0) {
         q4_batch_t first;
         q4_load(&first, w, n, lane);
@@ -544,12 +600,17 @@ inline float row_dot(__global const weight_t* w, __global const float* x, __glob
 #endif
 }
 
-// Two rows' products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum; with
+// Two rows' products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum; ordered
+// sums: ordered_sums; with
 // FEW_GROUPS in one tree, and scratch holds 2 * LOCAL floats).
 inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb, __global const float* x,
                        __global const float* weight, float ss, __local float* staged, int staged_n, int n,
                        int lane, __local float* scratch) {
-#ifdef Q4_TOKEN
+#ifdef ORDERED_SUMS
+    keep_terms(wa, staged, n, lane, row_terms(staged, n, 0));
+    keep_terms(wb, staged, n, lane, row_terms(staged, n, 1));
+    return ordered_sums(staged, n, 2, scratch);
+#elif defined(Q4_TOKEN)
     if (staged_n < 0) {
         q4_batch_t first_a, first_b;
         q4_load(&first_a, wa, n, lane);

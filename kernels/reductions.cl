@@ -36,9 +36,10 @@ inline float warp_max(float value, int width) {
 #endif
 
 // Sum of `value` over the ROW_THREADS consecutive work-items that share a row; every work-item of the
-// group must call it (it contains barriers when ROW_THREADS > 1, unless a row is within a warp).
+// group must call it (it contains barriers when ROW_THREADS > 1, unless a row is within a warp). Ordered
+// sums' rows are summed already (dot_quantized.cl's row_dot).
 inline float row_sum(float value, __local float* scratch) {
-#if SHAPE_FAMILY != SHAPE_GPU
+#if SHAPE_FAMILY != SHAPE_GPU || defined(ORDERED_SUMS)
     return value;
 #elif defined(ROW_SHUFFLE)
     return warp_sum(value, ROW_THREADS);
@@ -114,6 +115,26 @@ inline float group_reduce(float value, int is_max, __local float* scratch) {
     barrier(CLK_LOCAL_MEM_FENCE);
     return total;
 }
+
+#ifdef ORDERED_SUMS
+// Ordered sums (shape.cl) over the work-group, a round at a time: each work-item has put its value of the
+// round in scratch[its local id], and the first work-item adds the round's first `count` to *sum in that
+// order (from local memory, rather than wait on a load from global memory for each). Every work-item calls it.
+inline void add_round_in_order(__private float* sum, __local float* scratch, int count) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0)
+        for (int k = 0; k < count; k++) *sum += scratch[k];
+    barrier(CLK_LOCAL_MEM_FENCE);  // the round is added before the next one overwrites it
+}
+// The first work-item's `value`, for every work-item.
+inline float first_items(float value, __local float* scratch) {
+    if (get_local_id(0) == 0) scratch[0] = value;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float first = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);  // the scratch is reused by the next call
+    return first;
+}
+#endif
 
 // RMSNorm's epsilon, the model's (Config::norm_eps), which the host defines as a hex float literal; the
 // default, run.c's, only keeps the program buildable on its own.

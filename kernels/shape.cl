@@ -97,6 +97,14 @@ typedef float floatw_unaligned __attribute__((ext_vector_type(16), aligned(4)));
 #else
 #define SHAPE_FAMILY SHAPE_CPU
 #endif
+// ORDERED_SUMS (LaunchShape::ordered; the host defines it for quantized weights only): the GPU family with
+// every float sum in run.c's order, for run.c's bits. A row's lanes keep their groups' terms in local memory
+// for one work-item to add in order (dot_quantized.cl), one work-item adds RMSNorm's squares (dot_gpu.cl),
+// and attention forms each score, the softmax's sum and each output element as one chain (attention.cl).
+// Such builds launch neither the token kernel nor prefill's GEMMs (KernelSet::prefill_possible).
+#if defined(ORDERED_SUMS) && SHAPE_FAMILY != SHAPE_GPU
+#error ORDERED_SUMS is a GPU shape's
+#endif
 
 // FEW_GROUPS: the host defines it for the token kernel, whose launch has only one or two work-groups per
 // compute unit, so that each wait on memory shows: its unit functions issue loads ahead of where they are

@@ -22,7 +22,9 @@ double mb(double bytes) { return bytes / 1e6; }
 
 const char* finalize_name(Finalize f) { return f == Finalize::device ? "device" : "cpu"; }
 
-std::string shape_name(const LaunchShape& s) { return std::to_string(s.row_threads) + "x" + std::to_string(s.local_size); }
+std::string shape_name(const LaunchShape& s) {
+    return (s.ordered ? "exact:" : "") + std::to_string(s.row_threads) + "x" + std::to_string(s.local_size);
+}
 
 std::string plan_text(const CapacityPlan& p, bool host_mirror) {
     if (p.resident()) return "all " + std::to_string(p.n_layers) + " layers resident";

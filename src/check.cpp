@@ -209,7 +209,8 @@ CheckReport Ladder::climb(const RungObserver& observer) {
 }
 
 LaunchShape Ladder::shape(ElementType format) const {
-    return o_.device.shape ? *o_.device.shape : choose_launch_shape(device_.info(), WeightFormat{format});
+    const WeightFormat weights{format};
+    return o_.device.shape ? shape_for(*o_.device.shape, weights) : choose_launch_shape(device_.info(), weights);
 }
 
 std::string Ladder::describe_shapes() const {
@@ -230,7 +231,7 @@ std::string Ladder::hint(const RungRef& rung) const {
         h = "the driver loses data in large buffers: try --max-device-memory MIB (smaller allocations) or another "
             "device";
     else if (stage == "kernels")
-        h = shape(*rung.format).family() == ShapeFamily::exact
+        h = shape(*rung.format).exact()
                 ? "even the exact shape (run.c's loops) disagrees: the device's compiler or arithmetic is at fault; "
                   "try another device"
                 : "the kernels of this shape (" + shape(*rung.format).describe() +

@@ -87,7 +87,7 @@ DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceO
                TokenKernel::wanted(device.info(), kernels_.shape(), kernels_.weight_layout().format, c_, plan_,
                                    finalize_, per_op_reason_)),
       work_(device, c_, kernels_.attention_chunks(c_.n_heads, c_.head_size(), c_.seq_len), kernels_.argmax_groups(),
-            !kernels_.device_fences(), !kernels_.attention_tiles_possible(c_.head_size()), plan_.prefill_batch),
+            !kernels_.chunked_attention(), !kernels_.attention_tiles_possible(c_.head_size()), plan_.prefill_batch),
       kv_(device, c_, stacked_),
       weights_(device, ck, kernels_.weight_layout(), classifier_kernels().weight_layout(), plan_, options.finalize,
                options.host_mirror, stacked_, counters_) {

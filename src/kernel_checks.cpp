@@ -47,11 +47,12 @@ KernelHarness::KernelHarness(Device& d, const LaunchShape& shape, const WeightFo
       kernels(d, shape, w, warp_shuffles, build_options, tensor_cores, eps, precision),
       weights(w),
       norm_eps(eps),
-      exact(shape.family() == ShapeFamily::exact && correctly_rounded_division(d)),
+      exact(kernels.shape().exact() && correctly_rounded_division(d)),
       exact_exp(exact && kernels.glibc_expf()),
-      exact_products(w.quantized() ? !shape.gpu_family() && correctly_rounded_division(d) : exact),
+      exact_products(w.quantized() ? (!kernels.shape().gpu_family() || kernels.shape().ordered) && correctly_rounded_division(d)
+                                   : exact),
       exact_gemm(w.quantized() ? correctly_rounded_division(d) : exact),
-      tolerance(shape.family() == ShapeFamily::exact ? 1e-5 : 1e-4),
+      tolerance(kernels.shape().exact() ? 1e-5 : 1e-4),
       emulated(tensor_cores == TensorCores::emulated) {}
 
 int KernelHarness::row_length(int n, int multiple) const {
@@ -366,7 +367,7 @@ void attention_case(KernelHarness& h, KernelComparer& cmp, const AttentionCase& 
         // of a head's chunks can combine them (GPU shapes built with device fences) chunks of 1, 3, 7 and 16
         // positions in a short context (up to 40 chunks: several of the combine's batches of loads), of the
         // capacity and of 700 in a long one (uneven last chunks included).
-        const bool fences = h.kernels.device_fences();
+        const bool fences = h.kernels.chunked_attention();
         std::vector<int> chunk_lengths;
         if (!fences || pos < KernelSet::kScoreCapacity) chunk_lengths.push_back(pos + 1);
         const std::vector<int> split =
@@ -1058,9 +1059,10 @@ std::vector<KernelCheck> kernel_checks(KernelHarness& h) {
     std::vector<KernelCheck> checks = {check_attn_qkv_rope, check_attention,    check_attention_long_context,
                                        check_matvec_residual, check_ffn_gate_up, check_classifier,
                                        check_greedy_argmax};
-    // A GPU shape whose smallest GEMM tile does not fit the device runs a prompt position by position, on
-    // decode's kernels (KernelSet::prefill_possible): prefill's kernels never run there.
-    if (h.kernels.shape().gpu_family() && !h.kernels.gemm_tile_runs(kOwnGemmTile)) return checks;
+    // An ordered shape, and a GPU shape whose smallest GEMM tile does not fit the device, run a prompt
+    // position by position, on decode's kernels (KernelSet::prefill_possible): prefill's kernels never run there.
+    const LaunchShape& shape = h.kernels.shape();
+    if (shape.gpu_family() && (shape.ordered || !h.kernels.gemm_tile_runs(kOwnGemmTile))) return checks;
     // Prefill's, in the order a layer's batch runs them.
     checks.push_back(check_rmsnorm_rows);
     if (h.weights.quantized()) checks.push_back(check_quantize_rows);

@@ -73,8 +73,16 @@ std::uint64_t staged_input_bytes(const WeightFormat& weights, int n) {
     return round_up(bytes, sizeof(float));
 }
 
+std::uint64_t staged_bytes(const LaunchShape& shape, const WeightFormat& weights, int n) {
+    if (!shape.ordered || !weights.quantized()) return staged_input_bytes(weights, n);
+    // Two rows' terms (row_pair) per row of the work-group, each row's an odd number of floats.
+    const std::uint64_t rows = static_cast<std::uint64_t>(shape.local_size / shape.row_threads);
+    const std::uint64_t stride = static_cast<std::uint64_t>(n / weights.group_size) | 1;
+    return staged_input_bytes(weights, n) + 2 * rows * stride * sizeof(float);
+}
+
 bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights, int n) {
-    return staged_input_bytes(weights, n) + static_cast<std::uint64_t>(shape.local_size) * sizeof(float) + 1024 <=
+    return staged_bytes(shape, weights, n) + static_cast<std::uint64_t>(shape.local_size) * sizeof(float) + 1024 <=
            device.local_mem_bytes;
 }
 
@@ -82,27 +90,28 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
                      bool warp_shuffles, const std::string& build_options, TensorCores tensor_cores, float norm_eps,
                      PromptPrecision precision)
     : device_(device),
-      layout_{weights, shape.gpu_family() ? kGpuQ8Interleave : 1, shape.gpu_family() ? gpu_q8_word(weights.group_size) : 4},
+      shape_(shape_for(shape, weights)),
+      layout_{weights, shape_.gpu_family() ? kGpuQ8Interleave : 1, shape_.gpu_family() ? gpu_q8_word(weights.group_size) : 4},
       // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
-      inline_ptx_(device.info().warp_size == 32 && shape.gpu_family()),
+      inline_ptx_(device.info().warp_size == 32 && shape_.gpu_family()),
       common_options_(layout_.build_options() + norm_eps_option(norm_eps) + (inline_ptx_ ? " -DINLINE_PTX" : "")),
       // CPU shapes stay with OpenCL C 1.2: they split no work that would need fences, and the "exact" shape's
       // arithmetic is run.c's as that standard compiles it. GPU shapes use memory scopes where the device
       // has them.
-      standard_(shape.gpu_family() && !device.info().scopes_standard.empty() ? device.info().scopes_standard
+      standard_(shape_.gpu_family() && !device.info().scopes_standard.empty() ? device.info().scopes_standard
                                                                               : "CL1.2"),
       // NVIDIA reports its warp width (cl_nv_device_attribute_query), and its compiler takes inline PTX.
-      warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape.gpu_family() &&
-                     shape.local_size % 32 == 0),
+      warp_shuffles_(warp_shuffles && device.info().warp_size == 32 && shape_.gpu_family() &&
+                     shape_.local_size % 32 == 0),
       // (The quantized formats' int8 products step through k 32 weights at a time, within a group.)
-      tensor_cores_((!weights.quantized() || weights.group_size % kQ8MmaStep == 0) &&
+      // (Ordered shapes add in run.c's order, which no tensor core keeps.)
+      tensor_cores_(!shape_.ordered && (!weights.quantized() || weights.group_size % kQ8MmaStep == 0) &&
                     (tensor_cores == TensorCores::emulated ||
                      (tensor_cores == TensorCores::where_present && warp_shuffles_ &&
                       device.info().compute_capability >= kTf32ComputeCapability))),
       // (Without tensor cores, on CPU shapes and for integer formats, fast has nothing to change.)
-      prompt_precision_(tensor_cores_ && shape.gpu_family() && !weights.quantized() ? precision
+      prompt_precision_(tensor_cores_ && shape_.gpu_family() && !weights.quantized() ? precision
                                                                                      : PromptPrecision::exact),
-      shape_(shape),
       min_groups_(kMinGroupsPerComputeUnit * static_cast<int>(device.info().compute_units)),
       compute_units_(device.info().compute_units) {
     // run.c's 1/sqrtf and divisions are correctly rounded; ask for the same where the device offers it.
@@ -113,6 +122,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
                        " -DNON_FINITE_TOKEN=(" + std::to_string(kNonFiniteToken) + ")";
     if (tensor_cores_) common_options_ += tensor_cores == TensorCores::emulated ? " -DGEMM_MMA -DMMA_EMULATE" : " -DGEMM_MMA";
     if (prompt_precision_ == PromptPrecision::fast) common_options_ += " -DPROMPT_FAST";
+    if (shape_.ordered) common_options_ += " -DORDERED_SUMS";
     if (!build_options.empty()) common_options_ += " " + build_options;
     if (shape_.gpu_family())
         matvec_options_ = register_cap_option(device.info(), kMatvecGroupsPerComputeUnit, shape_.local_size);
@@ -252,6 +262,7 @@ bool KernelSet::fits(const GemmBuild& build) const {
 
 bool KernelSet::prefill_possible(const Config& c) const {
     if (!shape_.gpu_family()) return true;
+    if (shape_.ordered) return false;  // (prompts run a position at a time: the GEMMs' sums are not run.c's)
     const std::uint64_t widest = std::max(c.dim, c.hidden_dim);
     const std::uint64_t elements = widest * std::max<std::uint64_t>(widest, prefill_batch_for(shape_, c));
     return elements < (std::uint64_t{1} << 32) && fits(gemm_builds_(kOwnGemmTile));
@@ -394,7 +405,7 @@ int fewest_chunks(int positions) {
 }  // namespace
 
 int KernelSet::attention_chunks(int n_heads, int head_size, int positions) const {
-    if (!device_fences()) return 1;  // no work-group could combine the chunks (CPU shapes, OpenCL C 1.2)
+    if (!chunked_attention()) return 1;  // no work-group could combine the chunks (CPU shapes, OpenCL C 1.2)
     const int wanted = (min_groups_ + n_heads - 1) / n_heads;
     return std::max(std::min(wanted, longest_split(positions, head_size)), fewest_chunks(positions));
 }
@@ -415,7 +426,7 @@ int KernelSet::staged_count(int n) const {
 }
 
 cl::LocalSpaceArg KernelSet::staged_space(int n) const {
-    return cl::Local(staged_count(n) > 0 ? static_cast<std::size_t>(staged_input_bytes(layout_.format, n))
+    return cl::Local(staged_count(n) > 0 ? static_cast<std::size_t>(staged_bytes(shape_, layout_.format, n))
                                          : sizeof(float));
 }
 

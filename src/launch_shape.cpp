@@ -25,6 +25,8 @@ std::string LaunchShape::describe() const {
                        " per row, work-groups of " + std::to_string(local_size);
     if (!gpu_family())
         text += family() == ShapeFamily::exact ? ", run.c's sequential loops" : ", float" + std::to_string(vector_width) + " steps";
+    else if (ordered)
+        text += ", run.c's order of sums";
     return text;
 }
 
@@ -34,28 +36,36 @@ LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& we
 }
 
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device) {
+    static const std::string kExact = "exact:";
     LaunchShape shape;
     if (text == "cpu") {
         shape = {1, 1, 16};
     } else if (text == "exact") {
-        // On GPUs in work-groups of 8: a work-item alone leaves the rest of its warp idle, and larger
-        // groups leave compute units without rows of the smaller matrices.
-        shape = {1, device.is_cpu ? 1 : 8, 1};
+        shape = device.is_cpu ? LaunchShape{1, 1, 1} : LaunchShape{16, 256, 1, true};
     } else if (text == "gpu") {
         shape = {16, 256, 1};
     } else {
+        const bool exact = text.starts_with(kExact);
+        const std::string rows_local = exact ? text.substr(kExact.size()) : text;
         int rows = 0, local = 0;
         char tail = 0;
-        if (std::sscanf(text.c_str(), "%dx%d%c", &rows, &local, &tail) != 2 || !is_power_of_two(rows) ||
+        if (std::sscanf(rows_local.c_str(), "%dx%d%c", &rows, &local, &tail) != 2 || !is_power_of_two(rows) ||
             !is_power_of_two(local) || local % rows != 0)
-            throw usage_error("--work-shape: expected cpu, gpu, exact or ROWxLOCAL with powers of two, ROW dividing "
-                              "LOCAL (e.g. 32x256), got '" + text + "'");
-        shape = {rows, local, 1};
+            throw usage_error("--work-shape: expected cpu, gpu, exact, ROWxLOCAL or exact:ROWxLOCAL with powers of "
+                              "two, ROW dividing LOCAL (e.g. 32x256), got '" + text + "'");
+        shape = {rows, local, 1, exact && rows > 1};
     }
     // Respect the device's limit; a row never has more work-items than its group.
     shape.local_size = std::min(shape.local_size, largest_power_of_two_at_most(device.max_work_group_size));
     shape.row_threads = std::min(shape.row_threads, shape.local_size);
+    shape.ordered = shape.ordered && shape.row_threads > 1;
     return shape;
+}
+
+LaunchShape shape_for(const LaunchShape& shape, const WeightFormat& weights) {
+    // Work-groups of 8: a work-item alone leaves the rest of its warp idle, and larger groups leave
+    // compute units without rows of the smaller matrices.
+    return shape.ordered && !weights.quantized() ? LaunchShape{1, 8, 1} : shape;
 }
 
 }  // namespace llamacl

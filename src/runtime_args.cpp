@@ -40,8 +40,9 @@ void add_runtime_options(CLI::App& cmd, RuntimeArgs& a) {
                    "back the final hidden state)")
         ->check(CLI::IsMember({"cpu", "device"}));
     cmd.add_option("--work-shape", a.work_shape,
-                   "kernel work-group shape: cpu, gpu, exact, or ROWxLOCAL work-items (default: chosen for the device)")
-        ->check(not_empty("cpu, gpu, exact or ROWxLOCAL (e.g. 32x256), or leave the flag out"));
+                   "kernel work-group shape: cpu, gpu, exact (run.c's bits), ROWxLOCAL work-items, or exact:ROWxLOCAL "
+                   "(that shape in run.c's order) (default: chosen for the device)")
+        ->check(not_empty("cpu, gpu, exact, ROWxLOCAL or exact:ROWxLOCAL (e.g. 32x256), or leave the flag out"));
     cmd.add_option("--schedule", a.schedule,
                    "how a token runs: token (the whole forward pass as one kernel launch: GPUs, and CPUs with the "
                    "cpu or exact work shape; resident weights), "
@@ -169,7 +170,7 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
     options.prompt_precision = a.prompt_precision == "fast" ? PromptPrecision::fast : PromptPrecision::exact;
     // The exact work shape's bits are run.c's: a faster, less exact product is not its to take.
     if (options.prompt_precision == PromptPrecision::fast && options.shape &&
-        options.shape->family() == ShapeFamily::exact)
+        options.shape->exact())
         throw usage_error("--prompt-precision fast: the exact work shape keeps run.c's bits and has no tensor cores; "
                           "drop one of --prompt-precision fast and --work-shape exact");
     options.schedule = a.schedule == "per-op" ? Schedule::per_op

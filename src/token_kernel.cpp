@@ -63,7 +63,9 @@ bool TokenKernel::wanted(const DeviceInfo& device, const LaunchShape& shape, con
                                       (7u * shape.local_size + scores) * sizeof(float) + 1024;
     const bool gpu = device.type == "GPU" && shape.gpu_family();
     const bool cpu = device.is_cpu && !shape.gpu_family() && shape.local_size == 1;
-    if (!gpu && !cpu)
+    if (shape.ordered)
+        why_not = "the exact shape's ordered sums run as kernels of their own";
+    else if (!gpu && !cpu)
         why_not = "the token kernel runs on GPUs with the gpu work shape and on CPUs with the cpu or exact shape";
     else if (device.scopes_standard.empty())  // (a build that fails where the device has them is an error)
         why_not = "the device reports " + device.version + ", and the grid barrier needs OpenCL 2.0's memory scopes";

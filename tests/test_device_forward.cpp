@@ -96,10 +96,11 @@ TEST(DeviceForwardCases, EveryReferenceCaseForEveryLayersPerOffloadAndFinalize) 
 
 TEST(DeviceForwardCases, EveryWorkShapeReproducesTheReferenceCases) {
     // The GPU kernels (cooperative rows, tree reductions, parallel attention) run on PoCL too, so CI
-    // checks the code the GPU runs; "exact" is run.c's own loop order (1x8: as GPUs run it).
+    // checks the code the GPU runs; "exact" is run.c's own loop order (1x8: as GPUs run float weights;
+    // exact:4x16 the gpu family's rows with run.c's order of sums, as they run quantized ones).
     LLAMACL_REQUIRE_SHARED(shared);
     for (const ReferenceCase& c : load_cases(shared)) {
-        for (const char* shape : {"gpu", "4x16", "exact", "1x8"}) {
+        for (const char* shape : {"gpu", "4x16", "exact", "1x8", "exact:4x16"}) {
             const std::string flags = std::string("--backend opencl --layers-per-offload 1 --work-shape ") + shape;
             const CommandResult r = run_llama_cl(generate_args(shared, c, flags));
             EXPECT_EQ(r.exit_code, 0) << c.id << ": " << r.err;
@@ -743,6 +744,11 @@ TEST(TokenSchedule, TheStagedInputIsSizedByTheWeightsFormat) {
     plan.layer_bytes = 232ull << 20;
     EXPECT_TRUE(TokenKernel::wanted(gpu, shape, {ElementType::f32, 0}, small, plan, Finalize::device, why_not))
         << why_not;
+    // The exact shape's ordered sums run per op.
+    why_not.clear();
+    EXPECT_FALSE(TokenKernel::wanted(gpu, LaunchShape{16, 256, 1, true}, {ElementType::q8_0, 64}, small, plan,
+                                     Finalize::device, why_not));
+    EXPECT_EQ(why_not, "the exact shape's ordered sums run as kernels of their own");
 }
 
 // Greedy decoding on the device, for fp32 weights and converted to Q8_0 (--weights).

@@ -1,5 +1,6 @@
 // Every OpenCL kernel of the forward pass against its CPU twin, for each launch shape the runtime can
-// pick: "exact" (1 work-item per row, run.c's loops; "1x8" as GPUs run it), "cpu" (1 work-item per row,
+// pick: "exact" (1 work-item per row, run.c's loops; "1x8" as GPUs run float weights; "exact:4x16" the
+// gpu family with run.c's order of sums, as GPUs run quantized weights), "cpu" (1 work-item per row,
 // float16 multiply-adds), "gpu" (16x256, consecutive floats per row's work-items, staged input and tree
 // reductions), and "4x16", "2x2" (small groups, so row counts and head sizes straddle them); and for each
 // weight format the device's kernels read (f32, f16, q8_0 by runq.c's rule and by ggml's). The checks
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "llamacl/device.hpp"
+#include "llamacl/error.hpp"
 #include "llamacl/kernel_checks.hpp"
 #include "llamacl/kernel_set.hpp"
 #include "llamacl/model_math.hpp"
@@ -96,12 +98,14 @@ TEST_P(KernelVsReference, MatvecResidual) { EXPECT_KERNEL_CHECK_PASSES(check_mat
 TEST_P(KernelVsReference, FfnGateUp) { EXPECT_KERNEL_CHECK_PASSES(check_ffn_gate_up(h())); }
 TEST_P(KernelVsReference, ClassifierBlocks) { EXPECT_KERNEL_CHECK_PASSES(check_classifier(h())); }
 TEST_P(KernelVsReference, GreedyArgmaxAndEmbedding) { EXPECT_KERNEL_CHECK_PASSES(check_greedy_argmax(h())); }
-TEST_P(KernelVsReference, RmsnormRows) { EXPECT_KERNEL_CHECK_PASSES(check_rmsnorm_rows(h())); }
-TEST_P(KernelVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
-TEST_P(KernelVsReference, AttentionRows) { EXPECT_KERNEL_CHECK_PASSES(check_attention_rows(h())); }
+// Prefill's kernels, on the shapes that run them (not ordered ones: KernelSet::prefill_possible).
+class PrefillKernelVsReference : public KernelVsReference {};
+TEST_P(PrefillKernelVsReference, RmsnormRows) { EXPECT_KERNEL_CHECK_PASSES(check_rmsnorm_rows(h())); }
+TEST_P(PrefillKernelVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
+TEST_P(PrefillKernelVsReference, AttentionRows) { EXPECT_KERNEL_CHECK_PASSES(check_attention_rows(h())); }
 
-// The kernels of one family of formats: float builds fuse RoPE and SwiGLU into their GEMMs, Q8_0's quantize
-// each GEMM's input and run RoPE and SwiGLU as kernels of their own.
+// Prefill's kernels of one family of formats: float builds fuse RoPE and SwiGLU into their GEMMs, Q8_0's
+// quantize each GEMM's input and run RoPE and SwiGLU as kernels of their own.
 class FloatKernelVsReference : public KernelVsReference {};
 TEST_P(FloatKernelVsReference, GemmQkvRope) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_qkv_rope(h())); }
 TEST_P(FloatKernelVsReference, GemmGateUp) { EXPECT_KERNEL_CHECK_PASSES(check_gemm_gate_up(h())); }
@@ -122,15 +126,16 @@ TEST_P(Q8GemmVsReference, RunsOnTensorCores) { EXPECT_TRUE(h().kernels.tensor_co
 TEST_P(Q8GemmVsReference, Gemm) { EXPECT_KERNEL_CHECK_PASSES(check_gemm(h())); }
 
 // The chunking policy: enough (head, chunk) work-groups for the device, no chunk with fewer keys'
-// elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2),
-// and where they can, none longer than the scores' capacity.
+// elements than the minimum, one chunk where no work-group can combine them (CPU shapes, OpenCL C 1.2) or
+// where a head's softmax adds in order (ordered shapes), and where they can, none longer than the scores'
+// capacity.
 TEST_P(KernelVsReference, AttentionChunks) {
     const KernelSet& k = this->h().kernels;
     const int head_size = 64, positions_per_chunk = KernelSet::kMinAttentionChunk / head_size;
     for (int positions : {1, positions_per_chunk - 1, positions_per_chunk, 3 * positions_per_chunk + 5,
                           100 * positions_per_chunk}) {
         const int chunks = k.attention_chunks(1, head_size, positions);
-        if (!k.device_fences()) {
+        if (!k.chunked_attention()) {
             EXPECT_EQ(chunks, 1);
             continue;
         }
@@ -141,7 +146,7 @@ TEST_P(KernelVsReference, AttentionChunks) {
         }
         EXPECT_LE(chunks, k.attention_chunks(1, head_size, positions + positions_per_chunk)) << "grows with context";
     }
-    if (k.device_fences()) {
+    if (k.chunked_attention()) {
         EXPECT_GT(k.attention_chunks(1, head_size, 100 * positions_per_chunk), 1);
         for (int pos : {KernelSet::kScoreCapacity - 1, KernelSet::kScoreCapacity, 20 * KernelSet::kScoreCapacity + 3}) {
             const int chunk_len = k.attention_chunk_len(1, head_size, pos);
@@ -258,6 +263,33 @@ TEST(WidenedRowThreads, DoublesUntilTheLaunchHasEnoughGroups) {
     EXPECT_EQ(widened_row_threads(gpu, 3, 40, 1000), 16);  // never narrower than the shape's own
     // CPU shapes keep one work-item per row.
     EXPECT_EQ(widened_row_threads(LaunchShape{1, 1, 16}, 3, 100000, 1000), 1);
+}
+
+// "exact" is run.c's bits on any device: on CPUs the exact family, on GPUs the gpu shape with ordered sums,
+// whose float weights run in the exact family's work-groups of 8; "exact:ROWxLOCAL" orders any shape.
+TEST(LaunchShapes, ExactOrdersTheGpuShapeOnGpus) {
+    DeviceInfo gpu;
+    gpu.max_work_group_size = 1024;
+    const LaunchShape exact = parse_launch_shape("exact", gpu);
+    EXPECT_EQ(exact, (LaunchShape{16, 256, 1, true}));
+    EXPECT_TRUE(exact.exact());
+    EXPECT_TRUE(exact.gpu_family());
+    EXPECT_EQ(shape_for(exact, WeightFormat::q4_0()), exact);
+    EXPECT_EQ(shape_for(exact, WeightFormat{ElementType::q8_0, 64}), exact);
+    EXPECT_EQ(shape_for(exact, WeightFormat{ElementType::f16}), (LaunchShape{1, 8, 1}));
+    EXPECT_EQ(parse_launch_shape("exact:32x128", gpu), (LaunchShape{32, 128, 1, true}));
+    EXPECT_EQ(parse_launch_shape("exact:1x8", gpu), (LaunchShape{1, 8, 1}));  // the exact family already
+    EXPECT_FALSE(parse_launch_shape("32x128", gpu).exact());
+    EXPECT_FALSE(parse_launch_shape("gpu", gpu).exact());
+    EXPECT_EQ(shape_for(parse_launch_shape("gpu", gpu), WeightFormat{ElementType::f32}), (LaunchShape{16, 256, 1}));
+    for (const char* bad : {"exact:", "exact:3x8", "exact:16x8", "exact:gpu", "exact16x256"})
+        EXPECT_THROW(parse_launch_shape(bad, gpu), Error) << bad;
+    DeviceInfo cpu = gpu;
+    cpu.is_cpu = true;
+    EXPECT_EQ(parse_launch_shape("exact", cpu), (LaunchShape{1, 1, 1}));
+    // A device's smaller work-groups: a row keeps a work-group's work-items.
+    gpu.max_work_group_size = 8;
+    EXPECT_EQ(parse_launch_shape("exact:16x256", gpu), (LaunchShape{8, 8, 1, true}));
 }
 
 // The rule that gives work-items with long shares of a row the long batch of loads.
@@ -467,24 +499,27 @@ TEST(WarpShuffles, SameBitsAsLocalMemoryTrees) {
 // interleaved 32, read 8 bytes at a time there) and 64 (export.py's, 16 bytes at a time); and GGUF's,
 // ggml's rule in blocks of 32. Q4_0 (ggml's) beside them.
 const WeightFormat kGgmlQ8{ElementType::q8_0, 32, QuantRule::ggml}, kQ4 = WeightFormat::q4_0();
-const auto kShapes = ::testing::Values("exact", "1x8", "cpu", "gpu", "4x16", "2x2");
+const auto kShapes = ::testing::Values("exact", "1x8", "cpu", "gpu", "4x16", "2x2", "exact:4x16");
+const auto kPrefillShapes = ::testing::Values("exact", "1x8", "cpu", "gpu", "4x16", "2x2");
 const auto kFloatFormats = ::testing::Values(WeightFormat{ElementType::f32}, WeightFormat{ElementType::f16});
+const auto kFormats = ::testing::Values(WeightFormat{ElementType::f32}, WeightFormat{ElementType::f16},
+                                        WeightFormat{ElementType::q8_0, 4}, WeightFormat{ElementType::q8_0, 24},
+                                        WeightFormat{ElementType::q8_0, 64}, kGgmlQ8, kQ4);
 const auto kQ8Formats = ::testing::Values(WeightFormat{ElementType::q8_0, 4}, WeightFormat{ElementType::q8_0, 24},
                                           WeightFormat{ElementType::q8_0, 64}, kGgmlQ8, kQ4);
 std::string param_name(const ::testing::TestParamInfo<std::tuple<std::string, WeightFormat>>& p) {
     const WeightFormat& f = std::get<1>(p.param);
-    return std::get<0>(p.param) + "_" + element_name(f.type) +
+    std::string shape = std::get<0>(p.param);
+    std::replace(shape.begin(), shape.end(), ':', '_');
+    return shape + "_" + element_name(f.type) +
            (f.group_size ? "_g" + std::to_string(f.group_size) : "") + (f.rule == QuantRule::ggml ? "_ggml" : "");
 }
-INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference,
-                         ::testing::Combine(kShapes, ::testing::Values(WeightFormat{ElementType::f32},
-                                                                       WeightFormat{ElementType::f16},
-                                                                       WeightFormat{ElementType::q8_0, 4},
-                                                                       WeightFormat{ElementType::q8_0, 24},
-                                                                       WeightFormat{ElementType::q8_0, 64}, kGgmlQ8, kQ4)),
+INSTANTIATE_TEST_SUITE_P(KernelShapes, KernelVsReference, ::testing::Combine(kShapes, kFormats), param_name);
+INSTANTIATE_TEST_SUITE_P(KernelShapes, PrefillKernelVsReference, ::testing::Combine(kPrefillShapes, kFormats),
                          param_name);
-INSTANTIATE_TEST_SUITE_P(KernelShapes, FloatKernelVsReference, ::testing::Combine(kShapes, kFloatFormats), param_name);
-INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8KernelVsReference, ::testing::Combine(kShapes, kQ8Formats), param_name);
+INSTANTIATE_TEST_SUITE_P(KernelShapes, FloatKernelVsReference, ::testing::Combine(kPrefillShapes, kFloatFormats),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(KernelShapes, Q8KernelVsReference, ::testing::Combine(kPrefillShapes, kQ8Formats), param_name);
 INSTANTIATE_TEST_SUITE_P(KernelShapes, GemmVsReference,
                          ::testing::Combine(::testing::Values(kTensorCoresEmulated, kPortableGemm, kGemmStepsOf16),
                                             ::testing::Values(WeightFormat{ElementType::f32},

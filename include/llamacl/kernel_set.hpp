@@ -43,9 +43,12 @@ int token_dot_batch(int longest_row, int dim, int row_threads);
 // it would not limit anything (255 registers or more).
 std::string register_cap_option(const DeviceInfo& device, int groups, int local);
 
-// Local memory a matrix-vector kernel stages its input of n elements in (KernelSet::staged_space): n
-// floats, or for quantized weights its quantized values and their scales (kernels/dot_quantized.cl).
+// Local memory a matrix-vector kernel stages its input of n elements in: n floats, or for quantized
+// weights its quantized values and their scales (kernels/dot_quantized.cl).
 std::uint64_t staged_input_bytes(const WeightFormat& weights, int n);
+// The staged input's and, for ordered shapes, the rows' terms after it (ORDERED_TERMS in
+// kernels/dot_quantized.cl): a work-group's local memory for rows of n elements (KernelSet::staged_space).
+std::uint64_t staged_bytes(const LaunchShape& shape, const WeightFormat& weights, int n);
 // Whether that fits a work-group of `shape` on `device`, beside the reduction scratch and what the
 // compiler keeps in local memory itself. Quantized formats' kernels need it: they read only the staged input.
 bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights, int n);
@@ -168,7 +171,7 @@ public:
     int attention_chunk_len(int n_heads, int head_size, int pos) const;
     static constexpr int kMinAttentionChunk = 2048, kMaxAttentionChunks = 8, kScoreCapacity = 2048;
     // The two trailing arguments of the matrix-vector kernels: local memory for an input vector of n
-    // elements (staged_input_bytes), and n itself when the work-group should stage the input there (GPU
+    // elements (staged_bytes), and n itself when the work-group should stage the input there (GPU
     // shapes, and every shape for quantized weights, when it fits: staged_input_fits), else 0.
     int staged_count(int n) const;
     cl::LocalSpaceArg staged_space(int n) const;
@@ -233,12 +236,16 @@ public:
     // Whether the programs are built with fences of device scope (DEVICE_FENCES in grid_sync.cl): GPU shapes
     // on a device of OpenCL 2.0 or later. CPU shapes are built as OpenCL C 1.2.
     bool device_fences() const { return standard_ != "CL1.2"; }
+    // Whether attention may split a head into chunks, keeping a chunk's scores in local memory
+    // (CHUNKED_ATTENTION in attention.cl): builds with device fences, but for ordered shapes, whose
+    // softmax adds a head's every position in order (their scores go to `att`).
+    bool chunked_attention() const { return device_fences() && !shape_.ordered; }
     // Whether the reductions combine a warp's values by shuffles (WARP_SHUFFLE in reductions.cl): GPU shapes
     // of whole warps on a device with 32-wide warps whose compiler takes PTX (NVIDIA's).
     bool warp_shuffles() const { return warp_shuffles_; }
-    // Whether exp() is glibc's expf bit for bit (GLIBC_EXPF in kernels/expf.cl): the exact shape on a
-    // device with doubles.
-    bool glibc_expf() const { return shape_.family() == ShapeFamily::exact && device_.info().fp64; }
+    // Whether exp() is glibc's expf bit for bit (GLIBC_EXPF in kernels/expf.cl): exact shapes on a device
+    // with doubles.
+    bool glibc_expf() const { return shape_.exact() && device_.info().fp64; }
     // Whether prefill's GEMMs run on tensor cores (GEMM_MMA in gemm_gpu.cl and prefill_quantized.cl): GPU shapes
     // with warp shuffles (the compiler takes inline PTX) on a GPU of compute capability 8.0 or later (TF32
     // and int8 mma.sync), for float weights and Q8_0 in groups of a multiple of kQ8MmaStep, unless asked
@@ -279,6 +286,7 @@ private:
     static constexpr int kMatvecGroupsPerComputeUnit = 4;
 
     Device device_;
+    LaunchShape shape_;  // the shape asked for, as the weights run it (shape_for)
     DeviceWeightLayout layout_;
     bool inline_ptx_;  // builds take inline PTX (NVIDIA's compiler)
     // Every build's: the weight layout, the norm's epsilon, correctly rounded division and sqrt, the caller's.
@@ -288,7 +296,6 @@ private:
     bool tensor_cores_;
     PromptPrecision prompt_precision_;
     std::string matvec_options_;  // the matrix-vector builds' register cap
-    LaunchShape shape_;
     int min_groups_;  // a launch wants at least this many work-groups
     std::size_t compute_units_;
     // Prefill's products of one build, indexed by Gemm, and the tile they compute (GPU shapes).

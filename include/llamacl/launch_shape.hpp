@@ -18,23 +18,34 @@ struct LaunchShape {
     int row_threads = 1;   // work-items cooperating on one output row (power of two)
     int local_size = 8;    // work-group size (power of two, multiple of row_threads)
     int vector_width = 1;  // with row_threads 1: elements per step (1: run.c's exact loop order)
+    // The gpu family with every float sum in run.c's order (ORDERED_SUMS in kernels/shape.cl): quantized
+    // weights only, whose rows' lanes keep their groups' terms for one work-item to add in order.
+    bool ordered = false;
     ShapeFamily family() const {
         return row_threads > 1 ? ShapeFamily::gpu : vector_width == 1 ? ShapeFamily::exact : ShapeFamily::cpu;
     }
     bool gpu_family() const { return family() == ShapeFamily::gpu; }
+    // Whether the kernels compute the reference's bits: the exact family, or an ordered gpu shape.
+    bool exact() const { return family() == ShapeFamily::exact || ordered; }
     std::string describe() const;
     bool operator==(const LaunchShape&) const = default;
 };
 
 // CPUs (PoCL): work-groups of one work-item per row, float16 multiply-adds along the row for the SIMD
 // units, and no local-memory reductions (slow there). GPUs: work-groups of 256 with 16 work-items per
-// row reading consecutive floats, the input staged in local memory and a tree reduction. "exact" is the CPU shape
-// running run.c's sequential loops: bit-identical to the reference where the device has doubles
-// (kernels/expf.cl). CPUs take it for quantized weights (`weights`): their integer dot products are as fast
+// row reading consecutive floats, the input staged in local memory and a tree reduction. "exact" is
+// bit-identical to the reference where the device has doubles (kernels/expf.cl): on CPUs the CPU shape
+// running run.c's sequential loops, on GPUs the gpu shape ordered (parse_launch_shape). CPUs take it for quantized weights (`weights`): their integer dot products are as fast
 // in run.c's order (kernels/dot_quantized.cl), and a last-bit difference in an activation can change how runq.c's
 // quantization rounds it, and with it the text.
 LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights = {});
-// Parses "cpu", "gpu", "exact" (the shapes above, for any device) or "ROWxLOCAL", e.g. "32x256".
+// Parses "cpu", "gpu", "exact" (the shapes above, for any device), "ROWxLOCAL", e.g. "32x256", or
+// "exact:ROWxLOCAL", that shape with run.c's order of sums (ordered, where ROW > 1). On GPUs "exact" is
+// the gpu shape ordered.
 LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device);
+// The shape a matrix of `weights` runs in: `shape`, except that an ordered shape runs float weights in
+// the exact family's work-groups of 8 (their terms are the products themselves: ordering them through
+// local memory would cost more than one work-item's loop).
+LaunchShape shape_for(const LaunchShape& shape, const WeightFormat& weights);
 
 }  // namespace llamacl
