@@ -48,7 +48,11 @@ void require_device_format(const Checkpoint& ck, const DeviceInfo& device, const
     if (!staged_input_fits(device, shape, format, longest))
         throw Error(device.name + ": a work-group's " + std::to_string(device.local_mem_bytes) +
                     " bytes of local memory cannot hold the quantized input of " + std::to_string(longest) +
-                    " weights that the " + element_name(format.type) + " kernels stage there; " + cpu_reference_remedy());
+                    " weights that the " + element_name(format.type) + " kernels stage there" +
+                    (shape.ordered ? " with their rows' terms (ask for fewer rows a work-group: exact:ROWxLOCAL with a "
+                                     "larger ROW or a smaller LOCAL)"
+                                   : "") +
+                    "; " + cpu_reference_remedy());
 }
 
 }  // namespace

@@ -292,6 +292,21 @@ TEST(LaunchShapes, ExactOrdersTheGpuShapeOnGpus) {
     EXPECT_EQ(parse_launch_shape("exact:16x256", gpu), (LaunchShape{8, 8, 1, true}));
 }
 
+// An ordered shape's work-group keeps two rows' group terms a row of its own after the staged input: an
+// H100's 48 KiB hold 1B's 8192-wide q4_0 input with 16 rows' terms (16x256), not with 32 (8x256).
+TEST(StagedBytes, OrderedShapesAddTheirRowsTerms) {
+    const WeightFormat q8{ElementType::q8_0, 64}, q4 = WeightFormat::q4_0(), f32{ElementType::f32};
+    const LaunchShape gpu{16, 256, 1}, ordered{16, 256, 1, true};
+    EXPECT_EQ(staged_bytes(gpu, q8, 8192), staged_input_bytes(q8, 8192));
+    EXPECT_EQ(staged_bytes(ordered, q8, 8192), staged_input_bytes(q8, 8192) + 2 * 16 * 129 * sizeof(float));
+    EXPECT_EQ(staged_bytes(ordered, f32, 8192), staged_input_bytes(f32, 8192));
+    DeviceInfo h100;
+    h100.local_mem_bytes = 48 * 1024;
+    EXPECT_TRUE(staged_input_fits(h100, ordered, q4, 8192));
+    EXPECT_FALSE(staged_input_fits(h100, LaunchShape{8, 256, 1, true}, q4, 8192));
+    EXPECT_TRUE(staged_input_fits(h100, LaunchShape{8, 256, 1}, q4, 8192));
+}
+
 // The rule that gives work-items with long shares of a row the long batch of loads.
 TEST(DotBatch, LongOnlyWhenEveryWorkItemHasAWholeBatch) {
     EXPECT_EQ(dot_batch(4096, 16), kLongDotBatch);   // 7B's rows: 256 elements per work-item
