@@ -110,6 +110,7 @@ void first_launches(DeviceForward& model, const DeviceInfo& device, const Backen
 }  // namespace
 
 void check_backend_flags(const BackendFlags& a) {
+    a.runtime.check_conflicts();
     if (a.tolerance && !(*a.tolerance >= 0 && std::isfinite(*a.tolerance)))
         throw usage_error("--tolerance: must be a finite number >= 0 (got " + number_text("%g", *a.tolerance) + ")");
     if (a.choice == "cpu") {

@@ -93,6 +93,7 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
 int run_bench(const BenchArgs& a, std::FILE* out) {
     check_bench_args(a);
     set_progress_quiet(a.quiet);
+    a.runtime.check_conflicts();
     const RunningCommand running("bench");
     // The plot's file is made before anything is measured: a path it cannot go to costs no benchmark.
     std::optional<AtomicFile> plot;

@@ -14,6 +14,21 @@
 
 namespace llamacl {
 
+namespace {
+
+// The exact work shape's bits are run.c's: a faster, less exact product is not its to take.
+Error exact_shape_refuses_fast() {
+    return usage_error("--prompt-precision fast: the exact work shape keeps run.c's bits and has no tensor cores; "
+                       "drop one of --prompt-precision fast and --work-shape exact");
+}
+
+}  // namespace
+
+void RuntimeArgs::check_conflicts() const {
+    if (prompt_precision == "fast" && (work_shape == "exact" || work_shape.starts_with("exact:")))
+        throw exact_shape_refuses_fast();
+}
+
 bool RuntimeArgs::shapes_the_runtime() const {
     return layers_per_offload != 0 || !work_shape.empty() || max_device_memory_mib != 0 || no_host_mirror ||
            no_tensor_cores || prompt_precision == "fast" || !finalize.empty() ||
@@ -168,11 +183,8 @@ DeviceOptions device_options(const RuntimeArgs& a, const DeviceInfo& device) {
     options.host_mirror = !a.no_host_mirror;
     options.tensor_cores = a.no_tensor_cores ? TensorCores::never : TensorCores::where_present;
     options.prompt_precision = a.prompt_precision == "fast" ? PromptPrecision::fast : PromptPrecision::exact;
-    // The exact work shape's bits are run.c's: a faster, less exact product is not its to take.
-    if (options.prompt_precision == PromptPrecision::fast && options.shape &&
-        options.shape->exact())
-        throw usage_error("--prompt-precision fast: the exact work shape keeps run.c's bits and has no tensor cores; "
-                          "drop one of --prompt-precision fast and --work-shape exact");
+    if (options.prompt_precision == PromptPrecision::fast && options.shape && options.shape->exact())
+        throw exact_shape_refuses_fast();
     options.schedule = a.schedule == "per-op" ? Schedule::per_op
                        : a.schedule == "token" ? Schedule::token
                                                : Schedule::automatic;

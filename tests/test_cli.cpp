@@ -137,6 +137,10 @@ TEST_F(CommandLine, PromptPrecisionIsExactOrFast) {
     const std::string on_device = "generate " + quote(model) + " -z " + quote(tok) + " --backend opencl -t 0 -n 30 -i hi ";
     expect_error(run_llama_cl(on_device + "--work-shape exact --prompt-precision fast"), 2,
                  {"--prompt-precision fast", "--work-shape exact"}, "the exact work shape");
+    // Refused before any device is looked for: a selector that matches none is not what the user hears.
+    for (const std::string& run_on : {on_device, std::string("bench --synthetic tiny -n 2 ")})
+        expect_error(run_llama_cl(run_on + "--device no-such-device --work-shape exact:16x64 --prompt-precision fast"), 2,
+                     {"--prompt-precision fast", "--work-shape exact"}, "exact:16x64 without a device");
     for (const char* shape : {"gpu", "cpu"}) {
         const std::string flags = std::string("--work-shape ") + shape;
         const CommandResult device_exact = run_llama_cl(on_device + flags);

@@ -24,6 +24,10 @@ struct RuntimeArgs {
 
     // Whether any option that only means something on an OpenCL device was given, and their names.
     bool shapes_the_runtime() const;
+    // Throws the usage error for flags that contradict each other whatever the device: --prompt-precision
+    // fast with --work-shape exact or exact:ROWxLOCAL (device_options refuses the rest of the exact shapes,
+    // 1xLOCAL, once the device is known). Commands call it before they open a device.
+    void check_conflicts() const;
     static constexpr const char* device_only_options =
         "--layers-per-offload, --work-shape, --max-device-memory, --no-host-mirror, --no-tensor-cores, "
         "--prompt-precision fast, --finalize and --schedule";
