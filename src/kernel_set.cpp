@@ -91,7 +91,7 @@ KernelSet::KernelSet(const Device& device, const LaunchShape& shape, const Weigh
                      PromptPrecision precision)
     : device_(device),
       shape_(shape_for(shape, weights)),
-      layout_{weights, shape_.gpu_family() ? kGpuQ8Interleave : 1, shape_.gpu_family() ? gpu_q8_word(weights.group_size) : 4},
+      layout_(DeviceWeightLayout::for_family(weights, shape_.gpu_family())),
       // NVIDIA's compiler (which reports its warp width: cl_nv_device_attribute_query) takes inline PTX.
       inline_ptx_(device.info().warp_size == 32 && shape_.gpu_family()),
       common_options_(layout_.build_options() + norm_eps_option(norm_eps) + (inline_ptx_ ? " -DINLINE_PTX" : "")),

@@ -68,6 +68,12 @@ WeightTensor WeightTensor::encoded(const WeightFormat& format, const std::byte* 
     return t;
 }
 
+DeviceWeightLayout DeviceWeightLayout::for_family(const WeightFormat& format, bool gpu) {
+    if (!gpu) return {format, 1, 4};
+    const int g = format.group_size;
+    return {format, 32, g % 16 == 0 ? 16 : g % 8 == 0 ? 8 : 4};
+}
+
 std::string DeviceWeightLayout::build_options() const {
     switch (format.type) {
         case ElementType::f32: return " -DWEIGHT_F32";

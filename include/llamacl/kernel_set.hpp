@@ -53,12 +53,6 @@ std::uint64_t staged_bytes(const LaunchShape& shape, const WeightFormat& weights
 // compiler keeps in local memory itself. Quantized formats' kernels need it: they read only the staged input.
 bool staged_input_fits(const DeviceInfo& device, const LaunchShape& shape, const WeightFormat& weights, int n);
 
-// Groups of Q8_0 weights whose words the GPU family's layout interleaves (DeviceWeightLayout): a warp's.
-constexpr int kGpuQ8Interleave = 32;
-// The bytes of a Q8_0 group a lane of the GPU family loads at once: the widest load (16 bytes, four
-// ints) that the group size allows, so that a lane moves as many bytes per instruction as it can.
-inline int gpu_q8_word(int group_size) { return group_size % 16 == 0 ? 16 : group_size % 8 == 0 ? 8 : 4; }
-
 // A launch should have at least two work-groups per compute unit: fewer leave too few work-items in
 // flight to hide memory latency, and more (widening further) costs the extra groups' norm and input
 // staging.

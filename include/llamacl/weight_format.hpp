@@ -106,6 +106,11 @@ struct DeviceWeightLayout {
     DeviceWeightLayout input() const {
         return format.type == ElementType::q4_0 ? DeviceWeightLayout{format.input(), 1, 16} : *this;
     }
+    // The layout the kernels of a shape family read `format` in: the GPU family's (`gpu`) interleaves the
+    // words of a warp's 32 groups, each word the widest load (16 bytes, four ints) the group size allows,
+    // so that a lane moves as many bytes per instruction as it can; the CPU families' reads rows as stored,
+    // four bytes a word.
+    static DeviceWeightLayout for_family(const WeightFormat& format, bool gpu);
     // The -D options that select the kernels' weight loads for this layout.
     std::string build_options() const;
     // Writes rows [first, first + rows) of `source`, a matrix of rows of n weights, in this layout at `out`
