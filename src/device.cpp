@@ -127,6 +127,7 @@ public:
         std::fflush(stderr);
         file_ = std::tmpfile();
         saved_ = file_ ? ::dup(STDERR_FILENO) : -1;
+        if (saved_ >= 0) set_sigbus_report_fd(saved_);  // (a truncated model's line is not the build's output)
         if (saved_ >= 0 && ::dup2(::fileno(file_), STDERR_FILENO) < 0) release();
     }
     ~HeldStderr() { release(); }
@@ -139,6 +140,7 @@ public:
         if (saved_ >= 0) {
             std::fflush(stderr);
             ::dup2(saved_, STDERR_FILENO);
+            set_sigbus_report_fd(STDERR_FILENO);
             ::close(saved_);
             saved_ = -1;
             std::rewind(file_);

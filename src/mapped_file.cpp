@@ -30,6 +30,7 @@ struct Guard {
 constexpr int kGuards = 64;
 Guard guards[kGuards];
 struct sigaction previous_action {};
+std::atomic<int> report_fd{STDERR_FILENO};  // set_sigbus_report_fd
 
 void on_sigbus(int signal, siginfo_t* info, void* context) {
     // Sent, not a fault (si_code <= 0), by this process: a handler installed over this one passing a fault
@@ -46,7 +47,7 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
             if (reporting.exchange(true))
                 for (;;) ::pause();
             remove_unfinished_outputs();  // quantize's output, bench's and check's plots
-            [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, g.message, g.length);
+            [[maybe_unused]] const ssize_t written = ::write(report_fd.load(), g.message, g.length);
             ::_exit(1);
         }
     }
@@ -88,6 +89,8 @@ void guard_sigbus_first() {
     sigemptyset(&action.sa_mask);
     ::sigaction(SIGBUS, &action, &previous_action);
 }
+
+void set_sigbus_report_fd(int fd) { report_fd.store(fd); }
 
 MappedFile::MappedFile(int fd, std::size_t bytes, const std::string& path) : bytes_(bytes) {
     if (bytes == 0) return;

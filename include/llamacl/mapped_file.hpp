@@ -33,4 +33,9 @@ private:
 // killed without the message. The device calls this after every program build.
 void guard_sigbus_first();
 
+// The descriptor the guard's handler writes its line to: stderr, or, while a kernel build holds stderr in a
+// file of its own (device.cpp's HeldStderr), a duplicate of the real one, so that the line still reaches
+// the user when a driver's thread faults during the build.
+void set_sigbus_report_fd(int fd);
+
 }  // namespace llamacl
