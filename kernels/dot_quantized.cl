@@ -600,9 +600,8 @@ inline float row_dot(__global const weight_t* w, __global const float* x, __glob
 #endif
 }
 
-// Two rows' products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum; ordered
-// sums: ordered_sums; with
-// FEW_GROUPS in one tree, and scratch holds 2 * LOCAL floats).
+// Two rows' products with the same input (x: wa's, y: wb's), summed over their lanes (row_sum; with
+// FEW_GROUPS in one tree, and scratch holds 2 * LOCAL floats; ordered sums: ordered_sums).
 inline float2 row_pair(__global const weight_t* wa, __global const weight_t* wb, __global const float* x,
                        __global const float* weight, float ss, __local float* staged, int staged_n, int n,
                        int lane, __local float* scratch) {

@@ -334,7 +334,7 @@ BenchResult run_benchmark(Device& device, const Checkpoint& ck, const std::strin
         // its buffer is 4 bytes a work-item.)
         const CapacityPlan plan = plan_capacity(
             c, device.info(), options.finalize, options.layers_per_offload, options.memory_limit,
-            prefill_batch_for(options.shape ? *options.shape : choose_launch_shape(device.info(), c.weight_format),
+            prefill_batch_for(launch_shape_for(options.shape, device.info(), c.weight_format),
                               within_positions(c, options.positions)),
             options.positions);
         r.probe_bytes = probe_bytes_for(device.info(), o.probe_bytes);

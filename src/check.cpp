@@ -209,8 +209,7 @@ CheckReport Ladder::climb(const RungObserver& observer) {
 }
 
 LaunchShape Ladder::shape(ElementType format) const {
-    const WeightFormat weights{format};
-    return o_.device.shape ? shape_for(*o_.device.shape, weights) : choose_launch_shape(device_.info(), weights);
+    return launch_shape_for(o_.device.shape, device_.info(), WeightFormat{format});
 }
 
 std::string Ladder::describe_shapes() const {

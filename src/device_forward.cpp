@@ -19,14 +19,6 @@ bool out_of_memory(cl_int code) {
     return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
 }
 
-LaunchShape launch_shape(const Device& device, const DeviceOptions& options, const WeightFormat& weights) {
-    return options.shape ? *options.shape : choose_launch_shape(device.info(), weights);
-}
-
-}  // namespace
-
-namespace {
-
 // Throws Error where the kernels cannot run matrices of `format` (the layers' or the classifier's).
 void require_device_format(const Checkpoint& ck, const DeviceInfo& device, const LaunchShape& shape,
                            const WeightFormat& format) {
@@ -71,7 +63,7 @@ std::string describe_schedule(int token_groups, const std::string& per_op_reason
 }
 
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options)
-    : DeviceForward(device, ck, options, launch_shape(device, options, ck.weight_format())) {}
+    : DeviceForward(device, ck, options, launch_shape_for(options.shape, device.info(), ck.weight_format())) {}
 
 DeviceForward::DeviceForward(Device& device, const Checkpoint& ck, const DeviceOptions& options,
                              const LaunchShape& shape)

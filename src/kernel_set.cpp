@@ -250,6 +250,7 @@ KernelSet::Range KernelSet::rows(int rows, int row_threads) const {
 }
 
 int prefill_batch_for(const LaunchShape& shape, const Config& config) {
+    if (shape.ordered) return 1;
     return std::min(shape.gpu_family() ? kGpuPrefillBatch : kCpuPrefillBatch, config.seq_len);
 }
 

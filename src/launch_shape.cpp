@@ -62,6 +62,11 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
     return shape;
 }
 
+LaunchShape launch_shape_for(const std::optional<LaunchShape>& asked, const DeviceInfo& device,
+                             const WeightFormat& weights) {
+    return asked ? shape_for(*asked, weights) : choose_launch_shape(device, weights);
+}
+
 LaunchShape shape_for(const LaunchShape& shape, const WeightFormat& weights) {
     // Work-groups of 8: a work-item alone leaves the rest of its warp idle, and larger groups leave
     // compute units without rows of the smaller matrices.

@@ -277,6 +277,10 @@ TEST(LaunchShapes, ExactOrdersTheGpuShapeOnGpus) {
     EXPECT_EQ(shape_for(exact, WeightFormat::q4_0()), exact);
     EXPECT_EQ(shape_for(exact, WeightFormat{ElementType::q8_0, 64}), exact);
     EXPECT_EQ(shape_for(exact, WeightFormat{ElementType::f16}), (LaunchShape{1, 8, 1}));
+    // Its prompts run a position at a time: no batch to hold (the float weights' 1x8 keeps its own).
+    const Config c{64, 64, 1, 1, 1, 64, 256, true};
+    EXPECT_EQ(prefill_batch_for(exact, c), 1);
+    EXPECT_EQ(prefill_batch_for(launch_shape_for(exact, gpu, WeightFormat{ElementType::f32}), c), kCpuPrefillBatch);
     EXPECT_EQ(parse_launch_shape("exact:32x128", gpu), (LaunchShape{32, 128, 1, true}));
     EXPECT_EQ(parse_launch_shape("exact:1x8", gpu), (LaunchShape{1, 8, 1}));  // the exact family already
     EXPECT_FALSE(parse_launch_shape("32x128", gpu).exact());

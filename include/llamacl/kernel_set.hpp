@@ -46,7 +46,7 @@ std::string register_cap_option(const DeviceInfo& device, int groups, int local)
 // Local memory a matrix-vector kernel stages its input of n elements in: n floats, or for quantized
 // weights its quantized values and their scales (kernels/dot_quantized.cl).
 std::uint64_t staged_input_bytes(const WeightFormat& weights, int n);
-// The staged input's and, for ordered shapes, the rows' terms after it (ORDERED_TERMS in
+// The staged input's and, for ordered shapes, the rows' terms after it (row_terms in
 // kernels/dot_quantized.cl): a work-group's local memory for rows of n elements (KernelSet::staged_space).
 std::uint64_t staged_bytes(const LaunchShape& shape, const WeightFormat& weights, int n);
 // Whether that fits a work-group of `shape` on `device`, beside the reduction scratch and what the
@@ -69,7 +69,8 @@ int max_attention_chunks(const Config& config);
 // The most positions a prefill batch holds (the whole prompt when it fits), never more than the context:
 // on GPU shapes enough tiles of positions (kGemmTiles) to fill the device with every weight tile read once
 // per batch; on CPU shapes fewer, so that the batch's inputs of a matrix stay in the cores' caches while a
-// work-item's rows sweep them.
+// work-item's rows sweep them; on ordered shapes one, as they run a prompt a position at a time
+// (KernelSet::prefill_possible) and need no batch buffers.
 int prefill_batch_for(const LaunchShape& shape, const Config& config);
 constexpr int kGpuPrefillBatch = 512, kCpuPrefillBatch = 64;
 

@@ -1,6 +1,7 @@
 #pragma once
 // The work-group shape the kernels are compiled for, and the device quirks that choose it: a module of its
 // own so that what only names a shape (DeviceOptions) does not pull in the kernels.
+#include <optional>
 #include <string>
 
 #include "llamacl/device.hpp"
@@ -35,8 +36,9 @@ struct LaunchShape {
 // units, and no local-memory reductions (slow there). GPUs: work-groups of 256 with 16 work-items per
 // row reading consecutive floats, the input staged in local memory and a tree reduction. "exact" is
 // bit-identical to the reference where the device has doubles (kernels/expf.cl): on CPUs the CPU shape
-// running run.c's sequential loops, on GPUs the gpu shape ordered (parse_launch_shape). CPUs take it for quantized weights (`weights`): their integer dot products are as fast
-// in run.c's order (kernels/dot_quantized.cl), and a last-bit difference in an activation can change how runq.c's
+// running run.c's sequential loops, on GPUs the gpu shape ordered (parse_launch_shape). CPUs take it for
+// quantized weights (`weights`): their integer dot products are as fast in run.c's order
+// (kernels/dot_quantized.cl), and a last-bit difference in an activation can change how runq.c's
 // quantization rounds it, and with it the text.
 LaunchShape choose_launch_shape(const DeviceInfo& device, const WeightFormat& weights = {});
 // Parses "cpu", "gpu", "exact" (the shapes above, for any device), "ROWxLOCAL", e.g. "32x256", or
@@ -47,5 +49,9 @@ LaunchShape parse_launch_shape(const std::string& text, const DeviceInfo& device
 // the exact family's work-groups of 8 (their terms are the products themselves: ordering them through
 // local memory would cost more than one work-item's loop).
 LaunchShape shape_for(const LaunchShape& shape, const WeightFormat& weights);
+// The shape a run's matrices of `weights` take on `device`: `asked` (--work-shape) as those weights run it
+// (shape_for), else choose_launch_shape's.
+LaunchShape launch_shape_for(const std::optional<LaunchShape>& asked, const DeviceInfo& device,
+                             const WeightFormat& weights);
 
 }  // namespace llamacl
